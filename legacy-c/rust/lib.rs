@@ -1,0 +1,1 @@
+//! Locates the C reference build (being written).

@@ -1,0 +1,1 @@
+//! mlcachedirect (being written).

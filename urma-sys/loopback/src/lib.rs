@@ -1,0 +1,1 @@
+//! Loopback URMA provider (being written).

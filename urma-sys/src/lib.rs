@@ -1,0 +1,1 @@
+//! URMA bindings (being written).
