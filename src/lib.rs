@@ -1,1 +1,27 @@
-//! mlcachedirect (being written).
+//! mlcachedirect: Rust drop-in for `libos_transport.so.1` (openEuler MLCacheDirect transfer
+//! library 1.0). The C ABI lives in [`ffi`]; the module map is in `docs/abi.md`.
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+pub mod abi;
+pub mod chunk;
+pub mod ffi;
+mod instance;
+mod log;
+mod pool;
+mod post;
+mod recv;
+mod request;
+mod send;
+mod sync;
+pub mod user_data;
+mod wait;
+mod wake;
+
+/// Test hooks (Rust only, not exported from the shared object).
+#[doc(hidden)]
+pub mod testing {
+    pub use crate::pool::{MAX_WORKERS, WORKER_QUEUE_CAPACITY};
+    pub use crate::request::{STASH_CAPACITY, TOMBSTONES};
+    pub use crate::sync::{live_syncs, SYNC_CAPACITY};
+}

@@ -1,0 +1,311 @@
+//! The single per-process instance (spec §7, D6): atomic init/destroy, handle validation by value,
+//! request registration, and destroy that cancels every outstanding sync (D5).
+
+use crate::abi::{os_transport_cfg_t, ERR};
+use crate::log::{debug, error, info, warning};
+use crate::pool::{current_worker, Pool, MAX_WORKERS};
+use crate::post::RecvQueue;
+use crate::request::ReqTable;
+use crate::sync::{self, table, Kind, Req};
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+const HANDLE_TAG: u64 = 0x5A << 40;
+
+/// The live instance.
+pub struct Instance {
+    /// Sequence number (distinct for every successful init in the process).
+    pub seq: u64,
+    /// Request table.
+    pub reqs: Arc<Mutex<ReqTable>>,
+    /// Workers.
+    pub pool: Pool,
+    /// Receive queue recorded by the last prefill (one slot, like legacy; D6: may be a JFR).
+    pub recvq: Mutex<RecvQueue>,
+    /// `recv_queue_capacity`
+    pub recv_cap: u32,
+    /// `(jfce, jfc, urma_event_mode)` recorded by init / reg_jfc (informational).
+    pub jfc_info: Mutex<(usize, usize, bool)>,
+}
+
+impl Instance {
+    /// Locks the request table.
+    pub fn reqs(&self) -> MutexGuard<'_, ReqTable> {
+        self.reqs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+static LIVE: RwLock<Option<Arc<Instance>>> = RwLock::new(None);
+static SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// Opaque handle value of instance `seq` (never dereferenced, compared by value).
+pub fn handle_of(seq: u64) -> usize {
+    (HANDLE_TAG | ((seq & 0xF_FFFF_FFFF) << 4)) as usize
+}
+
+/// The live instance if `handle` is its handle.
+pub fn get(handle: *mut c_void) -> Option<Arc<Instance>> {
+    if handle.is_null() {
+        return None;
+    }
+    let g = LIVE.read().unwrap_or_else(|e| e.into_inner());
+    g.as_ref()
+        .filter(|i| handle_of(i.seq) == handle as usize)
+        .cloned()
+}
+
+/// `os_transport_init`.
+///
+/// # Safety
+/// `cfg` and `handle` are NULL or valid pointers.
+pub unsafe fn init(cfg: *mut os_transport_cfg_t, handle: *mut *mut c_void) -> u32 {
+    info!("os_transport_init called");
+    if cfg.is_null() || handle.is_null() {
+        error!("os_transport_init: cfg or handle is NULL");
+        return ERR;
+    }
+    // SAFETY: non-NULL handle is a valid out-pointer (caller contract).
+    unsafe { *handle = std::ptr::null_mut() };
+    // SAFETY: non-NULL cfg points to an os_transport_cfg_t (caller contract).
+    let cfg = unsafe { *cfg };
+    let mut g = LIVE.write().unwrap_or_else(|e| e.into_inner());
+    if g.is_some() {
+        error!("os_transport_init: already initialized (one instance per process)");
+        return ERR;
+    }
+    if cfg.worker_thread_num == 0 {
+        warning!("os_transport_init: worker_thread_num is 0, no instance created");
+        return 0;
+    }
+    if cfg.worker_thread_num > MAX_WORKERS {
+        error!(
+            "os_transport_init: worker_thread_num {} exceeds {}",
+            cfg.worker_thread_num, MAX_WORKERS
+        );
+        return ERR;
+    }
+    let _ = table(); // preallocate the sync table now, not on the first request
+    let seq = SEQ.fetch_add(1, Ordering::Relaxed) + 1;
+    let reqs = Arc::new(Mutex::new(ReqTable::new()));
+    let r2 = reqs.clone();
+    let pool = match Pool::start(cfg.worker_thread_num, seq, move |ctx, slot, gen, ud| {
+        crate::wake::on_wake(ctx, &r2, slot, gen, ud)
+    }) {
+        Ok(p) => p,
+        Err(e) => {
+            error!("os_transport_init: cannot start workers: {}", e);
+            return ERR;
+        }
+    };
+    let inst = Instance {
+        seq,
+        reqs,
+        pool,
+        recvq: Mutex::new(RecvQueue::None),
+        recv_cap: cfg.recv_queue_capacity,
+        jfc_info: Mutex::new((cfg.jfce as usize, cfg.jfc as usize, cfg.urma_event_mode)),
+    };
+    *g = Some(Arc::new(inst));
+    // SAFETY: valid out-pointer (checked above).
+    unsafe { *handle = handle_of(seq) as *mut c_void };
+    info!(
+        "os_transport_init: {} workers started",
+        cfg.worker_thread_num
+    );
+    0
+}
+
+/// `os_transport_reg_jfc`.
+pub fn reg_jfc(jfce: *mut c_void, jfc: *mut c_void, handle: *mut c_void) -> u32 {
+    let Some(inst) = get(handle) else {
+        error!("os_transport_reg_jfc: not initialized or bad handle");
+        return ERR;
+    };
+    let mut j = inst.jfc_info.lock().unwrap_or_else(|e| e.into_inner());
+    j.0 = jfce as usize;
+    j.1 = jfc as usize;
+    info!("os_transport_reg_jfc: jfce/jfc recorded");
+    0
+}
+
+/// `os_transport_destroy`.
+pub fn destroy(handle: *mut c_void) -> u32 {
+    info!("os_transport_destroy called");
+    if handle.is_null() {
+        return ERR;
+    }
+    let inst = {
+        let mut g = LIVE.write().unwrap_or_else(|e| e.into_inner());
+        match g.as_ref() {
+            Some(i) if handle_of(i.seq) == handle as usize => {
+                if current_worker().is_some_and(|w| w.instance == i.seq) {
+                    error!(
+                        "os_transport_destroy: called from a library worker (would join itself)"
+                    );
+                    return ERR;
+                }
+                g.take().expect("checked")
+            }
+            _ => {
+                error!("os_transport_destroy: not initialized or bad handle");
+                return ERR;
+            }
+        }
+    };
+    inst.reqs().closing = true;
+    inst.pool.stop();
+    let mut swept = 0;
+    for (idx, slot) in table().slots() {
+        let mut r = slot.lock();
+        if r.live && r.instance == inst.seq {
+            swept += 1;
+            r.cancel_queued();
+            r.cancel_flag = true;
+            r.running = false;
+            r.done = true;
+            slot.cv.notify_all();
+            if !r.waiting {
+                table().free(idx, &mut r);
+            }
+        }
+    }
+    info!(
+        "os_transport_destroy: done, {} outstanding requests cancelled",
+        swept
+    );
+    0
+}
+
+/// Registration failure reasons.
+#[derive(Debug, PartialEq, Eq)]
+pub enum RegError {
+    /// Sync table full.
+    Full,
+    /// Destroy in progress.
+    Closing,
+    /// The id is in flight (D7).
+    Duplicate,
+}
+
+/// Registers a request of `n` tasks under `rid`, binds it to the least-loaded worker and, for a
+/// receive, hands it the completions that arrived early (D4). Returns `(slot, gen)`.
+pub fn register(
+    inst: &Instance,
+    kind: Kind,
+    rid: u64,
+    n: u8,
+    fill: impl FnOnce(&mut Req),
+) -> Result<(u32, u32), RegError> {
+    let tab = table();
+    let Some(idx) = tab.alloc() else {
+        error!(
+            "request {:#x}: {} requests already in flight",
+            rid,
+            sync::SYNC_CAPACITY
+        );
+        return Err(RegError::Full);
+    };
+    let mut t = inst.reqs();
+    if t.closing {
+        tab.unalloc(idx);
+        return Err(RegError::Closing);
+    }
+    if let Some((s, g)) = t.get(rid) {
+        let r = tab.slot(s).lock();
+        if r.live && r.gen == g && !r.terminal() {
+            drop(r);
+            tab.unalloc(idx);
+            error!("request id {:#x} is already in flight", rid);
+            return Err(RegError::Duplicate);
+        }
+    }
+    let w = inst.pool.select();
+    let ws = inst.pool.shared(w);
+    ws.tasks.fetch_add(u32::from(n), Ordering::Relaxed);
+    let slot = tab.slot(idx);
+    let mut r = slot.lock();
+    sync::reset(&mut r);
+    r.live = true;
+    r.instance = inst.seq;
+    r.kind = kind;
+    r.rid = rid;
+    r.n = n;
+    r.worker = w as u32;
+    r.wshared = Some(ws);
+    fill(&mut r);
+    let gen = r.gen;
+    drop(r);
+    t.insert(rid, idx, gen);
+    if kind == Kind::Recv {
+        t.clear_tombstone(rid);
+        let pool = &inst.pool;
+        t.drain_stash(rid, |e| {
+            debug!(
+                1,
+                "request {:#x}: delivering early completion {:#018x}", rid, e.ud
+            );
+            if pool.enqueue(w, idx, gen, e.ud).is_err() {
+                error!(
+                    "request {:#x}: worker queue full, early completion lost",
+                    rid
+                );
+            }
+        });
+    }
+    debug!(
+        1,
+        "request {:#x}: registered {} tasks on worker {}", rid, n, w
+    );
+    Ok((idx, gen))
+}
+
+/// What must happen in the request table after a request became terminal.
+#[derive(Clone, Copy, Debug)]
+pub struct Cleanup {
+    rid: u64,
+    slot: u32,
+    gen: u32,
+    tomb: bool,
+}
+
+/// Call with the slot locked after any state change: sets `done` when every task is accounted,
+/// wakes waiters, frees the slot if it is terminal and released. Returns the request-table
+/// cleanup the caller must apply (once per request) after dropping the slot lock.
+pub fn settle(idx: u32, slot: &sync::Slot, r: &mut Req) -> Option<Cleanup> {
+    if r.accounted() {
+        r.done = true;
+    }
+    slot.cv.notify_all();
+    if !r.terminal() {
+        return None;
+    }
+    let c = (!r.cleaned).then_some(Cleanup {
+        rid: r.rid,
+        slot: idx,
+        gen: r.gen,
+        tomb: r.kind == Kind::Recv && !r.succeeded(),
+    });
+    r.cleaned = true;
+    if r.released {
+        table().free(idx, r);
+    }
+    c
+}
+
+/// Applies a cleanup with the request table already locked.
+pub fn apply_locked(t: &mut ReqTable, c: Option<Cleanup>) {
+    if let Some(c) = c {
+        t.remove_if(c.rid, c.slot, c.gen);
+        if c.tomb {
+            t.tombstone(c.rid);
+        }
+    }
+}
+
+/// Applies a cleanup (takes the request-table lock).
+pub fn apply(reqs: &Mutex<ReqTable>, c: Option<Cleanup>) {
+    if c.is_some() {
+        apply_locked(&mut reqs.lock().unwrap_or_else(|e| e.into_inner()), c);
+    }
+}

@@ -1,0 +1,306 @@
+//! Logging (spec §8): severity encoding, line formats and the callback / file / syslog / silent backends.
+//!
+//! Lines are formatted into fixed stack buffers, so logging never allocates.
+
+use std::ffi::c_char;
+use std::fmt::{self, Write as _};
+use std::sync::Mutex;
+
+/// `log_callback_t`.
+pub type LogCallback = unsafe extern "C" fn(level: i32, msg: *const c_char);
+
+/// Internal severities.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(i32)]
+pub enum Level {
+    /// DEBUG = -1
+    Debug = -1,
+    /// INFO = 0
+    Info = 0,
+    /// WARN = 1
+    Warn = 1,
+    /// ERROR = 2
+    Error = 2,
+}
+
+/// Message body prefix of every library line.
+pub const PREFIX: &str = "[PIPLN RH2D] ";
+/// Formatted text (prefix + message) limit in bytes.
+pub const TEXT_MAX: usize = 1023;
+/// Whole line limit in bytes.
+pub const LINE_MAX: usize = 1407;
+
+/// Level value handed to the callback: `(level & 0xFF) | ((vlevel & 0xFF) << 8)`.
+pub const fn encode_level(level: i32, vlevel: i32) -> i32 {
+    (level & 0xFF) | ((vlevel & 0xFF) << 8)
+}
+
+enum Backend {
+    /// Nothing chosen yet, or nothing available (re-evaluated on every message).
+    Unset,
+    /// syslog opened (re-evaluated on every message so that a file set later can take over).
+    Syslog,
+    /// `OST_LOG_FILE_PATH` file (final).
+    File(i32),
+    /// Registered callback (final).
+    Callback(LogCallback),
+}
+
+struct State {
+    threshold: i32,
+    backend: Backend,
+    syslog_open: bool,
+}
+
+static STATE: Mutex<State> = Mutex::new(State {
+    threshold: Level::Debug as i32,
+    backend: Backend::Unset,
+    syslog_open: false,
+});
+
+fn lock() -> std::sync::MutexGuard<'static, State> {
+    STATE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Fixed-size, NUL-terminable buffer that silently truncates.
+pub(crate) struct StackBuf<const N: usize> {
+    buf: [u8; N],
+    len: usize,
+    truncated: bool,
+}
+
+impl<const N: usize> StackBuf<N> {
+    pub(crate) const fn new() -> Self {
+        StackBuf {
+            buf: [0; N],
+            len: 0,
+            truncated: false,
+        }
+    }
+    /// Usable capacity (one byte is kept for the NUL).
+    const fn cap() -> usize {
+        N - 1
+    }
+    pub(crate) fn push_bytes(&mut self, b: &[u8]) {
+        let room = Self::cap() - self.len;
+        let take = b.len().min(room);
+        if take < b.len() {
+            self.truncated = true;
+        }
+        self.buf[self.len..self.len + take].copy_from_slice(&b[..take]);
+        self.len += take;
+    }
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+    /// NUL-terminated pointer to the contents.
+    pub(crate) fn as_cstr_ptr(&mut self) -> *const c_char {
+        self.buf[self.len] = 0;
+        self.buf.as_ptr().cast()
+    }
+}
+
+impl<const N: usize> fmt::Write for StackBuf<N> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        self.push_bytes(s.as_bytes());
+        Ok(())
+    }
+}
+
+fn basename(file: &str) -> &str {
+    file.rsplit('/').next().unwrap_or(file)
+}
+
+/// Registers the callback backend (`os_transport_log_reg`).
+pub fn register(level: i32, cb: Option<LogCallback>) -> i32 {
+    let Some(cb) = cb else { return -1 };
+    let mut st = lock();
+    close_backend(&mut st);
+    st.threshold = level;
+    st.backend = Backend::Callback(cb);
+    0
+}
+
+fn close_backend(st: &mut State) {
+    if let Backend::File(fd) = st.backend {
+        // SAFETY: fd was opened by this module and is closed exactly once, here.
+        unsafe { libc::close(fd) };
+    }
+    if st.syslog_open {
+        // SAFETY: closelog has no preconditions.
+        unsafe { libc::closelog() };
+        st.syslog_open = false;
+    }
+}
+
+const SYSLOG_SOCKETS: [&std::ffi::CStr; 3] = [
+    c"/dev/log",
+    c"/run/systemd/journal/dev-log",
+    c"/run/systemd/journal/syslog",
+];
+
+fn syslog_available() -> bool {
+    SYSLOG_SOCKETS.iter().any(|p| {
+        // SAFETY: p is a valid NUL-terminated path.
+        unsafe { libc::access(p.as_ptr(), libc::F_OK) == 0 }
+    })
+}
+
+fn try_open_file() -> Option<i32> {
+    // SAFETY: getenv with a valid NUL-terminated name; the result is only read immediately.
+    let path = unsafe { libc::getenv(c"OST_LOG_FILE_PATH".as_ptr()) };
+    if path.is_null() {
+        return None;
+    }
+    // SAFETY: path is a NUL-terminated string from the environment.
+    let fd = unsafe {
+        libc::open(
+            path,
+            libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND | libc::O_CLOEXEC,
+            0o644 as libc::c_uint,
+        )
+    };
+    (fd >= 0).then_some(fd)
+}
+
+/// Logger entry point (the legacy `ost_log_write`).
+pub fn write(level: Level, vlevel: i32, file: &str, line: u32, args: fmt::Arguments<'_>) {
+    let mut st = lock();
+    if (level as i32) < st.threshold {
+        return;
+    }
+    // Backend selection: only ever moves up: unset/syslog -> file -> callback.
+    if matches!(st.backend, Backend::Unset | Backend::Syslog) {
+        if let Some(fd) = try_open_file() {
+            close_backend(&mut st);
+            st.backend = Backend::File(fd);
+        } else if syslog_available() {
+            if !st.syslog_open {
+                // SAFETY: the ident is a static NUL-terminated string that outlives the connection.
+                unsafe {
+                    libc::openlog(
+                        c"os_transport".as_ptr(),
+                        libc::LOG_PID | libc::LOG_NDELAY,
+                        libc::LOG_USER,
+                    )
+                };
+                st.syslog_open = true;
+            }
+            st.backend = Backend::Syslog;
+        } else {
+            if st.syslog_open {
+                // SAFETY: closelog has no preconditions.
+                unsafe { libc::closelog() };
+                st.syslog_open = false;
+            }
+            st.backend = Backend::Unset;
+            return;
+        }
+    }
+    let mut text: StackBuf<{ TEXT_MAX + 1 }> = StackBuf::new();
+    text.push_bytes(PREFIX.as_bytes());
+    let _ = text.write_fmt(args);
+    let mut out: StackBuf<{ LINE_MAX + 1 }> = StackBuf::new();
+    match st.backend {
+        Backend::Callback(cb) => {
+            drop(st);
+            let _ = write!(out, "[ost:{}:{}] ", basename(file), line);
+            out.push_bytes(text.as_bytes());
+            out.push_bytes(b"\n");
+            let p = out.as_cstr_ptr();
+            // SAFETY: cb is the registered C callback; p is NUL-terminated and valid for the call.
+            unsafe { cb(encode_level(level as i32, vlevel), p) };
+        }
+        Backend::File(fd) => {
+            let (name, _) = names(level);
+            let mut now: libc::timespec = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // SAFETY: valid out-pointer.
+            unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut now) };
+            // SAFETY: tm is fully written by localtime_r.
+            let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+            // SAFETY: valid in/out pointers.
+            unsafe { libc::localtime_r(&now.tv_sec, &mut tm) };
+            // SAFETY: no preconditions.
+            let pid = unsafe { libc::getpid() };
+            // SAFETY: gettid syscall has no arguments.
+            let tid = unsafe { libc::syscall(libc::SYS_gettid) };
+            let _ = write!(
+                out,
+                "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03} [{}] [pid={} tid={}] [ost:{}:{}] ",
+                tm.tm_year + 1900,
+                tm.tm_mon + 1,
+                tm.tm_mday,
+                tm.tm_hour,
+                tm.tm_min,
+                tm.tm_sec,
+                now.tv_nsec / 1_000_000,
+                name,
+                pid,
+                tid,
+                basename(file),
+                line
+            );
+            out.push_bytes(text.as_bytes());
+            out.push_bytes(b"\n");
+            let b = out.as_bytes();
+            // SAFETY: fd is our open file; b is a valid buffer of b.len() bytes.
+            unsafe { libc::write(fd, b.as_ptr().cast(), b.len()) };
+        }
+        Backend::Syslog => {
+            let _ = write!(out, "[ost:{}:{}] ", basename(file), line);
+            out.push_bytes(text.as_bytes());
+            out.push_bytes(b"\n");
+            let (_, prio) = names(level);
+            let p = out.as_cstr_ptr();
+            // SAFETY: constant format string with one NUL-terminated %s argument.
+            unsafe { libc::syslog(prio, c"%s".as_ptr(), p) };
+        }
+        Backend::Unset => {}
+    }
+}
+
+fn names(level: Level) -> (&'static str, i32) {
+    match level {
+        Level::Debug => ("DEBUG", libc::LOG_DEBUG),
+        Level::Info => ("INFO", libc::LOG_INFO),
+        Level::Warn => ("WARN", libc::LOG_WARNING),
+        Level::Error => ("ERROR", libc::LOG_ERR),
+    }
+}
+
+/// INFO line.
+macro_rules! info { ($($a:tt)*) => { $crate::log::write($crate::log::Level::Info, -1, file!(), line!(), format_args!($($a)*)) } }
+/// WARN line.
+macro_rules! warning { ($($a:tt)*) => { $crate::log::write($crate::log::Level::Warn, -1, file!(), line!(), format_args!($($a)*)) } }
+/// ERROR line.
+macro_rules! error { ($($a:tt)*) => { $crate::log::write($crate::log::Level::Error, -1, file!(), line!(), format_args!($($a)*)) } }
+/// DEBUG line with verbosity v (1 or 2).
+macro_rules! debug { ($v:expr, $($a:tt)*) => { $crate::log::write($crate::log::Level::Debug, $v, file!(), line!(), format_args!($($a)*)) } }
+pub(crate) use {debug, error, info, warning};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn level_encoding_matches_spec_table() {
+        assert_eq!(encode_level(Level::Info as i32, -1), 0xFF00);
+        assert_eq!(encode_level(Level::Warn as i32, -1), 0xFF01);
+        assert_eq!(encode_level(Level::Error as i32, -1), 0xFF02);
+        assert_eq!(encode_level(Level::Debug as i32, 1), 0x01FF);
+        assert_eq!(encode_level(Level::Debug as i32, 2), 0x02FF);
+        assert_eq!(encode_level(2, 0), 2);
+    }
+
+    #[test]
+    fn stack_buf_truncates() {
+        let mut b: StackBuf<8> = StackBuf::new();
+        let _ = write!(b, "0123456789");
+        assert_eq!(b.as_bytes(), b"0123456");
+        assert!(b.truncated);
+        assert_eq!(basename("src/a/b.rs"), "b.rs");
+    }
+}

@@ -1,0 +1,248 @@
+//! Worker pool (spec §5): `worker_thread_num` threads named `ost_wkr_<n>`, one bounded wake-up queue
+//! each, least-loaded worker selection at submit. Idle workers block in `recv` (no polling).
+
+use crossbeam_channel::{bounded, Receiver, Sender, TrySendError};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+/// Capacity of each worker's wake-up queue. A request has at most 7 meaningful wake-ups and at most
+/// [`crate::sync::SYNC_CAPACITY`] requests exist, so 8192 only overflows under a flood of foreign
+/// completions; `os_transport_wake_up_task` then returns -1.
+pub const WORKER_QUEUE_CAPACITY: usize = 8192;
+/// Most worker threads one instance may have (init returns ERR above it).
+pub const MAX_WORKERS: u32 = 1024;
+
+/// A message to a worker.
+#[derive(Clone, Copy, Debug)]
+pub enum Msg {
+    /// Completion for the request in `slot` (generation `gen`) carrying user data `ud`.
+    Wake {
+        /// sync-table slot
+        slot: u32,
+        /// generation of that slot when the wake-up was queued
+        gen: u32,
+        /// user data (send side: user_ctx, receive side: decoded imm_data)
+        ud: u64,
+    },
+    /// Exit the loop.
+    Stop,
+}
+
+/// Load counters a worker shares with submitters.
+#[derive(Debug, Default)]
+pub struct WorkerShared {
+    /// Not-yet-run tasks of the requests bound to this worker.
+    pub tasks: AtomicU32,
+    /// A task is executing.
+    pub busy: AtomicBool,
+}
+
+struct Worker {
+    tx: Sender<Msg>,
+    shared: Arc<WorkerShared>,
+    join: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// Identity of the worker running on the current thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorkerId {
+    /// Instance sequence number.
+    pub instance: u64,
+    /// Worker index.
+    pub index: u32,
+}
+
+thread_local! {
+    static CURRENT: Cell<Option<WorkerId>> = const { Cell::new(None) };
+}
+
+/// The worker identity of the calling thread, if it is a library worker.
+pub fn current_worker() -> Option<WorkerId> {
+    CURRENT.with(|c| c.get())
+}
+
+/// Context handed to the message handler.
+pub struct WorkerCtx {
+    /// Who we are.
+    pub id: WorkerId,
+    /// Our load counters.
+    pub shared: Arc<WorkerShared>,
+}
+
+/// The pool.
+pub struct Pool {
+    workers: Vec<Worker>,
+    stopping: Arc<AtomicBool>,
+}
+
+/// Error from [`Pool::enqueue`].
+#[derive(Debug, PartialEq, Eq)]
+pub enum EnqueueError {
+    /// The worker's queue is full.
+    Full,
+    /// The worker has gone.
+    Gone,
+}
+
+impl Pool {
+    /// Starts `n` workers (n ≥ 1) running `handler` for every message.
+    pub fn start<H>(n: u32, instance: u64, handler: H) -> std::io::Result<Pool>
+    where
+        H: Fn(&WorkerCtx, u32, u32, u64) + Send + Sync + Clone + 'static,
+    {
+        let stopping = Arc::new(AtomicBool::new(false));
+        let mut pool = Pool {
+            workers: Vec::with_capacity(n as usize),
+            stopping: stopping.clone(),
+        };
+        for index in 0..n {
+            let (tx, rx): (Sender<Msg>, Receiver<Msg>) = bounded(WORKER_QUEUE_CAPACITY);
+            let shared = Arc::new(WorkerShared::default());
+            let ctx = WorkerCtx {
+                id: WorkerId { instance, index },
+                shared: shared.clone(),
+            };
+            let stop = stopping.clone();
+            let h = handler.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("ost_wkr_{index}"))
+                .spawn(move || {
+                    CURRENT.with(|c| c.set(Some(ctx.id)));
+                    while let Ok(msg) = rx.recv() {
+                        if stop.load(Ordering::Acquire) {
+                            break;
+                        }
+                        match msg {
+                            Msg::Stop => break,
+                            Msg::Wake { slot, gen, ud } => h(&ctx, slot, gen, ud),
+                        }
+                    }
+                    CURRENT.with(|c| c.set(None));
+                });
+            match spawned {
+                Ok(join) => pool.workers.push(Worker {
+                    tx,
+                    shared,
+                    join: Mutex::new(Some(join)),
+                }),
+                Err(e) => {
+                    pool.stop();
+                    return Err(e);
+                }
+            }
+        }
+        Ok(pool)
+    }
+
+    /// Least-loaded worker (spec §5.2): the first idle worker with nothing queued, else the smallest
+    /// `(load, busy)` pair, lowest index on ties. `load` = queued tasks + queued wake-ups.
+    pub fn select(&self) -> usize {
+        let mut best = 0usize;
+        let mut best_key = (u64::MAX, true);
+        for (i, w) in self.workers.iter().enumerate() {
+            let load = u64::from(w.shared.tasks.load(Ordering::Relaxed)) + w.tx.len() as u64;
+            let busy = w.shared.busy.load(Ordering::Relaxed);
+            if load == 0 && !busy {
+                return i;
+            }
+            if (load, busy) < best_key {
+                best_key = (load, busy);
+                best = i;
+            }
+        }
+        best
+    }
+
+    /// Load counters of worker `i`.
+    pub fn shared(&self, i: usize) -> Arc<WorkerShared> {
+        self.workers[i].shared.clone()
+    }
+
+    /// Queues a wake-up to worker `i` without blocking.
+    pub fn enqueue(&self, i: usize, slot: u32, gen: u32, ud: u64) -> Result<(), EnqueueError> {
+        match self.workers[i].tx.try_send(Msg::Wake { slot, gen, ud }) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Full(_)) => Err(EnqueueError::Full),
+            Err(TrySendError::Disconnected(_)) => Err(EnqueueError::Gone),
+        }
+    }
+
+    /// Number of workers.
+    #[cfg(test)]
+    #[allow(clippy::len_without_is_empty)]
+    pub fn len(&self) -> usize {
+        self.workers.len()
+    }
+
+    /// Stops every worker after its current task and joins them. Queued wake-ups are not processed.
+    pub fn stop(&self) {
+        self.stopping.store(true, Ordering::Release);
+        for w in &self.workers {
+            // A full queue already keeps the worker awake; it sees `stopping` at its next message.
+            let _ = w.tx.try_send(Msg::Stop);
+        }
+        for w in &self.workers {
+            let j = w.join.lock().unwrap_or_else(|e| e.into_inner()).take();
+            if let Some(j) = j {
+                let _ = j.join();
+            }
+        }
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    #[test]
+    fn wakes_run_in_fifo_order_on_named_threads() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s2 = seen.clone();
+        let pool = Pool::start(2, 99, move |ctx: &WorkerCtx, slot, _gen, ud| {
+            let name = std::thread::current().name().unwrap().to_string();
+            assert_eq!(current_worker(), Some(ctx.id));
+            s2.lock().unwrap().push((name, slot, ud));
+        })
+        .unwrap();
+        assert_eq!(pool.len(), 2);
+        for k in 0..5 {
+            pool.enqueue(1, k, 0, u64::from(k) * 10).unwrap();
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while seen.lock().unwrap().len() < 5 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        pool.stop();
+        let v = seen.lock().unwrap();
+        assert_eq!(v.len(), 5);
+        for (k, (name, slot, ud)) in v.iter().enumerate() {
+            assert_eq!(name, "ost_wkr_1");
+            assert_eq!(*slot as usize, k);
+            assert_eq!(*ud, k as u64 * 10);
+        }
+        assert_eq!(current_worker(), None);
+    }
+
+    #[test]
+    fn selection_prefers_idle_then_least_loaded() {
+        let pool = Pool::start(3, 1, |_: &WorkerCtx, _, _, _| {}).unwrap();
+        assert_eq!(pool.select(), 0);
+        pool.shared(0).tasks.store(3, Ordering::Relaxed);
+        assert_eq!(pool.select(), 1);
+        pool.shared(1).tasks.store(2, Ordering::Relaxed);
+        pool.shared(2).tasks.store(2, Ordering::Relaxed);
+        assert_eq!(pool.select(), 1, "tie goes to the lowest index");
+        pool.shared(1).busy.store(true, Ordering::Relaxed);
+        assert_eq!(pool.select(), 2, "(2,false) < (2,true)");
+        pool.stop();
+    }
+}

@@ -1,0 +1,173 @@
+//! Request table (request id → sync slot, O(1)), the early-completion stash (D4) and tombstones.
+//!
+//! Lock order: the request table lock is taken before any slot lock, never the other way round.
+
+use std::collections::HashMap;
+
+/// Receive-side completions kept for requests that are not registered yet (D4). When full, new
+/// early completions are refused (`os_transport_wake_up_task` returns -1, as legacy always does).
+pub const STASH_CAPACITY: usize = 1024;
+/// Request ids of recently failed/cancelled receives whose stray completions are dropped instead of
+/// stashed (so a later request reusing the id never consumes a stale chunk).
+pub const TOMBSTONES: usize = 256;
+
+/// An early completion: request id and decoded user data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Early {
+    /// decoded request id
+    pub rid: u64,
+    /// decoded user data (raw64)
+    pub ud: u64,
+}
+
+/// The table, guarded by one mutex in the instance.
+pub struct ReqTable {
+    map: HashMap<u64, (u32, u32)>,
+    stash: Vec<Early>,
+    tombs: [u64; TOMBSTONES],
+    tomb_valid: [bool; TOMBSTONES],
+    tomb_next: usize,
+    /// Destroy has started: no new registrations.
+    pub closing: bool,
+}
+
+impl Default for ReqTable {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ReqTable {
+    /// Preallocates everything, so registration and lookup never allocate.
+    pub fn new() -> Self {
+        ReqTable {
+            map: HashMap::with_capacity(crate::sync::SYNC_CAPACITY * 2),
+            stash: Vec::with_capacity(STASH_CAPACITY),
+            tombs: [0; TOMBSTONES],
+            tomb_valid: [false; TOMBSTONES],
+            tomb_next: 0,
+            closing: false,
+        }
+    }
+
+    /// Entry for `rid` (may be stale: the caller checks the slot generation).
+    pub fn get(&self, rid: u64) -> Option<(u32, u32)> {
+        self.map.get(&rid).copied()
+    }
+
+    /// Inserts or replaces the entry for `rid`.
+    pub fn insert(&mut self, rid: u64, slot: u32, gen: u32) {
+        self.map.insert(rid, (slot, gen));
+    }
+
+    /// Removes the entry for `rid` if it still names `(slot, gen)`.
+    pub fn remove_if(&mut self, rid: u64, slot: u32, gen: u32) {
+        if self.map.get(&rid) == Some(&(slot, gen)) {
+            self.map.remove(&rid);
+        }
+    }
+
+    /// `true` when empty.
+    #[cfg(test)]
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Keeps an early completion; `false` when the stash is full.
+    pub fn stash(&mut self, e: Early) -> bool {
+        if self.stash.len() >= STASH_CAPACITY {
+            return false;
+        }
+        self.stash.push(e);
+        true
+    }
+
+    /// Takes every stashed completion for `rid`, in arrival order, handing each to `f`.
+    pub fn drain_stash(&mut self, rid: u64, mut f: impl FnMut(Early)) {
+        if self.stash.is_empty() {
+            return;
+        }
+        self.stash.retain(|e| {
+            if e.rid == rid {
+                f(*e);
+                false
+            } else {
+                true
+            }
+        });
+    }
+
+    /// Remembers that receive `rid` ended without success.
+    pub fn tombstone(&mut self, rid: u64) {
+        if self.is_tombstoned(rid) {
+            return;
+        }
+        self.tombs[self.tomb_next] = rid;
+        self.tomb_valid[self.tomb_next] = true;
+        self.tomb_next = (self.tomb_next + 1) % TOMBSTONES;
+    }
+
+    /// `true` if `rid` is tombstoned.
+    pub fn is_tombstoned(&self, rid: u64) -> bool {
+        self.tombs
+            .iter()
+            .zip(self.tomb_valid.iter())
+            .any(|(&t, &v)| v && t == rid)
+    }
+
+    /// Forgets the tombstone of `rid` (a new receive registered it).
+    pub fn clear_tombstone(&mut self, rid: u64) {
+        for (t, v) in self.tombs.iter().zip(self.tomb_valid.iter_mut()) {
+            if *v && *t == rid {
+                *v = false;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn map_remove_only_matching_generation() {
+        let mut t = ReqTable::new();
+        t.insert(5, 1, 1);
+        t.remove_if(5, 1, 2);
+        assert_eq!(t.get(5), Some((1, 1)));
+        t.remove_if(5, 1, 1);
+        assert_eq!(t.get(5), None);
+        assert!(t.is_empty());
+    }
+
+    #[test]
+    fn stash_is_bounded_and_drains_in_order() {
+        let mut t = ReqTable::new();
+        for i in 0..STASH_CAPACITY as u64 {
+            assert!(t.stash(Early { rid: i % 3, ud: i }));
+        }
+        assert!(!t.stash(Early { rid: 0, ud: 0 }));
+        let mut got = Vec::new();
+        t.drain_stash(1, |e| got.push(e.ud));
+        assert!(got.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(
+            got.len(),
+            STASH_CAPACITY / 3 + usize::from(STASH_CAPACITY % 3 > 1)
+        );
+        assert!(t.stash(Early { rid: 9, ud: 9 }));
+    }
+
+    #[test]
+    fn tombstones() {
+        let mut t = ReqTable::new();
+        t.tombstone(7);
+        assert!(t.is_tombstoned(7));
+        t.clear_tombstone(7);
+        assert!(!t.is_tombstoned(7));
+        for i in 0..(TOMBSTONES as u64 + 1) {
+            t.tombstone(100 + i);
+        }
+        assert!(!t.is_tombstoned(100), "oldest tombstone was overwritten");
+        assert!(t.is_tombstoned(100 + TOMBSTONES as u64));
+    }
+}

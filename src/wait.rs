@@ -1,0 +1,169 @@
+//! `wait_and_free_sync[_timeout]` (§1.7) and `os_transport_cancel_tasks` (§1.8) over the
+//! generation-checked sync table.
+
+use crate::abi::{task_sync_t, ERR, WAIT_TIMEOUT};
+use crate::instance::{apply, apply_locked, settle, Instance};
+use crate::log::{debug, error};
+use crate::pool::current_worker;
+use crate::sync::{table, untoken, Req};
+use std::time::{Duration, Instant};
+use urma_sys::{urma_status_t, URMA_SUCCESS};
+
+fn usable(r: &Req, gen: u32, inst: &Instance) -> bool {
+    r.live && r.gen == gen && r.instance == inst.seq && !r.released && !r.waiting
+}
+
+fn log_live() {
+    if std::env::var_os("OST_DEBUG_LIVE_SYNCS").is_some() {
+        debug!(2, "live syncs: {}", table().live());
+    }
+}
+
+/// Shared implementation of both wait functions.
+///
+/// # Safety
+/// `status` is NULL or a valid out-pointer.
+pub unsafe fn wait(
+    inst: &Instance,
+    sync: *mut task_sync_t,
+    timeout_ms: i64,
+    status: *mut urma_status_t,
+) -> u32 {
+    let Some((idx, gen)) = untoken(sync as usize) else {
+        error!("wait_and_free_sync: not a sync handle");
+        return ERR;
+    };
+    let slot = table().slot(idx);
+    let mut r = slot.lock();
+    if !usable(&r, gen, inst) {
+        error!("wait_and_free_sync: stale or foreign sync handle");
+        return ERR;
+    }
+    if current_worker().is_some_and(|w| w.instance == r.instance && w.index == r.worker) {
+        error!("wait_and_free_sync: request {:#x} is bound to the calling worker (would deadlock); sync not consumed", r.rid);
+        return ERR;
+    }
+    r.waiting = true;
+    let rid = r.rid;
+    debug!(1, "wait start for request {:#x}", rid);
+    let deadline = if timeout_ms < 0 {
+        None
+    } else {
+        Instant::now().checked_add(Duration::from_millis(timeout_ms as u64))
+    };
+    let mut timed_out = false;
+    while !r.done {
+        if timeout_ms < 0 || deadline.is_none() {
+            r = slot.cv.wait(r).unwrap_or_else(|e| e.into_inner());
+            continue;
+        }
+        let now = Instant::now();
+        let d = deadline.expect("checked");
+        if now >= d {
+            timed_out = true;
+            break;
+        }
+        r = slot
+            .cv
+            .wait_timeout(r, d - now)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+    }
+    let inner = if timed_out {
+        WAIT_TIMEOUT
+    } else if r.succeeded() {
+        0
+    } else {
+        ERR
+    };
+    if inner != 0 {
+        let removed = r.cancel_queued();
+        r.cancel_flag = true;
+        if timed_out {
+            r.timedout = true;
+        }
+        debug!(
+            1,
+            "request {:#x}: wait result {}, {} queued tasks cancelled", rid, inner, removed
+        );
+    } else {
+        debug!(1, "request {:#x}: wait success", rid);
+    }
+    r.waiting = false;
+    r.released = true;
+    let st = r.status;
+    let c = settle(idx, slot, &mut r);
+    drop(r);
+    apply(&inst.reqs, c);
+    if !status.is_null() {
+        // SAFETY: valid out-pointer (caller contract).
+        unsafe { *status = st };
+    }
+    log_live();
+    if st != URMA_SUCCESS {
+        ERR
+    } else {
+        inner
+    }
+}
+
+/// `os_transport_cancel_tasks` with a validated instance.
+///
+/// # Safety
+/// `sync_handle` is NULL or a valid pointer.
+pub unsafe fn cancel(inst: &Instance, sync_handle: *mut *mut task_sync_t, rid: u64) -> u32 {
+    let target = if sync_handle.is_null() {
+        None
+    } else {
+        // SAFETY: valid pointer (caller contract).
+        let t = unsafe { *sync_handle };
+        if t.is_null() {
+            None
+        } else {
+            let Some((idx, gen)) = untoken(t as usize) else {
+                error!("os_transport_cancel_tasks: not a sync handle");
+                return ERR;
+            };
+            if !usable(&table().slot(idx).lock(), gen, inst) {
+                error!("os_transport_cancel_tasks: stale or foreign sync handle");
+                return ERR;
+            }
+            Some((idx, gen))
+        }
+    };
+    let mut t = inst.reqs();
+    if let Some((s, g)) = t.get(rid) {
+        let slot = table().slot(s);
+        let mut r = slot.lock();
+        if r.live && r.gen == g {
+            let removed = r.cancel_queued();
+            r.cancel_flag = true;
+            debug!(
+                1,
+                "cancel request {:#x}: {} queued tasks removed", rid, removed
+            );
+            let c = settle(s, slot, &mut r);
+            drop(r);
+            apply_locked(&mut t, c);
+        }
+    } else {
+        debug!(1, "cancel request {:#x}: no queued tasks", rid);
+    }
+    if let Some((idx, gen)) = target {
+        let slot = table().slot(idx);
+        let mut r = slot.lock();
+        if usable(&r, gen, inst) {
+            r.cancel_queued();
+            r.cancel_flag = true;
+            r.released = true;
+            let c = settle(idx, slot, &mut r);
+            drop(r);
+            apply_locked(&mut t, c);
+        }
+        // SAFETY: valid pointer (checked above).
+        unsafe { *sync_handle = std::ptr::null_mut() };
+    }
+    drop(t);
+    log_live();
+    0
+}

@@ -1,0 +1,236 @@
+//! Completion dispatch: `os_transport_wake_up_task` (§1.6, §4.3) and the worker side that runs
+//! the matching task (§5.4), with D3 (failed completions fail their request) and D4 (early
+//! receive completions are kept).
+
+use crate::instance::{apply, apply_locked, settle, Instance};
+use crate::log::{debug, error, warning};
+use crate::pool::{EnqueueError, WorkerCtx};
+use crate::recv::{expected_key, repost};
+use crate::request::{Early, ReqTable};
+use crate::send;
+use crate::sync::{table, Kind};
+use crate::user_data::{dec, UserData, SENTINEL_CHUNK_ID};
+use std::ffi::c_void;
+use std::sync::atomic::Ordering;
+use std::sync::Mutex;
+use urma_sys::flags::CR_FLAG_S_R;
+use urma_sys::{
+    urma_cr_t, URMA_CR_OPC_SEND_WITH_IMM, URMA_CR_SUCCESS, URMA_CR_WR_FLUSH_ERR_DONE,
+    URMA_CR_WR_SUSPEND_DONE, URMA_FAIL, URMA_SUCCESS,
+};
+
+/// `os_transport_wake_up_task` with a validated instance.
+pub fn wake_up(inst: &Instance, cr: &urma_cr_t) -> i32 {
+    let s_r = cr.flag.value_u8() & CR_FLAG_S_R != 0;
+    let status = cr.status;
+    if status == URMA_CR_WR_SUSPEND_DONE || status == URMA_CR_WR_FLUSH_ERR_DONE {
+        // Made up by the provider, user_ctx is invalid (divergence D3): nothing to wake.
+        debug!(
+            2,
+            "ignoring provider-generated completion, status {}", status
+        );
+        return -1;
+    }
+    if s_r {
+        if cr.opcode != URMA_CR_OPC_SEND_WITH_IMM {
+            error!("Unknown opcode {} on a receive completion", cr.opcode);
+            return -1;
+        }
+        // SAFETY: imm_data is the valid member of the union for SEND_WITH_IMM completions.
+        let imm = unsafe { cr.__bindgen_anon_1.imm_data };
+        let mut ud = UserData::from_raw(imm);
+        ud.rid = dec(ud.rid);
+        repost(inst);
+        if status != URMA_CR_SUCCESS {
+            return fail_request(inst, ud.rid, status);
+        }
+        deliver(inst, ud.rid, ud.raw(), true)
+    } else {
+        let ud = UserData::from_raw(cr.user_ctx);
+        if status != URMA_CR_SUCCESS {
+            let r = fail_request(inst, ud.rid, status);
+            return if ud.chunk_id >= SENTINEL_CHUNK_ID {
+                0
+            } else {
+                r
+            };
+        }
+        if ud.chunk_id >= SENTINEL_CHUNK_ID {
+            debug!(1, "ignore send_imm completion of request {:#x}", ud.rid);
+            return 0;
+        }
+        deliver(inst, ud.rid, cr.user_ctx, false)
+    }
+}
+
+trait FlagValue {
+    fn value_u8(&self) -> u8;
+}
+
+impl FlagValue for urma_sys::urma_cr_flag_t {
+    fn value_u8(&self) -> u8 {
+        // SAFETY: every bit pattern of the 1-byte union is a valid u8.
+        unsafe { self.value }
+    }
+}
+
+/// Live, still-accepting request registered under `rid`: `(slot, gen, worker)`.
+fn lookup(t: &ReqTable, rid: u64) -> Option<(u32, u32, u32)> {
+    let (s, g) = t.get(rid)?;
+    let r = table().slot(s).lock();
+    (r.live && r.gen == g && !r.done).then_some((s, g, r.worker))
+}
+
+fn deliver(inst: &Instance, rid: u64, ud: u64, recv_side: bool) -> i32 {
+    let mut t = inst.reqs();
+    match lookup(&t, rid) {
+        Some((s, g, w)) => match inst.pool.enqueue(w as usize, s, g, ud) {
+            Ok(()) => 0,
+            Err(EnqueueError::Full) => {
+                error!(
+                    "request {:#x}: worker {} queue full, completion dropped",
+                    rid, w
+                );
+                -1
+            }
+            Err(EnqueueError::Gone) => -1,
+        },
+        None if recv_side && !t.closing => {
+            if t.is_tombstoned(rid) {
+                debug!(
+                    2,
+                    "no context for request_id {:#x} (ended), completion dropped", rid
+                );
+                -1
+            } else if t.stash(Early { rid, ud }) {
+                debug!(
+                    2,
+                    "no context for request_id {:#x} yet, completion kept", rid
+                );
+                0
+            } else {
+                warning!(
+                    "no context for request_id {:#x}, early-completion stash full, dropped",
+                    rid
+                );
+                -1
+            }
+        }
+        None => {
+            debug!(2, "no context for request_id {:#x}", rid);
+            -1
+        }
+    }
+}
+
+/// D3: a completion with a non-success status fails its request.
+fn fail_request(inst: &Instance, rid: u64, status: u32) -> i32 {
+    let mut t = inst.reqs();
+    let Some((s, g)) = t.get(rid) else {
+        debug!(
+            2,
+            "error completion (status {}) for unknown request {:#x}", status, rid
+        );
+        return -1;
+    };
+    let slot = table().slot(s);
+    let mut r = slot.lock();
+    if !(r.live && r.gen == g && !r.done) {
+        return -1;
+    }
+    error!(
+        "request {:#x}: completion with status {}, request failed",
+        rid, status
+    );
+    r.record_status(URMA_FAIL);
+    r.fail();
+    let c = settle(s, slot, &mut r);
+    drop(r);
+    apply_locked(&mut t, c);
+    0
+}
+
+/// Worker handler for one wake-up.
+pub fn on_wake(ctx: &WorkerCtx, reqs: &Mutex<ReqTable>, idx: u32, gen: u32, ud: u64) {
+    let slot = table().slot(idx);
+    let mut r = slot.lock();
+    if !r.live || r.gen != gen || r.instance != ctx.id.instance {
+        debug!(2, "wake-up for a finished request dropped");
+        return;
+    }
+    match r.kind {
+        Kind::Send => {
+            if r.next_send >= r.n {
+                warning!(
+                    "Wakeup received without matching queued task (request {:#x})",
+                    r.rid
+                );
+                return;
+            }
+            let k = r.next_send;
+            r.next_send += 1;
+            r.running = true;
+            let (sctx, sk, n) = (r.send, r.rid, r.n);
+            drop(r);
+            ctx.shared.tasks.fetch_sub(1, Ordering::Relaxed);
+            ctx.shared.busy.store(true, Ordering::Relaxed);
+            let st = send::run_task(&sctx, sk, n, k);
+            ctx.shared.busy.store(false, Ordering::Relaxed);
+            let mut r = slot.lock();
+            r.running = false;
+            if st == URMA_SUCCESS {
+                r.completed += 1;
+                debug!(2, "request {:#x}: task {} completed", sk, k);
+            } else {
+                r.record_status(st);
+                r.canceled += 1;
+                r.fail();
+            }
+            let c = settle(idx, slot, &mut r);
+            drop(r);
+            apply(reqs, c);
+        }
+        Kind::Recv => {
+            let i = UserData::from_raw(ud).chunk_id;
+            let (ck, n) = (r.rid, r.n);
+            if i >= n || r.pending & (1 << i) == 0 || ud != expected_key(ck, n, i) {
+                warning!("No exact matched task for request_id {:#x}, user data {:#018x}: wake-up discarded", ck, ud);
+                return;
+            }
+            r.pending &= !(1 << i);
+            r.running = true;
+            let cb = r.cb;
+            drop(r);
+            ctx.shared.tasks.fetch_sub(1, Ordering::Relaxed);
+            ctx.shared.busy.store(true, Ordering::Relaxed);
+            slot.ud[i as usize].store(ud, Ordering::Relaxed);
+            let arg: *mut c_void = slot.ud[i as usize].as_ptr().cast();
+            // SAFETY: cb is the application's notify_callback; arg points to this slot's 8-byte
+            // copy, which stays valid at least until the callback returns (the slot cannot be
+            // freed while `running` is set).
+            let ret = match cb {
+                Some(f) => unsafe { f(arg) },
+                None => -1,
+            };
+            ctx.shared.busy.store(false, Ordering::Relaxed);
+            let mut r = slot.lock();
+            r.running = false;
+            if ret == 0 {
+                r.completed += 1;
+                debug!(2, "request {:#x}: chunk {} completed", ck, i);
+            } else {
+                warning!(
+                    "request {:#x}: notify_callback returned {} for chunk {}",
+                    ck,
+                    ret,
+                    i
+                );
+                r.canceled += 1;
+                r.fail();
+            }
+            let c = settle(idx, slot, &mut r);
+            drop(r);
+            apply(reqs, c);
+        }
+    }
+}
