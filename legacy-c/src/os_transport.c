@@ -267,17 +267,22 @@ static int ost_sync_claim_free_locked(task_sync_t *sync)
 static void ost_sync_task_succeeded(task_sync_t *sync, uint64_t request_id, uint32_t task_idx)
 {
     int do_free;
+    uint32_t completed;
+    uint32_t total;
 
     pthread_mutex_lock(&sync->mutex);
     sync->completed_tasks++;
-    OST_LOG_DEBUG(2, "request_id=%llu task %u completed (%u/%u)", (unsigned long long)request_id, task_idx,
-                  sync->completed_tasks, sync->total_tasks);
+    completed = sync->completed_tasks;
+    total = sync->total_tasks;
     if (sync->completed_tasks + sync->canceled_tasks >= sync->total_tasks) {
         sync->request_completed = 1;
     }
     pthread_cond_broadcast(&sync->cond);
     do_free = ost_sync_claim_free_locked(sync);
     pthread_mutex_unlock(&sync->mutex);
+    /* Logged outside the sync mutex, from copies: the sync may be released right after unlock. */
+    OST_LOG_DEBUG(2, "request_id=%llu task %u completed (%u/%u)", (unsigned long long)request_id, task_idx,
+                  completed, total);
     if (do_free) {
         ost_sync_destroy(sync);
     }
