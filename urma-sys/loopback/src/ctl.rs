@@ -1,0 +1,331 @@
+//! Test-control API `urma_loopback_*` (declared in `include/urma_loopback.h`) and counters.
+
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::knobs;
+use crate::registry::{live_counts, Kind};
+use crate::trace;
+use crate::util::guard;
+
+/// Global counters (all since process start or the last reset).
+pub struct Counters {
+    pub send_wrs: AtomicU64,
+    pub recv_wrs: AtomicU64,
+    pub post_errors: AtomicU64,
+    pub crs_generated: AtomicU64,
+    pub crs_polled: AtomicU64,
+    pub crs_dropped: AtomicU64,
+    pub crs_duplicated: AtomicU64,
+    pub crs_held: AtomicU64,
+    pub crs_overflow: AtomicU64,
+    pub crs_error: AtomicU64,
+    pub rnr_errors: AtomicU64,
+    pub bytes_copied: AtomicU64,
+    pub bytes_transferred: AtomicU64,
+    pub events_reported: AtomicU64,
+    pub events_acked: AtomicU64,
+}
+
+pub static COUNTERS: Counters = Counters {
+    send_wrs: AtomicU64::new(0),
+    recv_wrs: AtomicU64::new(0),
+    post_errors: AtomicU64::new(0),
+    crs_generated: AtomicU64::new(0),
+    crs_polled: AtomicU64::new(0),
+    crs_dropped: AtomicU64::new(0),
+    crs_duplicated: AtomicU64::new(0),
+    crs_held: AtomicU64::new(0),
+    crs_overflow: AtomicU64::new(0),
+    crs_error: AtomicU64::new(0),
+    rnr_errors: AtomicU64::new(0),
+    bytes_copied: AtomicU64::new(0),
+    bytes_transferred: AtomicU64::new(0),
+    events_reported: AtomicU64::new(0),
+    events_acked: AtomicU64::new(0),
+};
+
+/// C mirror of `urma_loopback_counters_t` (see the header for field meanings).
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct UrmaLoopbackCounters {
+    pub send_wrs: u64,
+    pub recv_wrs: u64,
+    pub post_errors: u64,
+    pub crs_generated: u64,
+    pub crs_polled: u64,
+    pub crs_dropped: u64,
+    pub crs_duplicated: u64,
+    pub crs_held: u64,
+    pub crs_overflow: u64,
+    pub crs_error: u64,
+    pub rnr_errors: u64,
+    pub bytes_copied: u64,
+    pub bytes_transferred: u64,
+    pub events_reported: u64,
+    pub events_acked: u64,
+    pub crs_in_flight: u64,
+    pub live_contexts: u64,
+    pub live_jfce: u64,
+    pub live_jfc: u64,
+    pub live_jfs: u64,
+    pub live_jfr: u64,
+    pub live_jetty: u64,
+    pub live_tjetty: u64,
+    pub live_segs: u64,
+    pub live_imported_segs: u64,
+    pub live_token_ids: u64,
+}
+
+fn snapshot() -> UrmaLoopbackCounters {
+    let c = &COUNTERS;
+    let l = live_counts();
+    let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    UrmaLoopbackCounters {
+        send_wrs: r(&c.send_wrs),
+        recv_wrs: r(&c.recv_wrs),
+        post_errors: r(&c.post_errors),
+        crs_generated: r(&c.crs_generated),
+        crs_polled: r(&c.crs_polled),
+        crs_dropped: r(&c.crs_dropped),
+        crs_duplicated: r(&c.crs_duplicated),
+        crs_held: r(&c.crs_held),
+        crs_overflow: r(&c.crs_overflow),
+        crs_error: r(&c.crs_error),
+        rnr_errors: r(&c.rnr_errors),
+        bytes_copied: r(&c.bytes_copied),
+        bytes_transferred: r(&c.bytes_transferred),
+        events_reported: r(&c.events_reported),
+        events_acked: r(&c.events_acked),
+        crs_in_flight: knobs::in_flight(),
+        live_contexts: l[Kind::Ctx as usize],
+        live_jfce: l[Kind::Jfce as usize],
+        live_jfc: l[Kind::Jfc as usize],
+        live_jfs: l[Kind::Jfs as usize],
+        live_jfr: l[Kind::Jfr as usize],
+        live_jetty: l[Kind::Jetty as usize],
+        live_tjetty: l[Kind::TJetty as usize],
+        live_segs: l[Kind::Seg as usize],
+        live_imported_segs: l[Kind::ISeg as usize],
+        live_token_ids: l[Kind::TokenId as usize],
+    }
+}
+
+fn reset_counters() {
+    let c = &COUNTERS;
+    for a in [
+        &c.send_wrs,
+        &c.recv_wrs,
+        &c.post_errors,
+        &c.crs_generated,
+        &c.crs_polled,
+        &c.crs_dropped,
+        &c.crs_duplicated,
+        &c.crs_overflow,
+        &c.crs_error,
+        &c.rnr_errors,
+        &c.bytes_copied,
+        &c.bytes_transferred,
+        &c.events_reported,
+        &c.events_acked,
+    ] {
+        a.store(0, Ordering::Relaxed);
+    }
+}
+
+/// Applies `URMA_LOOPBACK_KNOBS` and `URMA_LOOPBACK_TRACE` (called once, from `urma_init`).
+pub fn apply_env() {
+    if let Ok(spec) = std::env::var("URMA_LOOPBACK_KNOBS") {
+        if let Err(item) = knobs::apply_spec(&spec) {
+            crate::util::log_err(&format!("URMA_LOOPBACK_KNOBS: cannot parse '{item}'"));
+        }
+    }
+    if let Ok(path) = std::env::var("URMA_LOOPBACK_TRACE") {
+        if !path.is_empty() {
+            if let Err(e) = trace::open_file(Some(&path)) {
+                crate::util::log_err(&format!("URMA_LOOPBACK_TRACE={path}: {e}"));
+            }
+        }
+    }
+}
+
+/// Resets knobs (held CRs are released first, FIFO), counters, the trace (file closed, capture
+/// stopped and cleared) and the symbolic-name numbering. Live objects are not touched.
+#[no_mangle]
+pub extern "C" fn urma_loopback_reset() {
+    guard((), || {
+        knobs::reset();
+        reset_counters();
+        trace::reset();
+        crate::registry::reset_names();
+    })
+}
+
+/// Copies the counters into `*out`. Returns 0, or -1 when `out` is NULL.
+#[no_mangle]
+pub unsafe extern "C" fn urma_loopback_get_counters(out: *mut UrmaLoopbackCounters) -> c_int {
+    guard(-1, || {
+        if out.is_null() {
+            return -1;
+        }
+        // SAFETY: out is non-NULL and, per the header, points to a writable counters struct.
+        unsafe { out.write(snapshot()) };
+        0
+    })
+}
+
+/// The Nth WR (1-based, counted per `queue` since reset) of `queue` (1 = send, 2 = recv) is
+/// rejected by its post call with `status` (and `*bad_wr` pointing at it).
+#[no_mangle]
+pub extern "C" fn urma_loopback_fail_post(queue: c_int, nth: u64, status: c_int) -> c_int {
+    guard(-1, || {
+        if !(queue == knobs::Q_SEND || queue == knobs::Q_RECV) || nth == 0 {
+            return -1;
+        }
+        knobs::edit(|k| k.fail_post.push((queue, nth, status)));
+        0
+    })
+}
+
+/// The Nth send WR (1-based since reset) is accepted but completes with `cr_status` (a
+/// `urma_cr_status_t`): no data moves, no recv WR is consumed, the send CR is always generated.
+#[no_mangle]
+pub extern "C" fn urma_loopback_fail_completion(nth: u64, cr_status: u32) -> c_int {
+    guard(-1, || {
+        if nth == 0 {
+            return -1;
+        }
+        knobs::edit(|k| k.fail_cr.push((nth, cr_status)));
+        0
+    })
+}
+
+/// The Nth CR generated (1-based since reset, send and recv sides together) is dropped
+/// (`action` 1) or delivered twice (`action` 2).
+#[no_mangle]
+pub extern "C" fn urma_loopback_cr_action(nth: u64, action: c_int) -> c_int {
+    guard(-1, || {
+        if nth == 0 || !(action == knobs::ACT_DROP || action == knobs::ACT_DUP) {
+            return -1;
+        }
+        knobs::edit(|k| k.cr_action.push((nth, action)));
+        0
+    })
+}
+
+/// While `hold` is true, generated CRs are kept aside instead of entering their JFC.
+#[no_mangle]
+pub extern "C" fn urma_loopback_hold_crs(hold: bool) {
+    guard((), || knobs::edit(|k| k.hold = hold))
+}
+
+/// Releases the held CRs: `order` 0 = FIFO, 1 = reversed, 2 = shuffled (deterministic from
+/// `seed`); `delay_ms` 0 = now, else from a background thread after that delay. Returns the count.
+#[no_mangle]
+pub extern "C" fn urma_loopback_release_crs(order: c_int, seed: u64, delay_ms: u32) -> u64 {
+    guard(0, || knobs::release_held(order, seed, delay_ms))
+}
+
+/// Every CR generated from now on becomes visible `ms` milliseconds later (0 = off). Order is
+/// preserved.
+#[no_mangle]
+pub extern "C" fn urma_loopback_set_cr_delay(ms: u32) {
+    guard((), || knobs::edit(|k| k.delay_ms = ms as u64))
+}
+
+/// No-copy mode: WRs are validated and complete normally but no payload byte is copied.
+#[no_mangle]
+pub extern "C" fn urma_loopback_set_nocopy(on: bool) {
+    guard((), || knobs::NOCOPY.store(on, Ordering::Release))
+}
+
+/// Bound of `urma_delete_jfc` waiting for unacked events (default 2000 ms).
+#[no_mangle]
+pub extern "C" fn urma_loopback_set_delete_timeout(ms: u32) {
+    guard((), || {
+        knobs::DELETE_TIMEOUT_MS.store(ms as u64, Ordering::Release)
+    })
+}
+
+/// Applies a knob spec (syntax of `URMA_LOOPBACK_KNOBS`). Returns the number of items applied,
+/// or -1 if an item does not parse (items before it stay applied).
+#[no_mangle]
+pub unsafe extern "C" fn urma_loopback_apply_knobs(spec: *const c_char) -> c_int {
+    guard(-1, || {
+        if spec.is_null() {
+            return -1;
+        }
+        // SAFETY: spec is a non-NULL NUL-terminated string per the header.
+        let s = unsafe { CStr::from_ptr(spec) }
+            .to_string_lossy()
+            .into_owned();
+        match knobs::apply_spec(&s) {
+            Ok(n) => n as c_int,
+            Err(_) => -1,
+        }
+    })
+}
+
+/// Opens (truncating) a trace file; NULL closes it. Returns 0 or -1.
+#[no_mangle]
+pub unsafe extern "C" fn urma_loopback_trace_open(path: *const c_char) -> c_int {
+    guard(-1, || {
+        let p = if path.is_null() {
+            None
+        } else {
+            // SAFETY: non-NULL NUL-terminated string per the header.
+            Some(
+                unsafe { CStr::from_ptr(path) }
+                    .to_string_lossy()
+                    .into_owned(),
+            )
+        };
+        match trace::open_file(p.as_deref()) {
+            Ok(()) => 0,
+            Err(_) => -1,
+        }
+    })
+}
+
+/// Starts (discarding earlier lines) or stops the in-memory trace capture.
+#[no_mangle]
+pub extern "C" fn urma_loopback_trace_capture(on: bool) {
+    guard((), || trace::capture(on))
+}
+
+/// Takes the captured lines as one malloc'd NUL-terminated string, one JSON object per line,
+/// each ending with '\n'. `*len` (if not NULL) gets the length without the NUL. Free with
+/// `urma_loopback_free` (or free()). Returns NULL only when out of memory.
+#[no_mangle]
+pub unsafe extern "C" fn urma_loopback_trace_take(len: *mut usize) -> *mut c_char {
+    guard(std::ptr::null_mut(), || {
+        let lines = trace::take();
+        let mut text = String::new();
+        for l in lines {
+            text.push_str(&l);
+            text.push('\n');
+        }
+        let n = text.len();
+        // SAFETY: malloc of n + 1 bytes; checked for NULL before use.
+        let p = unsafe { libc::malloc(n + 1) } as *mut u8;
+        if p.is_null() {
+            return std::ptr::null_mut();
+        }
+        // SAFETY: p has n + 1 writable bytes; text has n readable bytes; no overlap.
+        unsafe {
+            std::ptr::copy_nonoverlapping(text.as_ptr(), p, n);
+            *p.add(n) = 0;
+            if !len.is_null() {
+                *len = n;
+            }
+        }
+        p as *mut c_char
+    })
+}
+
+/// Frees memory returned by the control API.
+#[no_mangle]
+pub unsafe extern "C" fn urma_loopback_free(p: *mut c_void) {
+    // SAFETY: p is NULL or was returned by malloc in urma_loopback_trace_take.
+    guard((), || unsafe { libc::free(p) })
+}

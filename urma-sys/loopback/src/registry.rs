@@ -1,0 +1,397 @@
+//! Process-wide object registry.
+//!
+//! Every C object the loopback hands out (`urma_context_t`, `urma_jfc_t`, ...) is a `Box` of the
+//! real C type, leaked to C. Its private state is an `Arc<...>` stored in [`Registry::objs`] under
+//! the object's address. The `Arc` also owns the C allocation ([`CBox`]), which is freed only when
+//! the last `Arc` goes away, so a thread still working with an object that another thread deletes
+//! never touches freed memory.
+//!
+//! Lock order: `REGISTRY` (RwLock) is a leaf for lookups: it is released before any per-object lock
+//! is taken, except in delete paths, which take it for writing and then only read atomics.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use crate::queues::{Jfc, Jfce, RecvQ};
+use crate::util::{lock, rlock, wlock};
+
+/// Owner of one leaked C allocation of type `T`.
+pub struct CBox<T> {
+    ptr: *mut T,
+}
+
+// SAFETY: the C object is only accessed through raw pointers by code that follows the URMA
+// threading rules; CBox itself only frees it once, in Drop.
+unsafe impl<T> Send for CBox<T> {}
+// SAFETY: see above.
+unsafe impl<T> Sync for CBox<T> {}
+
+impl<T> CBox<T> {
+    /// Moves `v` to the heap and keeps ownership.
+    pub fn new(v: T) -> Self {
+        CBox {
+            ptr: Box::into_raw(Box::new(v)),
+        }
+    }
+    /// The address handed to C.
+    pub fn ptr(&self) -> *mut T {
+        self.ptr
+    }
+    /// The address as a registry key.
+    pub fn key(&self) -> usize {
+        self.ptr as usize
+    }
+}
+
+impl<T> Drop for CBox<T> {
+    fn drop(&mut self) {
+        // SAFETY: ptr came from Box::into_raw in new() and is freed exactly once here.
+        drop(unsafe { Box::from_raw(self.ptr) });
+    }
+}
+
+/// Context (one per `urma_create_context`).
+pub struct Ctx {
+    pub c: CBox<urma_sys::urma_context_t>,
+    pub uasid: u32,
+    pub eid: urma_sys::urma_eid_t,
+    /// Objects created on this context and still alive.
+    pub users: AtomicU64,
+}
+
+/// Registered (local) segment.
+pub struct Seg {
+    pub c: CBox<urma_sys::urma_target_seg_t>,
+    pub name: String,
+    pub va: u64,
+    pub len: u64,
+    pub access: u32,
+    pub token_policy: u32,
+    pub token: u32,
+    pub token_id: u32,
+    pub alive: AtomicBool,
+    pub ctx: Arc<Ctx>,
+    /// Explicit token id object (urma_alloc_token_id) this segment uses, if any.
+    pub token_obj: Option<Arc<TokenIdObj>>,
+}
+
+/// Imported (remote) segment.
+pub struct ISeg {
+    pub c: CBox<urma_sys::urma_target_seg_t>,
+    pub name: String,
+    pub target: Arc<Seg>,
+    pub token: u32,
+    pub ctx: Arc<Ctx>,
+}
+
+/// Token id from `urma_alloc_token_id`.
+pub struct TokenIdObj {
+    pub c: CBox<urma_sys::urma_token_id_t>,
+    pub id: u32,
+    pub ctx: Arc<Ctx>,
+    pub users: AtomicU64,
+}
+
+/// Send side shared by JFS and jetty.
+pub struct SendQ {
+    pub name: String,
+    pub id: u32,
+    pub is_jetty: bool,
+    pub jfc: Arc<Jfc>,
+    pub max_sge: u32,
+    /// Address of the C object (goes into `cr.user_data`).
+    pub obj_addr: usize,
+    pub eid: urma_sys::urma_eid_t,
+    pub uasid: u32,
+}
+
+/// Jetty For Send.
+pub struct Jfs {
+    pub c: CBox<urma_sys::urma_jfs_t>,
+    pub sq: SendQ,
+    pub ctx: Arc<Ctx>,
+    pub advised: Mutex<Vec<usize>>,
+}
+
+/// Jetty For Receive.
+pub struct Jfr {
+    pub c: CBox<urma_sys::urma_jfr_t>,
+    pub name: String,
+    pub id: u32,
+    pub rq: Arc<RecvQ>,
+    pub token: u32,
+    /// Whether imports must present `token` (token policy other than NONE).
+    pub token_checked: bool,
+    pub alive: AtomicBool,
+    pub ctx: Arc<Ctx>,
+    /// Jetties that share this JFR and are alive.
+    pub users: AtomicU64,
+}
+
+/// Jetty (send + receive).
+pub struct Jetty {
+    pub c: CBox<urma_sys::urma_jetty_t>,
+    pub sq: SendQ,
+    pub rq: Arc<RecvQ>,
+    pub shared_jfr: Option<Arc<Jfr>>,
+    /// Private copy of the caller's `jfr_cfg` (the C object's `jetty_cfg.jfr_cfg` points here).
+    pub own_jfr_cfg: Option<CBox<urma_sys::urma_jfr_cfg_t>>,
+    pub token: u32,
+    /// Whether imports must present `token`.
+    pub token_checked: bool,
+    pub alive: AtomicBool,
+    pub ctx: Arc<Ctx>,
+    pub advised: Mutex<Vec<usize>>,
+    pub bound: Mutex<Option<usize>>,
+}
+
+/// What an imported jetty/JFR points at.
+pub enum Target {
+    Jetty(Arc<Jetty>),
+    Jfr(Arc<Jfr>),
+}
+
+/// Imported jetty or JFR (`urma_target_jetty_t`).
+pub struct TJetty {
+    pub c: CBox<urma_sys::urma_target_jetty_t>,
+    pub name: String,
+    pub target: Target,
+    pub ctx: Arc<Ctx>,
+}
+
+impl TJetty {
+    /// Receive queue of the target and its symbolic name, plus whether it is still alive.
+    pub fn recv_side(&self) -> (&Arc<RecvQ>, bool) {
+        match &self.target {
+            Target::Jetty(j) => (&j.rq, j.alive.load(Ordering::Acquire)),
+            Target::Jfr(r) => (&r.rq, r.alive.load(Ordering::Acquire)),
+        }
+    }
+}
+
+/// A tracked array returned by `urma_get_device_list` / `urma_get_eid_list`.
+pub struct CArray {
+    pub ptr: usize,
+}
+
+/// Registry entry.
+#[derive(Clone)]
+pub enum Obj {
+    Ctx(Arc<Ctx>),
+    Jfce(Arc<Jfce>),
+    Jfc(Arc<Jfc>),
+    Jfs(Arc<Jfs>),
+    Jfr(Arc<Jfr>),
+    Jetty(Arc<Jetty>),
+    TJetty(Arc<TJetty>),
+    Seg(Arc<Seg>),
+    ISeg(Arc<ISeg>),
+    TokenId(Arc<TokenIdObj>),
+    DevList,
+    EidList,
+}
+
+/// Kinds of objects (counts, symbolic names).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Kind {
+    Ctx = 0,
+    Jfce,
+    Jfc,
+    Jfs,
+    Jfr,
+    Jetty,
+    TJetty,
+    Seg,
+    ISeg,
+    TokenId,
+}
+
+pub const KIND_COUNT: usize = 10;
+
+impl Kind {
+    /// Prefix used for symbolic (trace) names.
+    pub fn prefix(self) -> &'static str {
+        match self {
+            Kind::Ctx => "ctx",
+            Kind::Jfce => "jfce",
+            Kind::Jfc => "jfc",
+            Kind::Jfs => "jfs",
+            Kind::Jfr => "jfr",
+            Kind::Jetty => "jetty",
+            Kind::TJetty => "tjetty",
+            Kind::Seg => "seg",
+            Kind::ISeg => "iseg",
+            Kind::TokenId => "tokenid",
+        }
+    }
+}
+
+impl Obj {
+    pub fn kind(&self) -> Option<Kind> {
+        Some(match self {
+            Obj::Ctx(_) => Kind::Ctx,
+            Obj::Jfce(_) => Kind::Jfce,
+            Obj::Jfc(_) => Kind::Jfc,
+            Obj::Jfs(_) => Kind::Jfs,
+            Obj::Jfr(_) => Kind::Jfr,
+            Obj::Jetty(_) => Kind::Jetty,
+            Obj::TJetty(_) => Kind::TJetty,
+            Obj::Seg(_) => Kind::Seg,
+            Obj::ISeg(_) => Kind::ISeg,
+            Obj::TokenId(_) => Kind::TokenId,
+            Obj::DevList | Obj::EidList => return None,
+        })
+    }
+}
+
+/// The registry proper.
+#[derive(Default)]
+pub struct Registry {
+    pub objs: HashMap<usize, Obj>,
+    pub jetty_by_id: HashMap<u32, Arc<Jetty>>,
+    pub jfr_by_id: HashMap<u32, Arc<Jfr>>,
+    /// Registered segments by token id (then matched on VA).
+    pub segs_by_token_id: HashMap<u32, Vec<Arc<Seg>>>,
+}
+
+pub static REGISTRY: RwLock<Option<Registry>> = RwLock::new(None);
+
+/// Runs `f` with the registry read-locked.
+pub fn with_reg<R>(f: impl FnOnce(&Registry) -> R) -> R {
+    {
+        let g = rlock(&REGISTRY);
+        if let Some(r) = g.as_ref() {
+            return f(r);
+        }
+    }
+    let mut g = wlock(&REGISTRY);
+    let r = g.get_or_insert_with(Registry::default);
+    f(r)
+}
+
+/// Runs `f` with the registry write-locked.
+pub fn with_reg_mut<R>(f: impl FnOnce(&mut Registry) -> R) -> R {
+    let mut g = wlock(&REGISTRY);
+    let r = g.get_or_insert_with(Registry::default);
+    f(r)
+}
+
+/// Looks up a handle.
+pub fn get(ptr: *const std::ffi::c_void) -> Option<Obj> {
+    if ptr.is_null() {
+        return None;
+    }
+    with_reg(|r| r.objs.get(&(ptr as usize)).cloned())
+}
+
+macro_rules! getter {
+    ($fn:ident, $var:ident, $t:ty, $ct:ty) => {
+        /// Looks up a handle of this kind; `None` for NULL, unknown, deleted or wrong-kind handles.
+        pub fn $fn(p: *const $ct) -> Option<Arc<$t>> {
+            match get(p as *const std::ffi::c_void) {
+                Some(Obj::$var(o)) => Some(o),
+                _ => None,
+            }
+        }
+    };
+}
+getter!(get_ctx, Ctx, Ctx, urma_sys::urma_context_t);
+getter!(get_jfce, Jfce, Jfce, urma_sys::urma_jfce_t);
+getter!(get_jfc, Jfc, Jfc, urma_sys::urma_jfc_t);
+getter!(get_jfs, Jfs, Jfs, urma_sys::urma_jfs_t);
+getter!(get_jfr, Jfr, Jfr, urma_sys::urma_jfr_t);
+getter!(get_jetty, Jetty, Jetty, urma_sys::urma_jetty_t);
+getter!(get_tjetty, TJetty, TJetty, urma_sys::urma_target_jetty_t);
+getter!(get_token_id, TokenId, TokenIdObj, urma_sys::urma_token_id_t);
+
+/// A segment handle: registered (local) or imported (remote).
+#[derive(Clone)]
+pub enum AnySeg {
+    Local(Arc<Seg>),
+    Imported(Arc<ISeg>),
+}
+
+impl AnySeg {
+    pub fn seg(&self) -> &Arc<Seg> {
+        match self {
+            AnySeg::Local(s) => s,
+            AnySeg::Imported(i) => &i.target,
+        }
+    }
+}
+
+/// Looks up a `urma_target_seg_t *` of either kind.
+pub fn get_any_seg(p: *const urma_sys::urma_target_seg_t) -> Option<AnySeg> {
+    match get(p as *const std::ffi::c_void) {
+        Some(Obj::Seg(s)) => Some(AnySeg::Local(s)),
+        Some(Obj::ISeg(s)) => Some(AnySeg::Imported(s)),
+        _ => None,
+    }
+}
+
+/// Inserts an object.
+pub fn insert(key: usize, o: Obj) {
+    with_reg_mut(|r| {
+        r.objs.insert(key, o);
+    });
+}
+
+/// Removes an object, returning it.
+pub fn remove(key: usize) -> Option<Obj> {
+    with_reg_mut(|r| r.objs.remove(&key))
+}
+
+/// Counts live objects of each kind.
+pub fn live_counts() -> [u64; KIND_COUNT] {
+    let mut out = [0u64; KIND_COUNT];
+    with_reg(|r| {
+        for o in r.objs.values() {
+            if let Some(k) = o.kind() {
+                out[k as usize] += 1;
+            }
+        }
+    });
+    out
+}
+
+// ---- numeric ids (never reused within a process) and symbolic names (reset by ctl reset) ----
+
+static NEXT_ID: [AtomicU32; KIND_COUNT] = [const { AtomicU32::new(1) }; KIND_COUNT];
+static NEXT_SYM: [AtomicU32; KIND_COUNT] = [const { AtomicU32::new(1) }; KIND_COUNT];
+
+/// Allocates a numeric id for a kind (1, 2, ...; never reused).
+pub fn next_id(k: Kind) -> u32 {
+    NEXT_ID[k as usize].fetch_add(1, Ordering::Relaxed)
+}
+
+/// Allocates the symbolic name of a new object: `<prefix><n>`, n counting from 1 in creation
+/// order since process start or the last `urma_loopback_reset()`.
+pub fn next_name(k: Kind) -> String {
+    let n = NEXT_SYM[k as usize].fetch_add(1, Ordering::Relaxed);
+    format!("{}{}", k.prefix(), n)
+}
+
+/// Restarts symbolic numbering.
+pub fn reset_names() {
+    for a in NEXT_SYM.iter() {
+        a.store(1, Ordering::Relaxed);
+    }
+}
+
+/// Global init state (urma_init / urma_uninit).
+pub static INIT_COUNT: AtomicU64 = AtomicU64::new(0);
+/// Whether `urma_init` has been called (and not undone by `urma_uninit`).
+pub fn initialized() -> bool {
+    INIT_COUNT.load(Ordering::Acquire) > 0
+}
+
+/// uasid given to `urma_init` (0 by default).
+pub static UASID: AtomicU32 = AtomicU32::new(0);
+
+#[allow(dead_code)]
+fn _assert_send_sync() {
+    fn f<T: Send + Sync>() {}
+    f::<Obj>();
+    let _ = lock::<u8>;
+}
