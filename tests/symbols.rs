@@ -1,0 +1,110 @@
+//! The shared object exports exactly the ten public functions, unversioned, with SONAME
+//! libos_transport.so.1 (docs/abi.md "Exported symbols").
+mod common;
+
+use common::{run, rust_lib};
+use std::collections::BTreeSet;
+use std::process::Command;
+
+const PUBLIC: [&str; 10] = [
+    "os_transport_cancel_tasks",
+    "os_transport_destroy",
+    "os_transport_init",
+    "os_transport_log_reg",
+    "os_transport_recv",
+    "os_transport_reg_jfc",
+    "os_transport_send",
+    "os_transport_wake_up_task",
+    "wait_and_free_sync",
+    "wait_and_free_sync_timeout",
+];
+
+#[test]
+fn exports_exactly_the_ten_public_functions() {
+    let out = run(Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(rust_lib()));
+    let syms: BTreeSet<String> = out
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(2))
+        .map(str::to_string)
+        .collect();
+    let want: BTreeSet<String> = PUBLIC.iter().map(|s| s.to_string()).collect();
+    assert_eq!(syms, want, "nm -D --defined-only output:\n{out}");
+    for l in out.lines() {
+        assert_eq!(
+            l.split_whitespace().nth(1),
+            Some("T"),
+            "every export is a text symbol: {l}"
+        );
+    }
+}
+
+#[test]
+fn exports_are_unversioned_and_version_script_matches() {
+    let out = run(Command::new("readelf")
+        .args(["--dyn-syms", "-W"])
+        .arg(rust_lib()));
+    for name in PUBLIC {
+        let line = out.lines().find(|l| {
+            l.split_whitespace()
+                .last()
+                .is_some_and(|s| s.split('@').next() == Some(name))
+        });
+        let line = line.unwrap_or_else(|| panic!("{name} missing from --dyn-syms"));
+        assert!(!line.contains('@'), "{name} must be unversioned: {line}");
+        assert!(
+            line.contains("GLOBAL") && line.contains("FUNC") && line.contains("DEFAULT"),
+            "{line}"
+        );
+    }
+    assert!(
+        !out.lines()
+            .any(|l| l.contains(" UND ") && l.contains("_ZN")),
+        "no mangled Rust imports"
+    );
+    let vd = run(Command::new("readelf").arg("-V").arg(rust_lib()));
+    assert!(
+        !vd.contains("Version definition section"),
+        "no version definitions of our own:\n{vd}"
+    );
+    // The version script lists the same ten names.
+    let map = std::fs::read_to_string(common::repo().join("os_transport.map")).unwrap();
+    let listed: BTreeSet<&str> = map
+        .lines()
+        .map(str::trim)
+        .filter_map(|l| l.strip_suffix(';'))
+        .filter(|l| !l.contains(' ') && *l != "*" && *l != "}")
+        .collect();
+    assert_eq!(listed, PUBLIC.iter().copied().collect::<BTreeSet<_>>());
+}
+
+#[test]
+fn soname_is_libos_transport_so_1() {
+    let out = run(Command::new("readelf").arg("-d").arg(rust_lib()));
+    assert!(
+        out.contains("Library soname: [libos_transport.so.1]"),
+        "{out}"
+    );
+    assert!(
+        out.contains("Shared library: [liburma.so.0]"),
+        "links liburma.so.0:\n{out}"
+    );
+}
+
+#[test]
+fn no_urma_namespace_squatting_or_rust_symbols() {
+    let out = run(Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(rust_lib()));
+    for l in out.lines() {
+        let s = l.split_whitespace().nth(2).unwrap_or("");
+        assert!(
+            !s.starts_with("urma_")
+                && !s.starts_with("_ZN")
+                && !s.starts_with("_R")
+                && !s.contains("rust"),
+            "{s}"
+        );
+    }
+}
