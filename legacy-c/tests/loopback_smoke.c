@@ -1,0 +1,224 @@
+/*
+ * loopback_smoke.c - end-to-end smoke test of the legacy reference library over a real URMA
+ * provider (the mlcachedirect software loopback liburma.so.0; it uses only the public URMA API,
+ * so it would also run on UMDK hardware with one device).
+ *
+ * One process, one context, one JFC, two jetties (tx, rx). A poller thread polls the JFC and feeds
+ * every CR to os_transport_wake_up_task(). It transfers 2 MiB + 1 bytes (N = 2) from src to dst
+ * with os_transport_send / os_transport_recv, then checks the data, the callbacks and both waits.
+ *
+ *   make -C legacy-c loopback-smoke LOOPBACK_DIR=$CARGO_TARGET_DIR/debug
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "os_transport.h"
+
+#define ERR32 ((uint32_t)-1)
+#define LEN (2U * 1024U * 1024U + 1U)
+
+static int g_failures;
+#define CHECK(cond)                                                                   \
+    do {                                                                              \
+        if (!(cond)) {                                                                \
+            fprintf(stderr, "loopback_smoke.c:%d: CHECK failed: %s\n", __LINE__, #cond); \
+            g_failures++;                                                             \
+        }                                                                             \
+    } while (0)
+
+static void *g_handle;
+static urma_jfc_t *g_jfc;
+static volatile int g_stop;
+static int g_crs, g_cr_errors, g_wake_fail;
+static uint64_t g_notified[8];
+static int g_nnotified;
+
+static void *poller(void *unused)
+{
+    urma_cr_t crs[16];
+    (void)unused;
+    while (!__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE)) {
+        int i, n = urma_poll_jfc(g_jfc, 16, crs);
+        if (n < 0) {
+            __atomic_fetch_add(&g_cr_errors, 1, __ATOMIC_SEQ_CST);
+            continue;
+        }
+        for (i = 0; i < n; i++) {
+            __atomic_fetch_add(&g_crs, 1, __ATOMIC_SEQ_CST);
+            if (crs[i].status != URMA_CR_SUCCESS) {
+                __atomic_fetch_add(&g_cr_errors, 1, __ATOMIC_SEQ_CST);
+            }
+            if (os_transport_wake_up_task(g_handle, &crs[i]) != 0) {
+                __atomic_fetch_add(&g_wake_fail, 1, __ATOMIC_SEQ_CST);
+            }
+        }
+        if (n == 0) {
+            sched_yield();
+        }
+    }
+    return NULL;
+}
+
+static int notify_cb(void *ud)
+{
+    int i = __atomic_fetch_add(&g_nnotified, 1, __ATOMIC_SEQ_CST);
+    if (i < 8) {
+        g_notified[i] = *(uint64_t *)ud;
+    }
+    return 0;
+}
+
+static urma_jetty_t *make_jetty(urma_context_t *ctx, urma_jfc_t *jfc, urma_jfr_cfg_t *jfr_cfg)
+{
+    urma_jetty_cfg_t cfg;
+    memset(jfr_cfg, 0, sizeof(*jfr_cfg));
+    jfr_cfg->depth = 256;
+    jfr_cfg->trans_mode = URMA_TM_RM;
+    jfr_cfg->max_sge = 1;
+    jfr_cfg->jfc = jfc;
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.jfs_cfg.depth = 256;
+    cfg.jfs_cfg.trans_mode = URMA_TM_RM;
+    cfg.jfs_cfg.max_sge = 1;
+    cfg.jfs_cfg.jfc = jfc;
+    cfg.jfr_cfg = jfr_cfg;
+    return urma_create_jetty(ctx, &cfg);
+}
+
+static urma_target_seg_t *reg_seg(urma_context_t *ctx, void *buf, uint64_t len)
+{
+    urma_seg_cfg_t cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.va = (uint64_t)(uintptr_t)buf;
+    cfg.len = len;
+    cfg.flag.bs.token_policy = URMA_TOKEN_NONE;
+    cfg.flag.bs.access = URMA_ACCESS_READ | URMA_ACCESS_WRITE;
+    return urma_register_seg(ctx, &cfg);
+}
+
+int main(void)
+{
+    const uint64_t sk = 0x123456789AULL, ck = 0xABCDE12345ULL;
+    urma_device_t **devs;
+    int ndev = 0;
+    urma_context_t *ctx;
+    urma_jfc_cfg_t jfc_cfg;
+    urma_jfr_cfg_t tx_jfr_cfg, rx_jfr_cfg;
+    urma_jetty_t *tx, *rx;
+    urma_target_seg_t *src_seg, *dst_seg, *dst_imported;
+    urma_import_seg_flag_t iflag;
+    urma_rjetty_t rj;
+    urma_target_jetty_t *tjetty;
+    unsigned char *src, *dst;
+    os_transport_cfg_t cfg;
+    urma_jetty_info_t ji;
+    ost_buffer_info_t lsrc, rdst, host;
+    ost_device_info_t dev;
+    task_sync_t *send_sync = NULL, *recv_sync = NULL;
+    urma_status_t st = 1;
+    pthread_t th;
+    uint32_t i;
+
+    CHECK(urma_init(NULL) == URMA_SUCCESS);
+    devs = urma_get_device_list(&ndev);
+    CHECK(devs != NULL && ndev >= 1);
+    if (devs == NULL || ndev < 1) {
+        return 1;
+    }
+    ctx = urma_create_context(devs[0], 0);
+    CHECK(ctx != NULL);
+    memset(&jfc_cfg, 0, sizeof(jfc_cfg));
+    jfc_cfg.depth = 1024;
+    g_jfc = urma_create_jfc(ctx, &jfc_cfg);
+    CHECK(g_jfc != NULL);
+    tx = make_jetty(ctx, g_jfc, &tx_jfr_cfg);
+    rx = make_jetty(ctx, g_jfc, &rx_jfr_cfg);
+    CHECK(tx != NULL && rx != NULL);
+
+    src = malloc(LEN);
+    dst = calloc(1, LEN);
+    CHECK(src != NULL && dst != NULL);
+    for (i = 0; i < LEN; i++) {
+        src[i] = (unsigned char)(i * 7 + 3);
+    }
+    src_seg = reg_seg(ctx, src, LEN);
+    dst_seg = reg_seg(ctx, dst, LEN);
+    CHECK(src_seg != NULL && dst_seg != NULL);
+    memset(&iflag, 0, sizeof(iflag));
+    dst_imported = urma_import_seg(ctx, &dst_seg->seg, NULL, 0, iflag);
+    CHECK(dst_imported != NULL);
+    memset(&rj, 0, sizeof(rj));
+    rj.jetty_id = rx->jetty_id;
+    rj.trans_mode = URMA_TM_RM;
+    rj.type = URMA_JETTY;
+    tjetty = urma_import_jetty(ctx, &rj, NULL);
+    CHECK(tjetty != NULL);
+
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.worker_thread_num = 2;
+    cfg.recv_queue_capacity = 2;
+    cfg.jfc = g_jfc;
+    CHECK(os_transport_init(ctx, &cfg, &g_handle) == 0 && g_handle != NULL);
+    CHECK(pthread_create(&th, NULL, poller, NULL) == 0);
+
+    host.addr = (uint64_t)(uintptr_t)dst;
+    host.tseg = dst_seg;
+    dev.jfr = NULL;
+    dev.jetty = rx;
+    dev.dst = dst;
+    CHECK(os_transport_recv(g_handle, &host, &dev, LEN, ck, &recv_sync, notify_cb) == 0);
+
+    memset(&ji, 0, sizeof(ji));
+    ji.jetty = tx;
+    ji.tjetty = tjetty;
+    lsrc.addr = (uint64_t)(uintptr_t)src;
+    lsrc.tseg = src_seg;
+    rdst.addr = (uint64_t)(uintptr_t)dst;
+    rdst.tseg = dst_imported;
+    CHECK(os_transport_send(g_handle, &ji, &lsrc, &rdst, LEN, sk, ck, &send_sync, &st) == 0);
+    CHECK(st == URMA_SUCCESS && send_sync != NULL);
+
+    CHECK(wait_and_free_sync_timeout(g_handle, send_sync, 10000, &st) == 0);
+    CHECK(st == URMA_SUCCESS);
+    CHECK(wait_and_free_sync_timeout(g_handle, recv_sync, 10000, &st) == 0);
+    CHECK(memcmp(src, dst, LEN) == 0);
+    CHECK(g_nnotified == 2);
+    CHECK(g_notified[0] == ck);                                 /* {ck, 0, 0} */
+    CHECK(g_notified[1] == (ck | (1ULL << 60) | (1ULL << 61))); /* {ck, 1, 1} */
+    CHECK(g_cr_errors == 0);
+
+    /* a second transfer of <= 2 MiB cannot be sent (§3.3) */
+    CHECK(os_transport_send(g_handle, &ji, &lsrc, &rdst, 4096, sk + 1, ck + 1, &send_sync, &st) == ERR32);
+    CHECK(send_sync == NULL);
+
+    __atomic_store_n(&g_stop, 1, __ATOMIC_RELEASE);
+    pthread_join(th, NULL);
+    /* 2 WRITE + 2 SEND_IMM local CRs, 2 SEND_WITH_IMM receive CRs */
+    CHECK(g_crs == 6);
+    CHECK(g_wake_fail == 0);
+    CHECK(os_transport_destroy(g_handle) == 0);
+
+    CHECK(urma_unimport_jetty(tjetty) == URMA_SUCCESS);
+    CHECK(urma_unimport_seg(dst_imported) == URMA_SUCCESS);
+    CHECK(urma_unregister_seg(src_seg) == URMA_SUCCESS);
+    CHECK(urma_unregister_seg(dst_seg) == URMA_SUCCESS);
+    CHECK(urma_delete_jetty(tx) == URMA_SUCCESS);
+    CHECK(urma_delete_jetty(rx) == URMA_SUCCESS);
+    CHECK(urma_delete_jfc(g_jfc) == URMA_SUCCESS);
+    CHECK(urma_delete_context(ctx) == URMA_SUCCESS);
+    urma_free_device_list(devs);
+    CHECK(urma_uninit() == URMA_SUCCESS);
+    free(src);
+    free(dst);
+
+    if (g_failures != 0) {
+        fprintf(stderr, "loopback_smoke: %d check(s) failed\n", g_failures);
+        return 1;
+    }
+    printf("loopback_smoke: 2 MiB + 1 transferred, all checks passed\n");
+    return 0;
+}
