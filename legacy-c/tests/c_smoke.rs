@@ -1,0 +1,79 @@
+//! Runs the C-level smoke tests of `legacy-c/` from `cargo test`:
+//! `tests/smoke.c` against the recording URMA fake (plain and ASan/UBSan builds), and
+//! `tests/loopback_smoke.c` end to end over the loopback `liburma.so.0` when it is built in this
+//! target directory. Each build goes to its own directory under `CARGO_TARGET_TMPDIR`, so
+//! nothing is written into the source tree.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn legacy_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn make(target: &str, build_dir: &Path, extra: &[(&str, String)]) -> std::process::Output {
+    let mut cmd = Command::new("make");
+    cmd.arg("-s")
+        .arg("-C")
+        .arg(legacy_dir())
+        .arg(target)
+        .arg(format!("BUILD={}", build_dir.display()));
+    for (k, v) in extra {
+        cmd.arg(format!("{k}={v}"));
+    }
+    // The smoke binaries set their own loader path; do not inherit a loopback ahead of the fake.
+    cmd.env_remove("LD_LIBRARY_PATH");
+    cmd.output().expect("run make")
+}
+
+fn assert_ok(what: &str, out: &std::process::Output, expect: &str) {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains(expect),
+        "{what} failed ({}):\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
+        out.status
+    );
+}
+
+/// `<target>/<profile>` from `<target>/<profile>/deps/<test-binary>`.
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("<target>/<profile>/deps/<exe>")
+        .to_path_buf()
+}
+
+#[test]
+fn smoke_against_recording_fake() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("legacy-c-smoke");
+    let out = make("smoke", &dir, &[]);
+    assert_ok("make smoke", &out, "smoke: all checks passed");
+}
+
+#[test]
+fn smoke_against_recording_fake_asan_ubsan() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("legacy-c-smoke-asan");
+    let out = make("smoke-asan", &dir, &[]);
+    assert_ok("make smoke-asan", &out, "smoke: all checks passed");
+}
+
+#[test]
+fn end_to_end_over_loopback() {
+    let profile = profile_dir();
+    if !profile.join("liburma.so.0").exists() {
+        eprintln!(
+            "skipped: no loopback liburma.so.0 in {} (build the workspace first)",
+            profile.display()
+        );
+        return;
+    }
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("legacy-c-loopback");
+    let out = make(
+        "loopback-smoke",
+        &dir,
+        &[("LOOPBACK_DIR", profile.display().to_string())],
+    );
+    assert_ok("make loopback-smoke", &out, "all checks passed");
+}
