@@ -7,8 +7,11 @@
 //!    bundled ones. Published to dependents as `DEP_URMA_INCLUDE`.
 //! 2. Bindings: with feature `bindgen` they are generated (libclang) from the
 //!    headers in use into `$OUT_DIR/bindings.rs`; otherwise the committed
-//!    `src/bindings.rs` (made from the bundled headers) is used, and with real
-//!    UMDK headers a warning says to turn the feature on.
+//!    `src/bindings.rs` (made from the bundled headers) is used. With real UMDK
+//!    headers and no `bindgen` feature, `abi/abi_static_check.c` (the ABI facts
+//!    as `_Static_assert`s) is compiled against them first: the build fails
+//!    unless their layout is the one the committed bindings encode, so no
+//!    libclang is needed when it matches.
 //! 3. Linking (`links = "urma"`): `-lurma` from `URMA_LIB_DIR`, else from
 //!    /usr/lib64 or /usr/lib/x86_64-linux-gnu if a real `liburma.so` is there,
 //!    else from a link-only import stub built into `$OUT_DIR/link/liburma.so`
@@ -63,17 +66,16 @@ fn main() {
     if generate_bindings(&include_dir, real_headers, &out) {
         println!("cargo:rustc-cfg=urma_sys_generated_bindings");
     } else if real_headers {
-        println!(
-            "cargo:warning=urma-sys: using the committed bindings (made from the bundled headers) \
-             with the UMDK headers in {}; build with `--features urma-sys/bindgen` (needs libclang) \
-             to generate bindings from them",
-            include_dir.display()
-        );
+        // The committed bindings encode the bundled layout: only use them with
+        // other headers if those have exactly that layout.
+        check_real_headers(&manifest, &include_dir, &out);
     }
 
     // ---- 3. linking ------------------------------------------------------
-    let link_dir = select_link_dir(&manifest, &out);
+    let (link_dir, stub) = select_link_dir(&manifest, &out);
     println!("cargo:rustc-link-search=native={}", link_dir.display());
+    println!("cargo:rustc-env=URMA_SYS_LINK_DIR={}", link_dir.display());
+    println!("cargo:rustc-env=URMA_SYS_LINK_STUB={}", u8::from(stub));
     println!("cargo:rustc-link-lib=dylib=urma");
     println!("cargo:link_dir={}", link_dir.display());
 }
@@ -116,16 +118,51 @@ fn generate_bindings(_include_dir: &Path, _real_headers: bool, _out: &Path) -> b
     false
 }
 
-fn select_link_dir(manifest: &Path, out: &Path) -> PathBuf {
+/// The directory to link `-lurma` from, and whether it is the link stub.
+fn select_link_dir(manifest: &Path, out: &Path) -> (PathBuf, bool) {
     if let Some(dir) = env::var_os("URMA_LIB_DIR").filter(|v| !v.is_empty()) {
-        return PathBuf::from(dir);
+        return (PathBuf::from(dir), false);
     }
     for dir in SYSTEM_LIB_DIRS {
         if Path::new(dir).join("liburma.so").exists() {
-            return PathBuf::from(dir);
+            return (PathBuf::from(dir), false);
         }
     }
-    build_link_stub(manifest, out)
+    (build_link_stub(manifest, out), true)
+}
+
+/// Compiles abi/abi_static_check.c (generated from the ABI facts: sizes,
+/// offsets, constants, prototypes as _Static_assert) against `include_dir`.
+/// No libclang needed. Fails the build if the headers differ from the layout
+/// the committed bindings encode.
+fn check_real_headers(manifest: &Path, include_dir: &Path, out: &Path) {
+    let check = manifest.join("abi/abi_static_check.c");
+    println!("cargo:rerun-if-changed={}", check.display());
+    let compiler = cc::Build::new()
+        .cargo_metadata(false)
+        .cargo_warnings(false)
+        .get_compiler();
+    let mut cmd = compiler.to_command();
+    cmd.args(["-std=gnu11", "-fsyntax-only"])
+        .arg(format!("-I{}", include_dir.display()))
+        .arg(&check)
+        .current_dir(out);
+    let output = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("urma-sys: cannot run the C compiler ({cmd:?}): {e}"));
+    if !output.status.success() {
+        panic!(
+            "urma-sys: the URMA headers in {} do not have the ABI the committed bindings were made \
+             for (see below). Build with `--features urma-sys/bindgen` (needs libclang) to generate \
+             bindings from these headers, or set URMA_SYS_BUNDLED_HEADERS=1.\n{}",
+            include_dir.display(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    println!(
+        "cargo:warning=urma-sys: UMDK headers in {} match the bundled ABI: using the committed bindings",
+        include_dir.display()
+    );
 }
 
 /// Builds the link-only import library `$OUT_DIR/link/liburma.so`.
