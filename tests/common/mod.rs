@@ -48,3 +48,4 @@ pub fn scratch(name: &str) -> PathBuf {
     std::fs::create_dir_all(&d).expect("mkdir scratch");
     d
 }
+pub mod lb;

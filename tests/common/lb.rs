@@ -1,0 +1,182 @@
+//! Minimal loopback endpoints for the root end-to-end tests: one context, one JFC polled by a
+//! poller thread that feeds every CR to `os_transport_wake_up_task`, a sender JFS, a receiver
+//! jetty (sharing a JFR), and registered source/destination buffers.
+#![allow(dead_code)]
+
+use os_transport::abi::*;
+use os_transport::ffi::*;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use urma_sys::*;
+
+pub struct Ep {
+    pub ctx: *mut urma_context_t,
+    pub jfc: *mut urma_jfc_t,
+    pub jfs: *mut urma_jfs_t,
+    pub jfr: *mut urma_jfr_t,
+    pub jetty: *mut urma_jetty_t,
+    pub tjetty: *mut urma_target_jetty_t,
+    pub tjfr: *mut urma_target_jetty_t,
+}
+unsafe impl Send for Ep {}
+unsafe impl Sync for Ep {}
+
+pub struct Buf {
+    pub mem: Vec<u8>,
+    pub tseg: *mut urma_target_seg_t,
+    pub imported: *mut urma_target_seg_t,
+}
+
+pub fn ep() -> Ep {
+    // SAFETY (whole fn): plain URMA control-path calls on objects created here.
+    unsafe {
+        let _ = urma_init(std::ptr::null_mut());
+        let mut n = 0;
+        let list = urma_get_device_list(&mut n);
+        assert!(!list.is_null() && n > 0, "loopback device");
+        let ctx = urma_create_context(*list, 0);
+        assert!(!ctx.is_null());
+        let mut cc: urma_jfc_cfg_t = std::mem::zeroed();
+        cc.depth = 4096;
+        let jfc = urma_create_jfc(ctx, &mut cc);
+        assert!(!jfc.is_null());
+        let mut sc: urma_jfs_cfg_t = std::mem::zeroed();
+        sc.depth = 1024;
+        sc.trans_mode = URMA_TM_RM;
+        sc.max_sge = 1;
+        sc.jfc = jfc;
+        let jfs = urma_create_jfs(ctx, &mut sc);
+        assert!(!jfs.is_null());
+        let mut rc: urma_jfr_cfg_t = std::mem::zeroed();
+        rc.depth = 1024;
+        rc.trans_mode = URMA_TM_RM;
+        rc.max_sge = 1;
+        rc.jfc = jfc;
+        let jfr = urma_create_jfr(ctx, &mut rc);
+        assert!(!jfr.is_null());
+        let mut jc: urma_jetty_cfg_t = std::mem::zeroed();
+        jc.flag.value = urma_sys::flags::JETTY_FLAG_SHARE_JFR;
+        jc.jfs_cfg = sc;
+        jc.__bindgen_anon_1.shared.jfr = jfr;
+        jc.__bindgen_anon_1.shared.jfc = jfc;
+        let jetty = urma_create_jetty(ctx, &mut jc);
+        assert!(!jetty.is_null());
+        let mut rj: urma_rjetty_t = std::mem::zeroed();
+        rj.jetty_id = (*jetty).jetty_id;
+        rj.trans_mode = URMA_TM_RM;
+        rj.type_ = URMA_JETTY;
+        let tjetty = urma_import_jetty(ctx, &mut rj, std::ptr::null_mut());
+        assert!(!tjetty.is_null());
+        let mut rf: urma_rjfr_t = std::mem::zeroed();
+        rf.jfr_id = (*jfr).jfr_id;
+        rf.trans_mode = URMA_TM_RM;
+        let tjfr = urma_import_jfr(ctx, &mut rf, std::ptr::null_mut());
+        assert!(!tjfr.is_null());
+        Ep {
+            ctx,
+            jfc,
+            jfs,
+            jfr,
+            jetty,
+            tjetty,
+            tjfr,
+        }
+    }
+}
+
+pub fn buf(ep: &Ep, len: usize) -> Buf {
+    let mut mem = vec![0u8; len.max(1)];
+    // SAFETY: registering our own live Vec.
+    unsafe {
+        let mut c: urma_seg_cfg_t = std::mem::zeroed();
+        c.va = mem.as_mut_ptr() as u64;
+        c.len = mem.len() as u64;
+        c.flag.value =
+            (URMA_ACCESS_READ | URMA_ACCESS_WRITE) << urma_sys::flags::REG_SEG_FLAG_ACCESS_SHIFT;
+        let tseg = urma_register_seg(ep.ctx, &mut c);
+        assert!(!tseg.is_null(), "register_seg");
+        let imported = urma_import_seg(
+            ep.ctx,
+            &mut (*tseg).seg,
+            std::ptr::null_mut(),
+            0,
+            std::mem::zeroed(),
+        );
+        assert!(!imported.is_null(), "import_seg");
+        Buf {
+            mem,
+            tseg,
+            imported,
+        }
+    }
+}
+
+/// Poller: feeds every CR of `jfc` to wake_up_task until stopped. Returns (stop flag, join).
+pub fn poller(
+    handle: usize,
+    jfc: usize,
+) -> (Arc<AtomicBool>, std::thread::JoinHandle<Vec<(u32, i32)>>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = stop.clone();
+    let j = std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        // SAFETY: zeroed CR array is a valid out-buffer.
+        let mut crs: [urma_cr_t; 16] = unsafe { std::mem::zeroed() };
+        while !s.load(Ordering::Acquire) {
+            // SAFETY: live JFC, valid buffer of 16 CRs.
+            let n = unsafe { urma_poll_jfc(jfc as *mut urma_jfc_t, 16, crs.as_mut_ptr()) };
+            if n <= 0 {
+                std::thread::sleep(std::time::Duration::from_micros(200));
+                continue;
+            }
+            for cr in &mut crs[..n as usize] {
+                // SAFETY: a CR we just polled.
+                let r = unsafe {
+                    os_transport_wake_up_task(handle as *mut c_void, (cr as *mut urma_cr_t).cast())
+                };
+                seen.push((cr.status, r));
+            }
+        }
+        seen
+    });
+    (stop, j)
+}
+
+pub fn cfg(workers: u32, cap: u32) -> os_transport_cfg_t {
+    os_transport_cfg_t {
+        urma_event_mode: false,
+        reserved1: [0; 3],
+        worker_thread_num: workers,
+        jfce: std::ptr::null_mut(),
+        jfc: std::ptr::null_mut(),
+        recv_queue_capacity: cap,
+        reserved2: [0; 9],
+    }
+}
+
+pub fn init(workers: u32, cap: u32) -> *mut c_void {
+    let mut c = cfg(workers, cap);
+    let mut h: *mut c_void = std::ptr::null_mut();
+    // SAFETY: valid pointers.
+    assert_eq!(
+        unsafe { os_transport_init(std::ptr::null_mut(), &mut c, &mut h) },
+        0
+    );
+    assert!(!h.is_null());
+    h
+}
+
+/// Loopback control function looked up at run time (the test links against the URMA stub).
+pub fn ctl<T>(name: &str) -> T {
+    let c = std::ffi::CString::new(name).unwrap();
+    // SAFETY: dlsym on the global namespace; liburma.so.0 (the loopback) is loaded.
+    let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c.as_ptr()) };
+    assert!(
+        !p.is_null(),
+        "{name} not found (is the loopback liburma.so.0 first on LD_LIBRARY_PATH?)"
+    );
+    assert_eq!(std::mem::size_of::<T>(), std::mem::size_of::<*mut c_void>());
+    // SAFETY: the caller names the right function-pointer type.
+    unsafe { std::mem::transmute_copy(&p) }
+}

@@ -1,0 +1,553 @@
+//! End-to-end tests of the Rust library (linked as an rlib, calling its C exports) over the
+//! loopback liburma.so.0. Every test that inits serialises on `LOCK` (one instance per process).
+mod common;
+
+use common::lb::{self, Buf, Ep};
+use os_transport::abi::*;
+use os_transport::ffi::*;
+use os_transport::testing::live_syncs;
+use std::ffi::c_void;
+use std::ptr::null_mut;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Mutex;
+use urma_sys::*;
+
+static LOCK: Mutex<()> = Mutex::new(());
+static CHUNKS: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+static CB_RET: AtomicI32 = AtomicI32::new(0);
+
+unsafe extern "C" fn on_chunk(ud: *mut c_void) -> i32 {
+    // SAFETY: the library passes a pointer to an os_transport_user_data_t, valid during the call.
+    let v = unsafe { *(ud as *const u64) };
+    CHUNKS.lock().unwrap().push(v);
+    CB_RET.load(Ordering::SeqCst)
+}
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    let g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    CHUNKS.lock().unwrap().clear();
+    CB_RET.store(0, Ordering::SeqCst);
+    g
+}
+
+struct Io {
+    ji: urma_jetty_info_t,
+    src: ost_buffer_info_t,
+    dst: ost_buffer_info_t,
+    host: ost_buffer_info_t,
+    dev: ost_device_info_t,
+}
+
+fn io(ep: &Ep, s: &Buf, d: &Buf) -> Io {
+    Io {
+        ji: urma_jetty_info_t {
+            jfs: ep.jfs,
+            jetty: null_mut(),
+            tjetty: ep.tjetty,
+            jetty_mode: JETTY_MODE_DUPLEX,
+        },
+        src: ost_buffer_info_t {
+            addr: s.mem.as_ptr() as u64,
+            tseg: s.tseg,
+        },
+        dst: ost_buffer_info_t {
+            addr: d.mem.as_ptr() as u64,
+            tseg: d.imported,
+        },
+        host: ost_buffer_info_t {
+            addr: d.mem.as_ptr() as u64,
+            tseg: d.tseg,
+        },
+        dev: ost_device_info_t {
+            jfr: ep.jfr,
+            jetty: ep.jetty,
+            dst: d.mem.as_ptr() as *mut c_void,
+        },
+    }
+}
+
+unsafe fn send(
+    h: *mut c_void,
+    io: &mut Io,
+    len: u32,
+    sk: u64,
+    ck: u64,
+) -> (u32, *mut task_sync_t, i32) {
+    let mut sync: *mut task_sync_t = null_mut();
+    let mut st: urma_status_t = -7;
+    // SAFETY: valid pointers for the call.
+    let r = unsafe {
+        os_transport_send(
+            h,
+            &mut io.ji,
+            &mut io.src,
+            &mut io.dst,
+            len,
+            sk,
+            ck,
+            &mut sync,
+            &mut st,
+        )
+    };
+    (r, sync, st)
+}
+
+unsafe fn recv(h: *mut c_void, io: &mut Io, len: u32, ck: u64) -> (u32, *mut task_sync_t) {
+    let mut sync: *mut task_sync_t = null_mut();
+    // SAFETY: valid pointers for the call.
+    let r = unsafe {
+        os_transport_recv(
+            h,
+            &mut io.host,
+            &mut io.dev,
+            len,
+            ck,
+            &mut sync,
+            Some(on_chunk),
+        )
+    };
+    (r, sync)
+}
+
+fn wait(h: *mut c_void, s: *mut task_sync_t, ms: i64) -> (u32, i32) {
+    let mut st: urma_status_t = -7;
+    // SAFETY: valid out-pointer.
+    let r = unsafe { wait_and_free_sync_timeout(h, s, ms, &mut st) };
+    (r, st)
+}
+
+#[test]
+fn send_recv_roundtrip_all_sizes() {
+    let _g = serial();
+    let ep = lb::ep();
+    let h = lb::init(2, 16);
+    let (stop, pj) = lb::poller(h as usize, ep.jfc as usize);
+    for (i, &len) in [
+        1u32,
+        4096,
+        DEFAULT_CHUNK_SIZE,
+        DEFAULT_CHUNK_SIZE + 1,
+        7 * DEFAULT_CHUNK_SIZE,
+    ]
+    .iter()
+    .enumerate()
+    {
+        let mut s = lb::buf(&ep, len as usize);
+        for (k, b) in s.mem.iter_mut().enumerate() {
+            *b = (k as u32).wrapping_mul(2654435761).wrapping_add(i as u32) as u8;
+        }
+        let d = lb::buf(&ep, len as usize);
+        let mut io = io(&ep, &s, &d);
+        CHUNKS.lock().unwrap().clear();
+        let ck = 0xABCDE12345 + i as u64;
+        // SAFETY: live endpoints and buffers.
+        let (rr, rs) = unsafe { recv(h, &mut io, len, ck) };
+        assert_eq!(rr, 0);
+        // SAFETY: as above.
+        let (sr, ss, st) = unsafe { send(h, &mut io, len, 0x123456789A + i as u64, ck) };
+        assert_eq!((sr, st), (0, URMA_SUCCESS), "send len {len}");
+        assert_eq!(
+            wait(h, ss, 10_000),
+            (0, URMA_SUCCESS),
+            "send wait len {len}"
+        );
+        assert_eq!(
+            wait(h, rs, 10_000),
+            (0, URMA_SUCCESS),
+            "recv wait len {len}"
+        );
+        assert!(s.mem == d.mem, "data mismatch for len {len}");
+        let n = len.div_ceil(DEFAULT_CHUNK_SIZE) as u64;
+        let mut got = CHUNKS.lock().unwrap().clone();
+        got.sort_by_key(|v| v >> 61);
+        let want: Vec<u64> = (0..n)
+            .map(|k| ck | (u64::from(k == n - 1) << 60) | (k << 61))
+            .collect();
+        assert_eq!(got, want, "callback user data for len {len}");
+    }
+    assert_eq!(os_transport_destroy(h), 0);
+    stop.store(true, Ordering::Release);
+    let seen = pj.join().unwrap();
+    assert!(seen.iter().all(|&(st, _)| st == 0));
+    assert_eq!(live_syncs(), 0);
+}
+
+#[test]
+fn recv_completions_out_of_order() {
+    let _g = serial();
+    let ep = lb::ep();
+    let h = lb::init(1, 16);
+    let len = 5 * DEFAULT_CHUNK_SIZE;
+    let s = lb::buf(&ep, len as usize);
+    let d = lb::buf(&ep, len as usize);
+    let mut io = io(&ep, &s, &d);
+    // SAFETY: live endpoints and buffers.
+    let (rr, rs) = unsafe { recv(h, &mut io, len, 77) };
+    assert_eq!(rr, 0);
+    // SAFETY: as above.
+    let (sr, ss, _) = unsafe { send(h, &mut io, len, 78, 77) };
+    assert_eq!(sr, 0);
+    // Manual poller: send-side CRs go through at once, receive-side CRs are kept and fed reversed.
+    let mut held: Vec<urma_cr_t> = Vec::new();
+    // SAFETY: zeroed CR buffer.
+    let mut crs: [urma_cr_t; 16] = unsafe { std::mem::zeroed() };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while held.len() < 5 && std::time::Instant::now() < deadline {
+        // SAFETY: live JFC.
+        let n = unsafe { urma_poll_jfc(ep.jfc, 16, crs.as_mut_ptr()) };
+        for cr in crs.iter_mut().take(n.max(0) as usize) {
+            // SAFETY: reading the flag byte of a polled CR.
+            if unsafe { cr.flag.value } & urma_sys::flags::CR_FLAG_S_R != 0 {
+                held.push(*cr);
+            } else {
+                // SAFETY: a polled CR.
+                unsafe { os_transport_wake_up_task(h, (cr as *mut urma_cr_t).cast()) };
+            }
+        }
+    }
+    assert_eq!(held.len(), 5);
+    assert_eq!(wait(h, ss, 5000), (0, URMA_SUCCESS));
+    for cr in held.iter_mut().rev() {
+        // SAFETY: a polled CR.
+        assert_eq!(
+            unsafe { os_transport_wake_up_task(h, (cr as *mut urma_cr_t).cast()) },
+            0
+        );
+    }
+    assert_eq!(wait(h, rs, 5000), (0, URMA_SUCCESS));
+    let ids: Vec<u64> = CHUNKS.lock().unwrap().iter().map(|v| v >> 61).collect();
+    assert_eq!(
+        ids,
+        vec![4, 3, 2, 1, 0],
+        "callbacks run in completion order"
+    );
+    assert!(s.mem == d.mem);
+    assert_eq!(os_transport_destroy(h), 0);
+}
+
+#[test]
+fn timeout_cancel_destroy_and_stale_handles() {
+    let _g = serial();
+    let ep = lb::ep();
+    let h = lb::init(2, 4);
+    let d = lb::buf(&ep, 4096);
+    let s = lb::buf(&ep, 4096);
+    let mut io = io(&ep, &s, &d);
+    // timeout: nobody sends
+    // SAFETY: live endpoints.
+    let (r, sy) = unsafe { recv(h, &mut io, 4096, 5) };
+    assert_eq!(r, 0);
+    assert_eq!(
+        wait(h, sy, 0),
+        (1, URMA_SUCCESS),
+        "timeout 0 is an immediate check"
+    );
+    assert_eq!(
+        wait(h, sy, 10),
+        (u32::MAX, URMA_SUCCESS),
+        "the sync is released after a timeout"
+    );
+    // cancel with the sync
+    // SAFETY: live endpoints.
+    let (r, mut sy) = unsafe { recv(h, &mut io, 4096, 6) };
+    assert_eq!(r, 0);
+    // SAFETY: valid pointer.
+    assert_eq!(unsafe { os_transport_cancel_tasks(h, &mut sy, 6) }, 0);
+    assert!(sy.is_null());
+    // D7: duplicate in-flight id (sk == ck across send and recv)
+    // SAFETY: live endpoints.
+    let (r, live) = unsafe { recv(h, &mut io, 4096, 9) };
+    assert_eq!(r, 0);
+    // SAFETY: live endpoints.
+    let (r2, s2, _) = unsafe { send(h, &mut io, 4096, 9, 1) };
+    assert_eq!((r2, s2.is_null()), (u32::MAX, true), "D7");
+    // D5: destroy with a waiter blocked
+    let hv = h as usize;
+    let lv = live as usize;
+    let waiter = std::thread::spawn(move || wait(hv as *mut c_void, lv as *mut task_sync_t, -1));
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert_eq!(os_transport_destroy(h), 0);
+    assert_eq!(
+        waiter.join().unwrap(),
+        (u32::MAX, URMA_SUCCESS),
+        "D5: waiter returns ERR"
+    );
+    assert_eq!(live_syncs(), 0, "nothing leaked");
+    // calls after destroy
+    assert_eq!(os_transport_destroy(h), u32::MAX);
+    assert_eq!(wait(h, live, 0).0, u32::MAX);
+    // SAFETY: live endpoints; handle is stale.
+    assert_eq!(unsafe { recv(h, &mut io, 4096, 10) }.0, u32::MAX);
+    // SAFETY: valid (zeroed) CR.
+    let mut cr: urma_cr_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    assert_eq!(
+        unsafe { os_transport_wake_up_task(h, (&mut cr as *mut urma_cr_t).cast()) },
+        -1
+    );
+}
+
+#[test]
+fn d2_failed_callback_frees_and_d1_single_chunk() {
+    let _g = serial();
+    let ep = lb::ep();
+    let h = lb::init(2, 4);
+    let (stop, pj) = lb::poller(h as usize, ep.jfc as usize);
+    let s = lb::buf(&ep, 4096);
+    let d = lb::buf(&ep, 4096);
+    let mut io = io(&ep, &s, &d);
+    CB_RET.store(5, Ordering::SeqCst);
+    // SAFETY: live endpoints.
+    let (r, rs) = unsafe { recv(h, &mut io, 100, 40) };
+    assert_eq!(r, 0);
+    // SAFETY: live endpoints.
+    let (r, ss, _) = unsafe { send(h, &mut io, 100, 41, 40) };
+    assert_eq!(r, 0, "D1: one-chunk send accepted");
+    assert_eq!(wait(h, ss, 5000), (0, URMA_SUCCESS));
+    assert_eq!(
+        wait(h, rs, 5000),
+        (u32::MAX, URMA_SUCCESS),
+        "D2: failing callback -> ERR"
+    );
+    assert_eq!(live_syncs(), 0, "D2: sync freed");
+    assert_eq!(os_transport_destroy(h), 0);
+    stop.store(true, Ordering::Release);
+    pj.join().unwrap();
+}
+
+#[test]
+fn bad_inputs() {
+    let _g = serial();
+    let ep = lb::ep();
+    let mut c = lb::cfg(1, 4);
+    let mut h: *mut c_void = 1 as *mut c_void;
+    // SAFETY: NULL cfg is refused; handle untouched.
+    assert_eq!(
+        unsafe { os_transport_init(null_mut(), null_mut(), &mut h) },
+        u32::MAX
+    );
+    assert_eq!(h as usize, 1);
+    c.worker_thread_num = 0;
+    // SAFETY: valid pointers.
+    assert_eq!(unsafe { os_transport_init(null_mut(), &mut c, &mut h) }, 0);
+    assert!(h.is_null(), "0 workers: success without a handle");
+    let h = lb::init(1, 4);
+    let mut h2: *mut c_void = null_mut();
+    c.worker_thread_num = 1;
+    // SAFETY: valid pointers.
+    assert_eq!(
+        unsafe { os_transport_init(null_mut(), &mut c, &mut h2) },
+        u32::MAX,
+        "single instance"
+    );
+    let s = lb::buf(&ep, 64);
+    let d = lb::buf(&ep, 64);
+    let mut io = io(&ep, &s, &d);
+    // SAFETY (block): every call gets valid or NULL pointers.
+    unsafe {
+        let mut sy: *mut task_sync_t = 1 as *mut task_sync_t;
+        let mut st: urma_status_t = 9;
+        assert_eq!(
+            os_transport_send(
+                null_mut(),
+                &mut io.ji,
+                &mut io.src,
+                &mut io.dst,
+                64,
+                1,
+                2,
+                &mut sy,
+                &mut st
+            ),
+            u32::MAX
+        );
+        assert!(sy.is_null() && st == 0, "out-parameters reset first");
+        assert_eq!(
+            os_transport_send(
+                h,
+                null_mut(),
+                &mut io.src,
+                &mut io.dst,
+                64,
+                1,
+                2,
+                &mut sy,
+                &mut st
+            ),
+            u32::MAX
+        );
+        assert_eq!(
+            os_transport_send(
+                h,
+                &mut io.ji,
+                null_mut(),
+                &mut io.dst,
+                64,
+                1,
+                2,
+                &mut sy,
+                &mut st
+            ),
+            u32::MAX
+        );
+        assert_eq!(
+            os_transport_send(
+                h,
+                &mut io.ji,
+                &mut io.src,
+                null_mut(),
+                64,
+                1,
+                2,
+                &mut sy,
+                &mut st
+            ),
+            u32::MAX
+        );
+        assert_eq!(
+            os_transport_send(
+                h,
+                &mut io.ji,
+                &mut io.src,
+                &mut io.dst,
+                64,
+                1,
+                2,
+                null_mut(),
+                &mut st
+            ),
+            u32::MAX
+        );
+        assert_eq!(
+            os_transport_send(
+                h,
+                &mut io.ji,
+                &mut io.src,
+                &mut io.dst,
+                0,
+                1,
+                2,
+                &mut sy,
+                &mut st
+            ),
+            u32::MAX
+        );
+        assert_eq!(
+            os_transport_send(
+                h,
+                &mut io.ji,
+                &mut io.src,
+                &mut io.dst,
+                7 * DEFAULT_CHUNK_SIZE + 1,
+                1,
+                2,
+                &mut sy,
+                &mut st
+            ),
+            u32::MAX
+        );
+        assert_eq!(
+            os_transport_send(
+                h,
+                &mut io.ji,
+                &mut io.src,
+                &mut io.dst,
+                64,
+                1 << 40,
+                2,
+                &mut sy,
+                &mut st
+            ),
+            u32::MAX
+        );
+        assert_eq!(
+            os_transport_send(
+                h,
+                &mut io.ji,
+                &mut io.src,
+                &mut io.dst,
+                64,
+                1,
+                1 << 40,
+                &mut sy,
+                &mut st
+            ),
+            u32::MAX
+        );
+        assert!(sy.is_null());
+        assert_eq!(
+            os_transport_recv(h, null_mut(), &mut io.dev, 64, 1, &mut sy, Some(on_chunk)),
+            u32::MAX
+        );
+        assert_eq!(
+            os_transport_recv(h, &mut io.host, null_mut(), 64, 1, &mut sy, Some(on_chunk)),
+            u32::MAX
+        );
+        assert_eq!(
+            os_transport_recv(
+                h,
+                &mut io.host,
+                &mut io.dev,
+                64,
+                1,
+                null_mut(),
+                Some(on_chunk)
+            ),
+            u32::MAX
+        );
+        assert_eq!(
+            os_transport_recv(h, &mut io.host, &mut io.dev, 64, 1, &mut sy, None),
+            u32::MAX
+        );
+        assert_eq!(
+            os_transport_recv(h, &mut io.host, &mut io.dev, 0, 1, &mut sy, Some(on_chunk)),
+            u32::MAX
+        );
+        assert_eq!(
+            os_transport_recv(
+                h,
+                &mut io.host,
+                &mut io.dev,
+                64,
+                1 << 40,
+                &mut sy,
+                Some(on_chunk)
+            ),
+            u32::MAX
+        );
+        let mut nodev = ost_device_info_t {
+            jfr: null_mut(),
+            jetty: null_mut(),
+            dst: null_mut(),
+        };
+        assert_eq!(
+            os_transport_recv(h, &mut io.host, &mut nodev, 64, 1, &mut sy, Some(on_chunk)),
+            u32::MAX
+        );
+        assert_eq!(os_transport_wake_up_task(h, null_mut()), -1);
+        assert_eq!(os_transport_wake_up_task(null_mut(), 8 as *mut c_void), -1);
+        assert_eq!(wait_and_free_sync(h, null_mut(), &mut st), u32::MAX);
+        assert_eq!(
+            wait_and_free_sync(h, 0x1234 as *mut task_sync_t, &mut st),
+            u32::MAX,
+            "forged sync"
+        );
+        assert_eq!(
+            os_transport_cancel_tasks(null_mut(), null_mut(), 1),
+            u32::MAX
+        );
+        assert_eq!(
+            os_transport_cancel_tasks(h, null_mut(), 12345),
+            0,
+            "unknown id is fine"
+        );
+        assert_eq!(
+            os_transport_reg_jfc(null_mut(), null_mut(), null_mut()),
+            u32::MAX
+        );
+        assert_eq!(os_transport_reg_jfc(null_mut(), null_mut(), h), 0);
+        assert_eq!(os_transport_log_reg(0, None), -1);
+        assert_eq!(os_transport_destroy(null_mut()), u32::MAX);
+    }
+    assert_eq!(os_transport_destroy(h), 0);
+}
