@@ -551,3 +551,133 @@ fn bad_inputs() {
     }
     assert_eq!(os_transport_destroy(h), 0);
 }
+
+type FailCompletion = unsafe extern "C" fn(u64, u32) -> i32;
+type Reset = unsafe extern "C" fn();
+
+#[repr(C)]
+#[derive(Default)]
+struct Counters {
+    v: [u64; 26],
+}
+type GetCounters = unsafe extern "C" fn(*mut Counters) -> i32;
+
+fn recv_wrs() -> u64 {
+    let f: GetCounters = lb::ctl("urma_loopback_get_counters");
+    let mut c = Counters::default();
+    // SAFETY: valid out-pointer of the loopback's counters layout (26 u64).
+    unsafe { f(&mut c) };
+    c.v[1]
+}
+
+#[test]
+fn d3_error_completion_fails_the_send() {
+    let _g = serial();
+    let ep = lb::ep();
+    let h = lb::init(1, 4);
+    let (stop, pj) = lb::poller(h as usize, ep.jfc as usize);
+    let s = lb::buf(&ep, 3 * DEFAULT_CHUNK_SIZE as usize);
+    let d = lb::buf(&ep, 3 * DEFAULT_CHUNK_SIZE as usize);
+    let mut io = io(&ep, &s, &d);
+    let reset: Reset = lb::ctl("urma_loopback_reset");
+    let fail: FailCompletion = lb::ctl("urma_loopback_fail_completion");
+    // SAFETY: loopback control calls.
+    unsafe {
+        reset();
+        fail(1, 9); // the first send WR (WRITE chunk 0) completes with ACK_TIMEOUT_ERR
+    }
+    // SAFETY: live endpoints.
+    let (r, ss, _) = unsafe { send(h, &mut io, 3 * DEFAULT_CHUNK_SIZE, 300, 301) };
+    assert_eq!(r, 0);
+    assert_eq!(
+        wait(h, ss, 5000),
+        (u32::MAX, URMA_FAIL),
+        "D3: failed completion fails the request"
+    );
+    assert_eq!(live_syncs(), 0);
+    assert_eq!(os_transport_destroy(h), 0);
+    stop.store(true, Ordering::Release);
+    pj.join().unwrap();
+}
+
+#[test]
+fn d4_early_completion_is_kept_and_d6_jfr_only_prefills() {
+    let _g = serial();
+    let ep = lb::ep();
+    let h = lb::init(1, 2);
+    let (stop, pj) = lb::poller(h as usize, ep.jfc as usize);
+    let s = lb::buf(&ep, 4096);
+    let d = lb::buf(&ep, 4096);
+    let mut io = io(&ep, &s, &d);
+    // D6: jfr-only recv prefills capacity x 4 recv WRs on the JFR.
+    io.dev.jetty = null_mut();
+    io.ji.tjetty = ep.tjfr;
+    let before = recv_wrs();
+    // SAFETY: live endpoints.
+    let (r, rs) = unsafe { recv(h, &mut io, 4096, 500) };
+    assert_eq!(r, 0);
+    assert_eq!(
+        recv_wrs() - before,
+        8,
+        "D6: 2 x 4 recv WRs posted on the JFR"
+    );
+    // SAFETY: live endpoints.
+    let (r, ss, _) = unsafe { send(h, &mut io, 4096, 501, 500) };
+    assert_eq!(r, 0);
+    assert_eq!(wait(h, ss, 5000).0, 0);
+    assert_eq!(wait(h, rs, 5000).0, 0);
+    // D4: the sender runs first; its notification reaches wake_up_task before the recv exists.
+    // SAFETY: live endpoints.
+    let (r, ss, _) = unsafe { send(h, &mut io, 4096, 503, 502) };
+    assert_eq!(r, 0);
+    assert_eq!(wait(h, ss, 5000).0, 0);
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    // SAFETY: live endpoints.
+    let (r, rs) = unsafe { recv(h, &mut io, 4096, 502) };
+    assert_eq!(r, 0);
+    assert_eq!(
+        wait(h, rs, 5000),
+        (0, URMA_SUCCESS),
+        "D4: early completion delivered"
+    );
+    assert_eq!(os_transport_destroy(h), 0);
+    stop.store(true, Ordering::Release);
+    let seen = pj.join().unwrap();
+    assert!(
+        seen.iter().all(|&(_, r)| r == 0),
+        "every CR was accepted: {seen:?}"
+    );
+}
+
+#[test]
+fn d8_first_chunk_failure_status_reported_by_wait_and_d11_cancel_by_id() {
+    let _g = serial();
+    let ep = lb::ep();
+    let h = lb::init(1, 2);
+    let s = lb::buf(&ep, 64);
+    let d = lb::buf(&ep, 64);
+    let mut io = io(&ep, &s, &d);
+    io.ji.jfs = null_mut(); // no queue: the first post fails with URMA_FAIL
+                            // SAFETY: live endpoints.
+    let (r, ss, st) = unsafe { send(h, &mut io, 64, 600, 601) };
+    assert_eq!((r, st), (u32::MAX, URMA_FAIL));
+    assert!(!ss.is_null(), "the sync is handed back");
+    assert_eq!(
+        wait(h, ss, 1000),
+        (u32::MAX, URMA_FAIL),
+        "D8: wait reports the first-chunk status"
+    );
+    // D11: cancel by id without the sync completes that sync as cancelled.
+    // SAFETY: live endpoints.
+    let (r, rs) = unsafe { recv(h, &mut io, 64, 602) };
+    assert_eq!(r, 0);
+    // SAFETY: NULL sync pointer is allowed.
+    assert_eq!(unsafe { os_transport_cancel_tasks(h, null_mut(), 602) }, 0);
+    assert_eq!(
+        wait(h, rs, -1),
+        (u32::MAX, URMA_SUCCESS),
+        "D11: no hang, ERR at once"
+    );
+    assert_eq!(live_syncs(), 0);
+    assert_eq!(os_transport_destroy(h), 0);
+}
