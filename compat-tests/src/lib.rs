@@ -1,1 +1,39 @@
-//! Conformance harness (being written).
+//! compat-tests: the shared testkit and (later) the differential C-vs-Rust conformance harness
+//! for `libos_transport.so.1`.
+//!
+//! Testkit modules:
+//! * [`lib_under_test`]: load a `libos_transport` build by path ([`OsTransportLib`]) with typed
+//!   function pointers and `#[repr(C)]` mirrors of the public types;
+//! * [`fixture`]: the loopback URMA process fixture ([`Loopback`]), sender/receiver endpoints
+//!   ([`EndpointPair`]), registered/imported buffers ([`Buffer`]) and CR pollers ([`Poller`]);
+//! * [`loopback_ctl`]: safe wrappers over the loopback's `urma_loopback_*` control API (knobs,
+//!   counters, trace capture).
+//!
+//! Test binaries link `liburma.so.0` through `urma-sys`; run them with
+//! `LD_LIBRARY_PATH=<target-dir>/<profile>` so the loader picks the loopback.
+//!
+//! ```no_run
+//! use compat_tests::*;
+//! let lb = Loopback::get();
+//! let pair = EndpointPair::new(lb, &EndpointCfg::default());
+//! let src = Buffer::new(lb, 14 << 20);
+//! let dst = Buffer::new(lb, 14 << 20);
+//! let remote_dst = dst.import(lb);
+//! let recv_poller = Poller::start(&pair.receiver.jfc_handle(), PollMode::Poll, |_cr| {});
+//! let send_poller = Poller::start(&pair.sender.jfc_handle(), PollMode::Poll, |_cr| {});
+//! // ... os_transport_send / recv with pair.jetty_info(), src.info(), remote_dst.info() ...
+//! send_poller.stop();
+//! recv_poller.stop();
+//! ```
+
+#![allow(clippy::missing_safety_doc)]
+// FFI config structs (with unions) read best as "zeroed, then set the fields that matter".
+#![allow(clippy::field_reassign_with_default)]
+
+pub mod fixture;
+pub mod lib_under_test;
+pub mod loopback_ctl;
+
+pub use fixture::*;
+pub use lib_under_test::*;
+pub use loopback_ctl::*;

@@ -52,6 +52,7 @@ pub fn capture(on: bool) {
     let mut s = lock(&SINKS);
     if on {
         s.capture = Some(Vec::new());
+        lock(&STOPPED).clear();
     } else if let Some(c) = s.capture.take() {
         STOPPED.lock().unwrap_or_else(|e| e.into_inner()).extend(c);
     }
