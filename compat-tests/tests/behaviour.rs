@@ -168,7 +168,7 @@ fn bad_inputs(which: Which) {
     let r = b.import(lb);
     let (mut ji, mut s, mut d, mut host) = (pair.jetty_info(), b.info(), r.info(), b.info());
     let mut dev = pair.device_info(b.as_ptr().cast());
-    let mut sy = 1usize as *mut TaskSync;
+    let mut sy = std::ptr::dangling_mut::<TaskSync>();
     let mut st = 5;
     // SAFETY (block): each call gets valid or NULL pointers.
     unsafe {
