@@ -44,7 +44,9 @@ pub fn run(cmd: &mut std::process::Command) -> String {
 
 /// A scratch directory unique to this test process.
 pub fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ost-{name}-{}", std::process::id()));
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let d = std::env::temp_dir().join(format!("ost-{name}-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&d).expect("mkdir scratch");
     d
 }
