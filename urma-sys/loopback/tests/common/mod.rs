@@ -1,0 +1,403 @@
+//! Shared helpers of the loopback integration tests (included with `mod common;`).
+#![allow(
+    dead_code,
+    clippy::field_reassign_with_default,
+    clippy::missing_safety_doc
+)]
+
+use std::ffi::{c_char, c_int, c_void, CString};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+pub use urma_sys as u;
+pub use urma_sys::flags;
+
+/// Serialises tests: knobs and counters are process-wide.
+pub fn serial() -> MutexGuard<'static, ()> {
+    static M: Mutex<()> = Mutex::new(());
+    let g = M.lock().unwrap_or_else(|e| e.into_inner());
+    // SAFETY: loopback control function without arguments.
+    unsafe { (ctl().reset)() };
+    g
+}
+
+/// Mirror of urma_loopback_counters_t.
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Counters {
+    pub send_wrs: u64,
+    pub recv_wrs: u64,
+    pub post_errors: u64,
+    pub crs_generated: u64,
+    pub crs_polled: u64,
+    pub crs_dropped: u64,
+    pub crs_duplicated: u64,
+    pub crs_held: u64,
+    pub crs_overflow: u64,
+    pub crs_error: u64,
+    pub rnr_errors: u64,
+    pub bytes_copied: u64,
+    pub bytes_transferred: u64,
+    pub events_reported: u64,
+    pub events_acked: u64,
+    pub crs_in_flight: u64,
+    pub live: [u64; 10],
+}
+
+/// The control API, resolved with dlsym (the link-time stub does not define it).
+pub struct Ctl {
+    pub reset: unsafe extern "C" fn(),
+    pub get_counters: unsafe extern "C" fn(*mut Counters) -> c_int,
+    pub fail_post: unsafe extern "C" fn(c_int, u64, c_int) -> c_int,
+    pub fail_completion: unsafe extern "C" fn(u64, u32) -> c_int,
+    pub cr_action: unsafe extern "C" fn(u64, c_int) -> c_int,
+    pub hold_crs: unsafe extern "C" fn(bool),
+    pub release_crs: unsafe extern "C" fn(c_int, u64, u32) -> u64,
+    pub set_cr_delay: unsafe extern "C" fn(u32),
+    pub set_nocopy: unsafe extern "C" fn(bool),
+    pub set_delete_timeout: unsafe extern "C" fn(u32),
+    pub apply_knobs: unsafe extern "C" fn(*const c_char) -> c_int,
+    pub trace_capture: unsafe extern "C" fn(bool),
+    pub trace_take: unsafe extern "C" fn(*mut usize) -> *mut c_char,
+    pub free: unsafe extern "C" fn(*mut c_void),
+}
+
+unsafe fn sym<F: Copy>(name: &str) -> F {
+    let n = CString::new(name).unwrap();
+    let p = libc::dlsym(libc::RTLD_DEFAULT, n.as_ptr());
+    assert!(
+        !p.is_null(),
+        "{name} missing: is LD_LIBRARY_PATH=<target>/<profile> set?"
+    );
+    std::mem::transmute_copy::<*mut c_void, F>(&p)
+}
+
+pub fn ctl() -> &'static Ctl {
+    static C: OnceLock<Ctl> = OnceLock::new();
+    C.get_or_init(|| {
+        // Make sure liburma.so.0 is loaded (it is NEEDED by this binary).
+        lb();
+        // SAFETY: each symbol is the loopback function with the prototype given in the field type.
+        unsafe {
+            Ctl {
+                reset: sym("urma_loopback_reset"),
+                get_counters: sym("urma_loopback_get_counters"),
+                fail_post: sym("urma_loopback_fail_post"),
+                fail_completion: sym("urma_loopback_fail_completion"),
+                cr_action: sym("urma_loopback_cr_action"),
+                hold_crs: sym("urma_loopback_hold_crs"),
+                release_crs: sym("urma_loopback_release_crs"),
+                set_cr_delay: sym("urma_loopback_set_cr_delay"),
+                set_nocopy: sym("urma_loopback_set_nocopy"),
+                set_delete_timeout: sym("urma_loopback_set_delete_timeout"),
+                apply_knobs: sym("urma_loopback_apply_knobs"),
+                trace_capture: sym("urma_loopback_trace_capture"),
+                trace_take: sym("urma_loopback_trace_take"),
+                free: sym("urma_loopback_free"),
+            }
+        }
+    })
+}
+
+pub fn counters() -> Counters {
+    let mut c = Counters::default();
+    // SAFETY: valid out pointer.
+    assert_eq!(unsafe { (ctl().get_counters)(&mut c) }, 0);
+    c
+}
+
+pub fn trace_take() -> Vec<String> {
+    let mut n = 0usize;
+    // SAFETY: loopback API; the returned buffer is freed with urma_loopback_free.
+    unsafe {
+        let p = (ctl().trace_take)(&mut n);
+        let s = String::from_utf8_lossy(std::slice::from_raw_parts(p as *const u8, n)).into_owned();
+        (ctl().free)(p as *mut c_void);
+        s.lines().map(str::to_owned).collect()
+    }
+}
+
+pub struct Lb {
+    pub dev: *mut u::urma_device_t,
+    pub ctx: *mut u::urma_context_t,
+}
+unsafe impl Send for Lb {}
+unsafe impl Sync for Lb {}
+
+pub fn lb() -> &'static Lb {
+    static L: OnceLock<Lb> = OnceLock::new();
+    L.get_or_init(|| unsafe {
+        assert_eq!(u::urma_init(std::ptr::null_mut()), 0);
+        let dev = u::urma_get_device_by_name(c"loopback0".as_ptr() as *mut c_char);
+        assert!(!dev.is_null());
+        let ctx = u::urma_create_context(dev, 0);
+        assert!(!ctx.is_null());
+        Lb { dev, ctx }
+    })
+}
+
+pub const TOKEN: u32 = 0x1234_5678;
+
+pub unsafe fn jfc(depth: u32, jfce: *mut u::urma_jfce_t) -> *mut u::urma_jfc_t {
+    let mut c: u::urma_jfc_cfg_t = Default::default();
+    c.depth = depth;
+    c.jfce = jfce;
+    let j = u::urma_create_jfc(lb().ctx, &mut c);
+    assert!(!j.is_null());
+    j
+}
+
+pub unsafe fn jfs(jfc: *mut u::urma_jfc_t) -> *mut u::urma_jfs_t {
+    let mut c: u::urma_jfs_cfg_t = Default::default();
+    c.depth = 256;
+    c.max_sge = 4;
+    c.jfc = jfc;
+    c.trans_mode = u::URMA_TM_RM;
+    let j = u::urma_create_jfs(lb().ctx, &mut c);
+    assert!(!j.is_null());
+    j
+}
+
+pub fn jfr_cfg(jfc: *mut u::urma_jfc_t, depth: u32) -> u::urma_jfr_cfg_t {
+    let mut c: u::urma_jfr_cfg_t = Default::default();
+    c.depth = depth;
+    c.max_sge = 2;
+    c.jfc = jfc;
+    c.flag.value = u::URMA_TOKEN_PLAIN_TEXT;
+    c.token_value.token = TOKEN;
+    c
+}
+
+pub unsafe fn jetty(jfc: *mut u::urma_jfc_t, rq_depth: u32) -> *mut u::urma_jetty_t {
+    let mut rc = jfr_cfg(jfc, rq_depth);
+    let mut c: u::urma_jetty_cfg_t = Default::default();
+    c.jfs_cfg.depth = 256;
+    c.jfs_cfg.jfc = jfc;
+    c.jfs_cfg.max_sge = 4;
+    c.__bindgen_anon_1.jfr_cfg = &mut rc;
+    let j = u::urma_create_jetty(lb().ctx, &mut c);
+    assert!(!j.is_null());
+    j
+}
+
+pub unsafe fn import_jetty(j: *mut u::urma_jetty_t, token: u32) -> *mut u::urma_target_jetty_t {
+    let mut r: u::urma_rjetty_t = Default::default();
+    r.jetty_id = (*j).jetty_id;
+    r.type_ = u::URMA_JETTY;
+    r.trans_mode = u::URMA_TM_RM;
+    let mut t = u::urma_token_t { token };
+    u::urma_import_jetty(lb().ctx, &mut r, &mut t)
+}
+
+/// A registered buffer.
+pub struct Seg {
+    pub buf: Vec<u8>,
+    pub tseg: *mut u::urma_target_seg_t,
+}
+
+unsafe impl Send for Seg {}
+unsafe impl Sync for Seg {}
+
+impl Seg {
+    pub fn new(len: usize, access: u32) -> Seg {
+        let mut buf = vec![0u8; len];
+        let mut c: u::urma_seg_cfg_t = Default::default();
+        c.va = buf.as_mut_ptr() as u64;
+        c.len = len as u64;
+        c.token_value.token = TOKEN;
+        c.flag.value = u::URMA_TOKEN_PLAIN_TEXT | (access << flags::REG_SEG_FLAG_ACCESS_SHIFT);
+        let tseg = unsafe { u::urma_register_seg(lb().ctx, &mut c) };
+        assert!(!tseg.is_null());
+        Seg { buf, tseg }
+    }
+    pub fn rw(len: usize) -> Seg {
+        Seg::new(len, u::URMA_ACCESS_READ | u::URMA_ACCESS_WRITE)
+    }
+    pub fn addr(&self) -> u64 {
+        self.buf.as_ptr() as u64
+    }
+    pub fn import(&self, token: u32) -> *mut u::urma_target_seg_t {
+        let mut t = u::urma_token_t { token };
+        unsafe {
+            u::urma_import_seg(
+                lb().ctx,
+                &mut (*self.tseg).seg,
+                &mut t,
+                0,
+                Default::default(),
+            )
+        }
+    }
+}
+
+impl Drop for Seg {
+    fn drop(&mut self) {
+        unsafe { u::urma_unregister_seg(self.tseg) };
+    }
+}
+
+/// A sender (JFS) and a receiver (jetty with own JFR) on separate JFCs, receiver imported.
+pub struct Pair {
+    pub sjfc: *mut u::urma_jfc_t,
+    pub rjfc: *mut u::urma_jfc_t,
+    pub jfs: *mut u::urma_jfs_t,
+    pub rjetty: *mut u::urma_jetty_t,
+    pub tjetty: *mut u::urma_target_jetty_t,
+}
+unsafe impl Send for Pair {}
+unsafe impl Sync for Pair {}
+
+impl Pair {
+    pub fn new(jfc_depth: u32, rq_depth: u32) -> Pair {
+        unsafe {
+            let sjfc = jfc(jfc_depth, std::ptr::null_mut());
+            let rjfc = jfc(jfc_depth, std::ptr::null_mut());
+            let jfs = jfs(sjfc);
+            let rjetty = jetty(rjfc, rq_depth);
+            let tjetty = import_jetty(rjetty, TOKEN);
+            assert!(!tjetty.is_null());
+            Pair {
+                sjfc,
+                rjfc,
+                jfs,
+                rjetty,
+                tjetty,
+            }
+        }
+    }
+    pub fn post_recv(&self, user_ctx: u64, sge: Option<(&Seg, u32)>) -> i32 {
+        let mut s = match sge {
+            Some((seg, len)) => u::urma_sge_t {
+                addr: seg.addr(),
+                len,
+                tseg: seg.tseg,
+                user_tseg: std::ptr::null_mut(),
+            },
+            None => u::urma_sge_t::default(),
+        };
+        let mut wr = u::urma_jfr_wr_t {
+            user_ctx,
+            ..Default::default()
+        };
+        if sge.is_some() {
+            wr.src = u::urma_sg_t {
+                sge: &mut s,
+                num_sge: 1,
+            };
+        }
+        let mut bad = std::ptr::null_mut();
+        unsafe { u::urma_post_jetty_recv_wr(self.rjetty, &mut wr, &mut bad) }
+    }
+}
+
+impl Drop for Pair {
+    fn drop(&mut self) {
+        unsafe {
+            assert_eq!(u::urma_unimport_jetty(self.tjetty), 0);
+            assert_eq!(u::urma_delete_jetty(self.rjetty), 0);
+            assert_eq!(u::urma_delete_jfs(self.jfs), 0);
+            assert_eq!(u::urma_delete_jfc(self.sjfc), 0);
+            assert_eq!(u::urma_delete_jfc(self.rjfc), 0);
+        }
+    }
+}
+
+pub fn sge(addr: u64, len: u32, tseg: *mut u::urma_target_seg_t) -> u::urma_sge_t {
+    u::urma_sge_t {
+        addr,
+        len,
+        tseg,
+        user_tseg: std::ptr::null_mut(),
+    }
+}
+
+/// A WRITE-family WR (src/dst must outlive the post).
+pub fn rw_wr(
+    op: u32,
+    src: &mut u::urma_sge_t,
+    dst: &mut u::urma_sge_t,
+    tjetty: *mut u::urma_target_jetty_t,
+    user_ctx: u64,
+    complete: bool,
+) -> u::urma_jfs_wr_t {
+    let mut wr: u::urma_jfs_wr_t = Default::default();
+    wr.opcode = op;
+    wr.flag.value = if complete {
+        flags::JFS_WR_FLAG_COMPLETE_ENABLE
+    } else {
+        0
+    };
+    wr.tjetty = tjetty;
+    wr.user_ctx = user_ctx;
+    wr.__bindgen_anon_1.rw.src = u::urma_sg_t {
+        sge: src,
+        num_sge: 1,
+    };
+    wr.__bindgen_anon_1.rw.dst = u::urma_sg_t {
+        sge: dst,
+        num_sge: 1,
+    };
+    wr
+}
+
+/// A SEND / SEND_IMM WR with an optional payload SGE.
+pub fn send_wr(
+    op: u32,
+    src: Option<&mut u::urma_sge_t>,
+    tjetty: *mut u::urma_target_jetty_t,
+    user_ctx: u64,
+    imm: u64,
+    complete: bool,
+) -> u::urma_jfs_wr_t {
+    let mut wr: u::urma_jfs_wr_t = Default::default();
+    wr.opcode = op;
+    wr.flag.value = if complete {
+        flags::JFS_WR_FLAG_COMPLETE_ENABLE
+    } else {
+        0
+    };
+    wr.tjetty = tjetty;
+    wr.user_ctx = user_ctx;
+    wr.__bindgen_anon_1.send.imm_data = imm;
+    if let Some(s) = src {
+        wr.__bindgen_anon_1.send.src = u::urma_sg_t { sge: s, num_sge: 1 };
+    }
+    wr
+}
+
+pub fn post(jfs: *mut u::urma_jfs_t, wr: &mut u::urma_jfs_wr_t) -> (i32, *mut u::urma_jfs_wr_t) {
+    let mut bad = std::ptr::null_mut();
+    let r = unsafe { u::urma_post_jfs_wr(jfs, wr, &mut bad) };
+    (r, bad)
+}
+
+pub fn poll(jfc: *mut u::urma_jfc_t, max: usize) -> Vec<u::urma_cr_t> {
+    let mut v = vec![u::urma_cr_t::default(); max];
+    let n = unsafe { u::urma_poll_jfc(jfc, max as i32, v.as_mut_ptr()) };
+    assert!(n >= 0);
+    v.truncate(n as usize);
+    v
+}
+
+pub fn poll_n(jfc: *mut u::urma_jfc_t, n: usize, timeout: Duration) -> Vec<u::urma_cr_t> {
+    let end = Instant::now() + timeout;
+    let mut out = Vec::new();
+    while out.len() < n && Instant::now() < end {
+        let got = poll(jfc, n - out.len());
+        if got.is_empty() {
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        out.extend(got);
+    }
+    out
+}
+
+pub fn s_r(cr: &u::urma_cr_t) -> u8 {
+    unsafe { cr.flag.value & flags::CR_FLAG_S_R }
+}
+pub fn jetty_bit(cr: &u::urma_cr_t) -> u8 {
+    unsafe { (cr.flag.value & flags::CR_FLAG_JETTY) >> 1 }
+}
+pub fn imm(cr: &u::urma_cr_t) -> u64 {
+    unsafe { cr.__bindgen_anon_1.imm_data }
+}

@@ -1,0 +1,722 @@
+//! Integration tests of the loopback provider through the real URMA API.
+//! Run with `LD_LIBRARY_PATH=<target-dir>/debug`.
+#![allow(clippy::field_reassign_with_default)]
+
+mod common;
+use common::*;
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const T: Duration = Duration::from_secs(5);
+
+#[test]
+fn device_context_and_queries() {
+    let _g = serial();
+    let lb = lb();
+    unsafe {
+        let mut n = 0;
+        let list = u::urma_get_device_list(&mut n);
+        assert_eq!(n, 1);
+        assert_eq!(*list, lb.dev);
+        assert!((*list.add(1)).is_null());
+        u::urma_free_device_list(list);
+        let name = std::ffi::CStr::from_ptr((*lb.dev).name.as_ptr());
+        assert_eq!(name.to_str().unwrap(), "loopback0");
+        let mut cnt = 0u32;
+        let eids = u::urma_get_eid_list(lb.dev, &mut cnt);
+        assert_eq!(cnt, 1);
+        assert_eq!((*eids).eid_index, 0);
+        u::urma_free_eid_list(eids);
+        let mut attr: u::urma_device_attr_t = Default::default();
+        assert_eq!(u::urma_query_device(lb.dev, &mut attr), 0);
+        assert!(attr.dev_cap.max_jfc_depth >= 65536);
+        assert!(attr.dev_cap.max_jfs_sge >= 1 && attr.dev_cap.max_jfr_sge >= 1);
+        assert_eq!(attr.port_cnt, 1);
+        assert!(u::urma_get_device_by_name(c"nope".as_ptr() as *mut _).is_null());
+        assert!(u::urma_create_context(lb.dev, 1).is_null());
+        let ctx = u::urma_create_context(lb.dev, 0);
+        assert!(!ctx.is_null());
+        assert_eq!(u::urma_delete_context(ctx), 0);
+        assert_eq!(u::urma_delete_context(ctx), u::URMA_EINVAL);
+        extern "C" fn logf(_l: i32, _m: *mut std::ffi::c_char) {}
+        assert_eq!(u::urma_register_log_func(Some(logf)), 0);
+        assert_eq!(u::urma_register_log_func(None), u::URMA_EINVAL);
+        // token ids
+        let t = u::urma_alloc_token_id(lb.ctx);
+        assert!(!t.is_null());
+        assert_eq!(u::urma_free_token_id(t), 0);
+        assert_eq!(u::urma_free_token_id(t), u::URMA_EINVAL);
+    }
+}
+
+#[test]
+fn write_and_poll() {
+    let _g = serial();
+    let p = Pair::new(64, 16);
+    let mut src = Seg::rw(8192);
+    src.buf
+        .iter_mut()
+        .enumerate()
+        .for_each(|(i, b)| *b = (i * 7) as u8);
+    let dst = Seg::rw(8192);
+    let rdst = dst.import(TOKEN);
+    assert!(!rdst.is_null());
+    let mut s = sge(src.addr() + 100, 4000, src.tseg);
+    let mut d = sge(dst.addr() + 10, 4000, rdst);
+    let mut wr = rw_wr(
+        u::URMA_OPC_WRITE,
+        &mut s,
+        &mut d,
+        p.tjetty,
+        0x1122_3344_5566_7788,
+        true,
+    );
+    assert_eq!(post(p.jfs, &mut wr).0, 0);
+    let crs = poll_n(p.sjfc, 1, T);
+    assert_eq!(crs.len(), 1);
+    let cr = crs[0];
+    assert_eq!(cr.status, u::URMA_CR_SUCCESS);
+    assert_eq!(cr.user_ctx, 0x1122_3344_5566_7788);
+    assert_eq!(s_r(&cr), 0);
+    assert_eq!(cr.opcode, u::URMA_CR_OPC_SEND);
+    assert_eq!(cr.completion_len, 4000);
+    assert_eq!(cr.local_id, unsafe { (*p.jfs).jfs_id.id });
+    assert_eq!(cr.user_data, p.jfs as usize);
+    assert_eq!(&dst.buf[10..4010], &src.buf[100..4100]);
+    assert!(dst.buf[..10].iter().all(|&b| b == 0) && dst.buf[4010..].iter().all(|&b| b == 0));
+    assert!(poll(p.rjfc, 4).is_empty(), "plain WRITE makes no target CR");
+    // Without complete_enable: no CR.
+    let mut wr = rw_wr(u::URMA_OPC_WRITE, &mut s, &mut d, p.tjetty, 1, false);
+    assert_eq!(post(p.jfs, &mut wr).0, 0);
+    assert!(poll(p.sjfc, 4).is_empty());
+    let c = counters();
+    assert_eq!(c.send_wrs, 2);
+    assert_eq!(c.bytes_copied, 8000);
+    unsafe { u::urma_unimport_seg(rdst) };
+}
+
+#[test]
+fn send_imm_consumes_recv_bit_exact() {
+    let _g = serial();
+    let p = Pair::new(64, 16);
+    assert_eq!(p.post_recv(0xFEED_FACE_CAFE_BEEF, None), 0);
+    let imm_v = 0x0ABC_DE00_0001_2345u64;
+    let mut wr = send_wr(
+        u::URMA_OPC_SEND_IMM,
+        None,
+        p.tjetty,
+        0x0ABC_DE00_0001_2345 | (7 << 61),
+        imm_v,
+        true,
+    );
+    assert_eq!(post(p.jfs, &mut wr).0, 0);
+    let r = poll_n(p.rjfc, 1, T);
+    assert_eq!(r.len(), 1);
+    let cr = r[0];
+    assert_eq!(cr.status, 0);
+    assert_eq!(s_r(&cr), 1);
+    assert_eq!(jetty_bit(&cr), 1);
+    assert_eq!(cr.opcode, u::URMA_CR_OPC_SEND_WITH_IMM);
+    assert_eq!(imm(&cr), imm_v);
+    assert_eq!(cr.user_ctx, 0xFEED_FACE_CAFE_BEEF);
+    assert_eq!(cr.completion_len, 0);
+    unsafe {
+        assert_eq!(cr.local_id, (*p.rjetty).jetty_id.id);
+        assert_eq!(cr.remote_id.id, (*p.jfs).jfs_id.id);
+        assert_eq!(cr.remote_id.eid.raw, (*p.jfs).jfs_id.eid.raw);
+    }
+    assert_eq!(cr.user_data, p.rjetty as usize);
+    let s = poll_n(p.sjfc, 1, T);
+    assert_eq!(s.len(), 1);
+    assert_eq!(s[0].user_ctx, 0x0ABC_DE00_0001_2345 | (7 << 61));
+    assert_eq!(s_r(&s[0]), 0);
+
+    // SEND with payload lands in the recv buffer; WRITE_IMM lands at rw.dst.
+    let mut src = Seg::rw(256);
+    src.buf.fill(0xAB);
+    let rbuf = Seg::rw(256);
+    assert_eq!(p.post_recv(5, Some((&rbuf, 256))), 0);
+    let mut ss = sge(src.addr(), 100, src.tseg);
+    let mut wr = send_wr(u::URMA_OPC_SEND, Some(&mut ss), p.tjetty, 9, 0, false);
+    assert_eq!(post(p.jfs, &mut wr).0, 0);
+    let r = poll_n(p.rjfc, 1, T);
+    assert_eq!(r[0].opcode, u::URMA_CR_OPC_SEND);
+    assert_eq!(r[0].completion_len, 100);
+    assert_eq!(r[0].user_ctx, 5);
+    assert!(rbuf.buf[..100].iter().all(|&b| b == 0xAB) && rbuf.buf[100] == 0);
+
+    let dst = Seg::rw(256);
+    let rdst = dst.import(TOKEN);
+    assert_eq!(p.post_recv(6, None), 0);
+    let mut s2 = sge(src.addr(), 64, src.tseg);
+    let mut d2 = sge(dst.addr(), 64, rdst);
+    let mut wr = rw_wr(u::URMA_OPC_WRITE_IMM, &mut s2, &mut d2, p.tjetty, 10, false);
+    wr.__bindgen_anon_1.rw.notify_data = 0x77;
+    assert_eq!(post(p.jfs, &mut wr).0, 0);
+    let r = poll_n(p.rjfc, 1, T);
+    assert_eq!(r[0].opcode, u::URMA_CR_OPC_WRITE_WITH_IMM);
+    assert_eq!(imm(&r[0]), 0x77);
+    assert_eq!(r[0].user_ctx, 6);
+    assert_eq!(r[0].completion_len, 64);
+    assert!(dst.buf[..64].iter().all(|&b| b == 0xAB));
+    unsafe { u::urma_unimport_seg(rdst) };
+}
+
+#[test]
+fn receiver_not_ready_and_recv_queue_full() {
+    let _g = serial();
+    let p = Pair::new(64, 4);
+    // No recv WR: the send CR carries RNR even without complete_enable.
+    let mut wr = send_wr(u::URMA_OPC_SEND_IMM, None, p.tjetty, 33, 1, false);
+    assert_eq!(post(p.jfs, &mut wr).0, 0);
+    let s = poll_n(p.sjfc, 1, T);
+    assert_eq!(s[0].status, u::URMA_CR_RNR_RETRY_CNT_EXC_ERR);
+    assert_eq!(s[0].user_ctx, 33);
+    assert!(poll(p.rjfc, 4).is_empty());
+    assert_eq!(counters().rnr_errors, 1);
+    // Depth 4: a chain of 5 fails at the 5th with ENOMEM and *bad_wr = 5th.
+    let mut wrs: Vec<u::urma_jfr_wr_t> = (0..5)
+        .map(|i| u::urma_jfr_wr_t {
+            user_ctx: i,
+            ..Default::default()
+        })
+        .collect();
+    for i in 0..4 {
+        let next: *mut u::urma_jfr_wr_t = &mut wrs[i + 1];
+        wrs[i].next = next;
+    }
+    let mut bad = std::ptr::null_mut();
+    let r = unsafe { u::urma_post_jetty_recv_wr(p.rjetty, wrs.as_mut_ptr(), &mut bad) };
+    assert_eq!(r, u::URMA_ENOMEM);
+    assert_eq!(bad, &mut wrs[4] as *mut _);
+    assert_eq!(p.post_recv(99, None), u::URMA_ENOMEM);
+}
+
+#[test]
+fn bad_handles_never_crash() {
+    let _g = serial();
+    let p = Pair::new(16, 4);
+    let bogus = 0x1000usize as *mut std::ffi::c_void;
+    unsafe {
+        let mut bad = std::ptr::null_mut();
+        let mut wr: u::urma_jfs_wr_t = Default::default();
+        assert_eq!(
+            u::urma_post_jfs_wr(bogus as *mut _, &mut wr, &mut bad),
+            u::URMA_EINVAL
+        );
+        assert_eq!(
+            u::urma_post_jfs_wr(std::ptr::null_mut(), &mut wr, &mut bad),
+            u::URMA_EINVAL
+        );
+        assert_eq!(
+            u::urma_post_jfs_wr(p.jfs, std::ptr::null_mut(), &mut bad),
+            u::URMA_EINVAL
+        );
+        assert_eq!(
+            u::urma_post_jfs_wr(p.jfs, &mut wr, std::ptr::null_mut()),
+            u::URMA_EINVAL
+        );
+        assert_eq!(
+            u::urma_post_jetty_send_wr(bogus as *mut _, &mut wr, &mut bad),
+            u::URMA_EINVAL
+        );
+        let mut rwr: u::urma_jfr_wr_t = Default::default();
+        let mut rbad = std::ptr::null_mut();
+        assert_eq!(
+            u::urma_post_jfr_wr(bogus as *mut _, &mut rwr, &mut rbad),
+            u::URMA_EINVAL
+        );
+        assert_eq!(
+            u::urma_post_jetty_recv_wr(bogus as *mut _, &mut rwr, &mut rbad),
+            u::URMA_EINVAL
+        );
+        let mut cr = [u::urma_cr_t::default(); 2];
+        assert_eq!(u::urma_poll_jfc(bogus as *mut _, 2, cr.as_mut_ptr()), -1);
+        assert_eq!(u::urma_poll_jfc(p.sjfc, -1, cr.as_mut_ptr()), -1);
+        assert_eq!(u::urma_rearm_jfc(bogus as *mut _, false), u::URMA_EINVAL);
+        let mut out = [std::ptr::null_mut(); 1];
+        assert_eq!(
+            u::urma_wait_jfc(bogus as *mut _, 1, 0, out.as_mut_ptr()),
+            -1
+        );
+        let mut jfcs = [bogus as *mut u::urma_jfc_t];
+        let mut nev = [1u32];
+        u::urma_ack_jfc(jfcs.as_mut_ptr(), nev.as_mut_ptr(), 1);
+        assert_eq!(u::urma_delete_jfc(bogus as *mut _), u::URMA_EINVAL);
+        assert_eq!(u::urma_delete_jfs(bogus as *mut _), u::URMA_EINVAL);
+        assert_eq!(u::urma_delete_jfr(bogus as *mut _), u::URMA_EINVAL);
+        assert_eq!(u::urma_delete_jetty(bogus as *mut _), u::URMA_EINVAL);
+        assert_eq!(u::urma_delete_jfce(bogus as *mut _), u::URMA_EINVAL);
+        assert_eq!(u::urma_unregister_seg(bogus as *mut _), u::URMA_EINVAL);
+        assert_eq!(u::urma_unimport_seg(bogus as *mut _), u::URMA_EINVAL);
+        assert_eq!(u::urma_unimport_jetty(bogus as *mut _), u::URMA_EINVAL);
+        assert_eq!(u::urma_unimport_jfr(bogus as *mut _), u::URMA_EINVAL);
+        assert_eq!(
+            u::urma_advise_jetty(bogus as *mut _, p.tjetty),
+            u::URMA_EINVAL
+        );
+        assert_eq!(
+            u::urma_bind_jetty(p.rjetty, bogus as *mut _),
+            u::URMA_EINVAL
+        );
+        assert_eq!(u::urma_unbind_jetty(bogus as *mut _), u::URMA_EINVAL);
+        assert!(u::urma_create_jfc(bogus as *mut _, std::ptr::null_mut()).is_null());
+        let mut c: u::urma_jfs_cfg_t = Default::default();
+        c.depth = 4;
+        c.jfc = bogus as *mut _;
+        assert!(
+            u::urma_create_jfs(lb().ctx, &mut c).is_null(),
+            "unknown jfc in cfg"
+        );
+        let mut sc: u::urma_seg_cfg_t = Default::default();
+        sc.va = 0x1000;
+        assert!(
+            u::urma_register_seg(lb().ctx, &mut sc).is_null(),
+            "zero length"
+        );
+        let mut attr: u::urma_jfs_attr_t = Default::default();
+        let mut cfg: u::urma_jfs_cfg_t = Default::default();
+        assert_eq!(
+            u::urma_query_jfs(bogus as *mut _, &mut cfg, &mut attr),
+            u::URMA_EINVAL
+        );
+        assert_eq!(u::urma_query_jfs(p.jfs, &mut cfg, &mut attr), 0);
+        assert_eq!(cfg.depth, 256);
+        // A deleted object is an unknown handle.
+        let j = jfc(4, std::ptr::null_mut());
+        assert_eq!(u::urma_delete_jfc(j), 0);
+        assert_eq!(u::urma_poll_jfc(j, 1, cr.as_mut_ptr()), -1);
+        assert_eq!(u::urma_delete_jfc(j), u::URMA_EINVAL);
+        // JFC still used by a JFS cannot be deleted.
+        assert_eq!(u::urma_delete_jfc(p.sjfc), u::URMA_FAIL);
+        // advise / bind round trips.
+        assert_eq!(u::urma_advise_jfr(p.jfs, p.tjetty), 0);
+        assert_eq!(u::urma_unadvise_jfr(p.jfs, p.tjetty), 0);
+        assert_eq!(u::urma_bind_jetty(p.rjetty, p.tjetty), 0);
+        assert_eq!((*p.rjetty).remote_jetty, p.tjetty);
+        assert_eq!(u::urma_unbind_jetty(p.rjetty), 0);
+        // Unknown tseg inside a WR: EINVAL and *bad_wr = that WR (second of a chain).
+        let src = Seg::rw(64);
+        let mut s = sge(src.addr(), 8, src.tseg);
+        let mut d = sge(src.addr(), 8, bogus as *mut _);
+        let mut s0 = sge(src.addr(), 8, src.tseg);
+        let mut d0 = sge(src.addr(), 8, src.import(TOKEN));
+        let mut w2 = rw_wr(u::URMA_OPC_WRITE, &mut s, &mut d, p.tjetty, 2, true);
+        let mut w1 = rw_wr(u::URMA_OPC_WRITE, &mut s0, &mut d0, p.tjetty, 1, true);
+        w1.next = &mut w2;
+        let (r, bad) = post(p.jfs, &mut w1);
+        assert_eq!(r, u::URMA_EINVAL);
+        assert_eq!(bad, &mut w2 as *mut _);
+        assert_eq!(
+            poll_n(p.sjfc, 1, T)[0].user_ctx,
+            1,
+            "the first WR was executed"
+        );
+        u::urma_unimport_seg(d0.tseg);
+    }
+}
+
+#[test]
+fn wrong_token_and_out_of_bounds() {
+    let _g = serial();
+    let p = Pair::new(16, 4);
+    let src = Seg::rw(4096);
+    let dst = Seg::rw(4096);
+    assert!(dst.import(TOKEN ^ 1).is_null(), "wrong token");
+    unsafe {
+        assert!(
+            import_jetty(p.rjetty, TOKEN ^ 1).is_null(),
+            "wrong jetty token"
+        );
+    }
+    let rdst = dst.import(TOKEN);
+    // Remote out of bounds.
+    let mut s = sge(src.addr(), 64, src.tseg);
+    let mut d = sge(dst.addr() + 4090, 64, rdst);
+    let mut wr = rw_wr(u::URMA_OPC_WRITE, &mut s, &mut d, p.tjetty, 1, false);
+    assert_eq!(post(p.jfs, &mut wr).0, 0);
+    assert_eq!(
+        poll_n(p.sjfc, 1, T)[0].status,
+        u::URMA_CR_REM_ACCESS_ABORT_ERR
+    );
+    // Local out of bounds.
+    let mut s = sge(src.addr() + 4090, 64, src.tseg);
+    let mut d = sge(dst.addr(), 64, rdst);
+    let mut wr = rw_wr(u::URMA_OPC_WRITE, &mut s, &mut d, p.tjetty, 2, false);
+    assert_eq!(post(p.jfs, &mut wr).0, 0);
+    assert_eq!(poll_n(p.sjfc, 1, T)[0].status, u::URMA_CR_LOC_ACCESS_ERR);
+    // No remote write access on the target segment.
+    let ro = Seg::new(4096, u::URMA_ACCESS_READ);
+    let rro = ro.import(TOKEN);
+    let mut s = sge(src.addr(), 64, src.tseg);
+    let mut d = sge(ro.addr(), 64, rro);
+    let mut wr = rw_wr(u::URMA_OPC_WRITE, &mut s, &mut d, p.tjetty, 3, false);
+    assert_eq!(post(p.jfs, &mut wr).0, 0);
+    assert_eq!(
+        poll_n(p.sjfc, 1, T)[0].status,
+        u::URMA_CR_REM_ACCESS_ABORT_ERR
+    );
+    // Target segment unregistered after import.
+    let gone = Seg::rw(128);
+    let rgone = gone.import(TOKEN);
+    let gone_addr = gone.addr();
+    drop(gone);
+    let mut s = sge(src.addr(), 64, src.tseg);
+    let mut d = sge(gone_addr, 64, rgone);
+    let mut wr = rw_wr(u::URMA_OPC_WRITE, &mut s, &mut d, p.tjetty, 4, false);
+    assert_eq!(post(p.jfs, &mut wr).0, 0);
+    assert_eq!(
+        poll_n(p.sjfc, 1, T)[0].status,
+        u::URMA_CR_REM_ACCESS_ABORT_ERR
+    );
+    assert!(dst.buf.iter().all(|&b| b == 0));
+    unsafe {
+        u::urma_unimport_seg(rdst);
+        u::urma_unimport_seg(rro);
+        u::urma_unimport_seg(rgone);
+    }
+}
+
+#[test]
+fn event_mode_wait_rearm_ack_and_delete() {
+    let _g = serial();
+    unsafe {
+        let jfce = u::urma_create_jfce(lb().ctx);
+        assert!(!jfce.is_null());
+        assert!((*jfce).fd >= 0);
+        let rjfc = jfc(16, jfce);
+        let sjfc = jfc(16, std::ptr::null_mut());
+        let jfs = jfs(sjfc);
+        let rj = jetty(rjfc, 8);
+        let tj = import_jetty(rj, TOKEN);
+        let mut out = [std::ptr::null_mut(); 4];
+        // timeout 0: immediate.
+        assert_eq!(u::urma_wait_jfc(jfce, 4, 0, out.as_mut_ptr()), 0);
+        // timeout N: waits about N ms.
+        let t0 = Instant::now();
+        assert_eq!(u::urma_wait_jfc(jfce, 4, 60, out.as_mut_ptr()), 0);
+        assert!(t0.elapsed() >= Duration::from_millis(55));
+        // Not armed: a CR raises no event.
+        let post_send = |uc: u64| {
+            let mut b = std::ptr::null_mut();
+            let mut rw = u::urma_jfr_wr_t {
+                user_ctx: uc,
+                ..Default::default()
+            };
+            assert_eq!(u::urma_post_jetty_recv_wr(rj, &mut rw, &mut b), 0);
+            let mut wr = send_wr(u::URMA_OPC_SEND_IMM, None, tj, uc, uc, false);
+            assert_eq!(post(jfs, &mut wr).0, 0);
+        };
+        post_send(1);
+        assert_eq!(u::urma_wait_jfc(jfce, 4, 0, out.as_mut_ptr()), 0);
+        assert_eq!(poll(rjfc, 4).len(), 1);
+        // Armed: one event, woken from another thread while waiting forever (-1).
+        assert_eq!(u::urma_rearm_jfc(rjfc, false), 0);
+        let tj_addr = tj as usize;
+        let jfs_addr = jfs as usize;
+        let rj_addr = rj as usize;
+        let h = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(30));
+            let (rj, tj, jfs) = (
+                rj_addr as *mut u::urma_jetty_t,
+                tj_addr as *mut _,
+                jfs_addr as *mut u::urma_jfs_t,
+            );
+            let mut b = std::ptr::null_mut();
+            let mut rw = u::urma_jfr_wr_t {
+                user_ctx: 2,
+                ..Default::default()
+            };
+            assert_eq!(u::urma_post_jetty_recv_wr(rj, &mut rw, &mut b), 0);
+            let mut wr = send_wr(u::URMA_OPC_SEND_IMM, None, tj, 2, 2, false);
+            assert_eq!(post(jfs, &mut wr).0, 0);
+            assert_eq!(post(jfs, &mut wr).0, u::URMA_SUCCESS); // second: RNR on the sender only
+        });
+        assert_eq!(u::urma_wait_jfc(jfce, 4, -1, out.as_mut_ptr()), 1);
+        assert_eq!(out[0], rjfc);
+        h.join().unwrap();
+        assert_eq!(poll(rjfc, 4).len(), 1);
+        // Only one event per arm.
+        post_send(3);
+        assert_eq!(u::urma_wait_jfc(jfce, 4, 0, out.as_mut_ptr()), 0);
+        // Rearm with CRs already queued fires at once.
+        assert_eq!(u::urma_rearm_jfc(rjfc, false), 0);
+        assert_eq!(u::urma_wait_jfc(jfce, 4, 0, out.as_mut_ptr()), 1);
+        assert_eq!(poll(rjfc, 4).len(), 1);
+        // Two events reported, none acked: delete is bounded.
+        assert_eq!(counters().events_reported, 2);
+        (ctl().set_delete_timeout)(50);
+        assert_eq!(u::urma_unimport_jetty(tj), 0);
+        assert_eq!(u::urma_delete_jetty(rj), 0);
+        let t0 = Instant::now();
+        assert_eq!(u::urma_delete_jfc(rjfc), u::URMA_EAGAIN);
+        assert!(t0.elapsed() >= Duration::from_millis(45));
+        let mut jfcs = [rjfc];
+        let mut nev = [1u32];
+        u::urma_ack_jfc(jfcs.as_mut_ptr(), nev.as_mut_ptr(), 1);
+        assert_eq!((*rjfc).comp_events_acked, 1);
+        assert_eq!(u::urma_delete_jfc(rjfc), u::URMA_EAGAIN);
+        u::urma_ack_jfc(jfcs.as_mut_ptr(), nev.as_mut_ptr(), 1);
+        assert_eq!(u::urma_delete_jfc(rjfc), 0);
+        // non_blocking flag: EAGAIN at once.
+        let mut c: u::urma_jfc_cfg_t = Default::default();
+        c.depth = 4;
+        c.jfce = jfce;
+        c.flag.value = flags::JFC_FLAG_NON_BLOCKING;
+        let nb = u::urma_create_jfc(lb().ctx, &mut c);
+        let rj2 = jetty(nb, 4);
+        let tj2 = import_jetty(rj2, TOKEN);
+        assert_eq!(u::urma_rearm_jfc(nb, false), 0);
+        let mut b = std::ptr::null_mut();
+        let mut rw = u::urma_jfr_wr_t::default();
+        assert_eq!(u::urma_post_jetty_recv_wr(rj2, &mut rw, &mut b), 0);
+        let mut wr = send_wr(u::URMA_OPC_SEND_IMM, None, tj2, 1, 1, false);
+        assert_eq!(post(jfs, &mut wr).0, 0);
+        assert_eq!(u::urma_wait_jfc(jfce, 4, 1000, out.as_mut_ptr()), 1);
+        u::urma_unimport_jetty(tj2);
+        u::urma_delete_jetty(rj2);
+        let t0 = Instant::now();
+        assert_eq!(u::urma_delete_jfc(nb), u::URMA_EAGAIN);
+        assert!(t0.elapsed() < Duration::from_millis(40));
+        let mut jfcs = [nb];
+        u::urma_ack_jfc(jfcs.as_mut_ptr(), nev.as_mut_ptr(), 1);
+        assert_eq!(u::urma_delete_jfc(nb), 0);
+        assert_eq!(u::urma_delete_jfce(jfce), u::URMA_SUCCESS);
+        u::urma_delete_jfs(jfs);
+        u::urma_delete_jfc(sjfc);
+    }
+}
+
+fn send_n(p: &Pair, n: u64, first_ctx: u64) {
+    for i in 0..n {
+        assert_eq!(p.post_recv(1000 + first_ctx + i, None), 0);
+        let mut wr = send_wr(
+            u::URMA_OPC_SEND_IMM,
+            None,
+            p.tjetty,
+            first_ctx + i,
+            first_ctx + i,
+            true,
+        );
+        assert_eq!(post(p.jfs, &mut wr).0, 0);
+    }
+}
+
+#[test]
+fn knobs_fail_post_and_fail_completion() {
+    let _g = serial();
+    let p = Pair::new(64, 16);
+    unsafe {
+        assert_eq!((ctl().fail_post)(1, 2, u::URMA_FAIL), 0);
+        assert_eq!((ctl().fail_completion)(3, u::URMA_CR_WR_FLUSH_ERR), 0);
+        assert_eq!((ctl().fail_post)(2, 1, u::URMA_ENOMEM), 0);
+    }
+    assert_eq!(p.post_recv(1, None), u::URMA_ENOMEM, "1st recv WR fails");
+    for i in 0..4 {
+        assert_eq!(p.post_recv(1, None), 0);
+        let mut wr = send_wr(u::URMA_OPC_SEND_IMM, None, p.tjetty, i, i, true);
+        let (r, bad) = post(p.jfs, &mut wr);
+        if i == 1 {
+            assert_eq!(r, u::URMA_FAIL);
+            assert_eq!(bad, &mut wr as *mut _);
+        } else {
+            assert_eq!(r, 0);
+        }
+    }
+    let s = poll_n(p.sjfc, 3, T);
+    let st: Vec<(u64, u32)> = s.iter().map(|c| (c.user_ctx, c.status)).collect();
+    assert_eq!(st, vec![(0, 0), (2, u::URMA_CR_WR_FLUSH_ERR), (3, 0)]);
+    assert_eq!(
+        poll_n(p.rjfc, 2, T).len(),
+        2,
+        "failed completion consumed no recv WR"
+    );
+}
+
+#[test]
+fn knobs_drop_dup_hold_delay() {
+    let _g = serial();
+    let p = Pair::new(64, 64);
+    unsafe {
+        assert_eq!((ctl().cr_action)(1, 1), 0); // drop the 1st CR (recv CR of WR 0)
+        assert_eq!((ctl().cr_action)(4, 2), 0); // duplicate the 4th (send CR of WR 1)
+    }
+    send_n(&p, 2, 0);
+    let r = poll_n(p.rjfc, 1, T);
+    assert_eq!(r.iter().map(|c| c.user_ctx).collect::<Vec<_>>(), vec![1001]);
+    let s = poll_n(p.sjfc, 3, T);
+    assert_eq!(
+        s.iter().map(|c| c.user_ctx).collect::<Vec<_>>(),
+        vec![0, 1, 1]
+    );
+    let c = counters();
+    assert_eq!(
+        (c.crs_dropped, c.crs_duplicated, c.crs_generated),
+        (1, 1, 4)
+    );
+    // Hold and release reversed.
+    unsafe { (ctl().hold_crs)(true) };
+    send_n(&p, 3, 10);
+    assert!(poll(p.sjfc, 8).is_empty());
+    assert_eq!(counters().crs_held, 6);
+    unsafe { (ctl().hold_crs)(false) };
+    assert_eq!(unsafe { (ctl().release_crs)(1, 0, 0) }, 6);
+    let s = poll(p.sjfc, 8);
+    assert_eq!(
+        s.iter().map(|c| c.user_ctx).collect::<Vec<_>>(),
+        vec![12, 11, 10]
+    );
+    assert_eq!(
+        poll(p.rjfc, 8)
+            .iter()
+            .map(|c| c.user_ctx)
+            .collect::<Vec<_>>(),
+        vec![1012, 1011, 1010]
+    );
+    // Hold, release after a delay.
+    unsafe { (ctl().hold_crs)(true) };
+    send_n(&p, 1, 20);
+    unsafe { (ctl().hold_crs)(false) };
+    unsafe { (ctl().release_crs)(0, 0, 50) };
+    assert!(poll(p.sjfc, 8).is_empty());
+    assert_eq!(poll_n(p.sjfc, 1, T)[0].user_ctx, 20);
+    poll_n(p.rjfc, 1, T);
+    // Per-CR delay keeps order.
+    unsafe { (ctl().set_cr_delay)(40) };
+    let t0 = Instant::now();
+    send_n(&p, 3, 30);
+    assert!(poll(p.sjfc, 8).is_empty());
+    let s = poll_n(p.sjfc, 3, T);
+    assert!(t0.elapsed() >= Duration::from_millis(35));
+    assert_eq!(
+        s.iter().map(|c| c.user_ctx).collect::<Vec<_>>(),
+        vec![30, 31, 32]
+    );
+    poll_n(p.rjfc, 3, T);
+    unsafe { (ctl().set_cr_delay)(0) };
+}
+
+#[test]
+fn knobs_nocopy_spec_and_trace() {
+    let _g = serial();
+    let p = Pair::new(64, 16);
+    let mut src = Seg::rw(1024);
+    src.buf.fill(0x5A);
+    let dst = Seg::rw(1024);
+    let rdst = dst.import(TOKEN);
+    let spec = std::ffi::CString::new("nocopy=1, fail_cr=2:11").unwrap();
+    assert_eq!(unsafe { (ctl().apply_knobs)(spec.as_ptr()) }, 2);
+    let bad = std::ffi::CString::new("bogus=1").unwrap();
+    assert_eq!(unsafe { (ctl().apply_knobs)(bad.as_ptr()) }, -1);
+    unsafe { (ctl().trace_capture)(true) };
+    let mut s = sge(src.addr() + 16, 512, src.tseg);
+    let mut d = sge(dst.addr() + 32, 512, rdst);
+    let mut wr = rw_wr(u::URMA_OPC_WRITE, &mut s, &mut d, p.tjetty, 0xAA, true);
+    assert_eq!(post(p.jfs, &mut wr).0, 0);
+    assert_eq!(post(p.jfs, &mut wr).0, 0);
+    let crs = poll_n(p.sjfc, 2, T);
+    assert_eq!(crs[1].status, 11);
+    unsafe { (ctl().trace_capture)(false) };
+    assert!(
+        dst.buf.iter().all(|&b| b == 0),
+        "no-copy mode copies nothing"
+    );
+    let c = counters();
+    assert_eq!((c.bytes_copied, c.bytes_transferred), (0, 512));
+    let lines = trace_take();
+    assert_eq!(lines.len(), 6, "{lines:#?}");
+    assert!(
+        lines[0].starts_with("{\"ev\":\"post_send\",\"q\":\"jfs"),
+        "{}",
+        lines[0]
+    );
+    assert!(lines[0].contains("\"op\":\"WRITE\""));
+    assert!(lines[0].contains("\"user_ctx\":\"0x00000000000000aa\""));
+    assert!(lines[0].contains("\"off\":16,\"len\":512"), "{}", lines[0]);
+    assert!(lines[0].contains("\"off\":32,\"len\":512"), "{}", lines[0]);
+    assert!(
+        lines[1].starts_with("{\"ev\":\"cr\",\"jfc\":\"jfc"),
+        "{}",
+        lines[1]
+    );
+    assert!(lines[3].contains("\"status\":11"));
+    assert!(lines[4].starts_with("{\"ev\":\"poll\""));
+    // No raw addresses in the trace.
+    let addr = format!("{}", src.addr());
+    assert!(lines.iter().all(|l| !l.contains(&addr)));
+    unsafe { u::urma_unimport_seg(rdst) };
+}
+
+#[test]
+fn four_threads_100k_wrs_no_cr_lost_or_duplicated() {
+    let _g = serial();
+    const THREADS: u64 = 4;
+    const PER: u64 = 25_000;
+    let p = Arc::new(Pair::new(1024, 16));
+    let src = Arc::new(Seg::rw(4096));
+    let dst = Seg::rw(4096 * THREADS as usize);
+    let rdst = dst.import(TOKEN) as usize;
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let poller = {
+        let p = p.clone();
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let mut seen = HashSet::new();
+            let mut buf = vec![u::urma_cr_t::default(); 64];
+            let end = Instant::now() + Duration::from_secs(20);
+            while (seen.len() as u64) < THREADS * PER && Instant::now() < end {
+                let n = unsafe { u::urma_poll_jfc(p.sjfc, 64, buf.as_mut_ptr()) };
+                assert!(n >= 0);
+                for cr in &buf[..n as usize] {
+                    assert_eq!(cr.status, 0);
+                    assert!(seen.insert(cr.user_ctx), "duplicate CR {}", cr.user_ctx);
+                }
+                if n == 0 {
+                    if done.load(std::sync::atomic::Ordering::Acquire)
+                        && (seen.len() as u64) < THREADS * PER
+                    {
+                        std::thread::yield_now();
+                    }
+                    std::thread::sleep(Duration::from_micros(20));
+                }
+            }
+            seen.len() as u64
+        })
+    };
+    let t0 = Instant::now();
+    let workers: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let p = p.clone();
+            let src = src.clone();
+            let daddr = dst.addr() + t * 4096;
+            std::thread::spawn(move || {
+                for i in 0..PER {
+                    let mut s = sge(src.addr(), 64, src.tseg);
+                    let mut d = sge(daddr, 64, rdst as *mut _);
+                    let mut wr = rw_wr(
+                        u::URMA_OPC_WRITE,
+                        &mut s,
+                        &mut d,
+                        p.tjetty,
+                        (t << 32) | i,
+                        true,
+                    );
+                    assert_eq!(post(p.jfs, &mut wr).0, 0);
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    done.store(true, std::sync::atomic::Ordering::Release);
+    let seen = poller.join().unwrap();
+    eprintln!("100k WRs posted+polled in {:?}", t0.elapsed());
+    assert_eq!(seen, THREADS * PER);
+    let c = counters();
+    assert_eq!(c.send_wrs, THREADS * PER);
+    assert_eq!(c.crs_generated, THREADS * PER);
+    assert_eq!(c.crs_polled, THREADS * PER);
+    unsafe { u::urma_unimport_seg(rdst as *mut _) };
+}
