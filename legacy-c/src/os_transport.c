@@ -579,7 +579,8 @@ OST_API int os_transport_log_reg(int level, log_callback_t cb)
     return ost_log_register_callback(level, cb);
 }
 
-OST_API uint32_t os_transport_reg_jfc(urma_jfce_t *jfce, urma_jfc_t *jfc, void *handle)
+/* Shared by os_transport_reg_jfc() and init; a direct call, so init never goes through the PLT. */
+static uint32_t ost_reg_jfc(urma_jfce_t *jfce, urma_jfc_t *jfc, void *handle)
 {
     ost_handle_t *h = (ost_handle_t *)handle;
 
@@ -596,6 +597,11 @@ OST_API uint32_t os_transport_reg_jfc(urma_jfce_t *jfce, urma_jfc_t *jfc, void *
     OST_LOG_INFO("os_transport_reg_jfc: jfce=%p jfc=%p event_mode=%d", (void *)jfce, (void *)jfc,
                  (int)h->urma_event_mode);
     return 0;
+}
+
+OST_API uint32_t os_transport_reg_jfc(urma_jfce_t *jfce, urma_jfc_t *jfc, void *handle)
+{
+    return ost_reg_jfc(jfce, jfc, handle);
 }
 
 OST_API uint32_t os_transport_init(urma_context_t *urma_ctx, os_transport_cfg_t *ost_cfg, void **handle)
@@ -642,7 +648,7 @@ OST_API uint32_t os_transport_init(urma_context_t *urma_ctx, os_transport_cfg_t 
         free(h);
         return OST_ERR;
     }
-    if (os_transport_reg_jfc(ost_cfg->jfce, ost_cfg->jfc, h) != 0) {
+    if (ost_reg_jfc(ost_cfg->jfce, ost_cfg->jfc, h) != 0) {
         /* Cannot happen (g_inited is 1); the original skips the pool destroy here and leaks it. */
         g_inited = 0;
         g_live_handle = NULL;
