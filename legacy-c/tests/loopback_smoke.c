@@ -6,11 +6,17 @@
  * One process, one context, one JFC, two jetties (tx, rx). A poller thread polls the JFC and feeds
  * every CR to os_transport_wake_up_task(). It transfers 2 MiB + 1 bytes (N = 2) from src to dst
  * with os_transport_send / os_transport_recv, then checks the data, the callbacks and both waits.
+ * When the loopback's control API is present (looked up with dlsym, so the program still links
+ * against any liburma), it also shows two 1.0 defects end to end: an error CR advances the
+ * pipeline like a success (§10 #7), and a SEND_WITH_IMM that arrives before its recv is
+ * registered is dropped, so that recv times out (§4.3, §10 #8).
  *
  *   make -C legacy-c loopback-smoke LOOPBACK_DIR=$CARGO_TARGET_DIR/debug
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <pthread.h>
+#include <time.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +76,23 @@ static int notify_cb(void *ud)
         g_notified[i] = *(uint64_t *)ud;
     }
     return 0;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts;
+    ts.tv_sec = ms / 1000;
+    ts.tv_nsec = (ms % 1000) * 1000000L;
+    nanosleep(&ts, NULL);
+}
+
+static int wait_counter(int *counter, int value, int ms)
+{
+    int i;
+    for (i = 0; i < ms && __atomic_load_n(counter, __ATOMIC_SEQ_CST) < value; i++) {
+        sleep_ms(1);
+    }
+    return __atomic_load_n(counter, __ATOMIC_SEQ_CST);
 }
 
 static urma_jetty_t *make_jetty(urma_context_t *ctx, urma_jfc_t *jfc, urma_jfr_cfg_t *jfr_cfg)
@@ -194,12 +217,43 @@ int main(void)
     /* a second transfer of <= 2 MiB cannot be sent (§3.3) */
     CHECK(os_transport_send(g_handle, &ji, &lsrc, &rdst, 4096, sk + 1, ck + 1, &send_sync, &st) == ERR32);
     CHECK(send_sync == NULL);
+    /* 2 WRITE + 2 SEND_IMM local CRs, 2 SEND_WITH_IMM receive CRs */
+    CHECK(wait_counter(&g_crs, 6, 2000) == 6);
+    CHECK(g_wake_fail == 0);
 
+    {
+        void (*lb_reset)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "urma_loopback_reset");
+        int (*lb_fail_cr)(uint64_t, uint32_t) =
+            (int (*)(uint64_t, uint32_t))dlsym(RTLD_DEFAULT, "urma_loopback_fail_completion");
+        if (lb_reset != NULL && lb_fail_cr != NULL) {
+            /* §10 #7: the first CR (the WRITE of chunk 0) fails; the status is never read. */
+            lb_reset();
+            CHECK(lb_fail_cr(1, URMA_CR_REM_ACCESS_ABORT_ERR) == 0);
+            g_nnotified = 0;
+            CHECK(os_transport_recv(g_handle, &host, &dev, LEN, ck + 2, &recv_sync, notify_cb) == 0);
+            CHECK(os_transport_send(g_handle, &ji, &lsrc, &rdst, LEN, sk + 2, ck + 2, &send_sync, &st) == 0);
+            CHECK(wait_and_free_sync_timeout(g_handle, send_sync, 10000, &st) == 0);
+            CHECK(st == URMA_SUCCESS);
+            CHECK(wait_and_free_sync_timeout(g_handle, recv_sync, 10000, &st) == 0);
+            CHECK(g_nnotified == 2);
+            CHECK(g_cr_errors == 1);
+
+            /* §4.3: both SEND_WITH_IMM arrive before the recv exists: dropped, recv times out. */
+            sleep_ms(20); /* let the last SEND_IMM local CR drain */
+            g_wake_fail = 0;
+            CHECK(os_transport_send(g_handle, &ji, &lsrc, &rdst, LEN, sk + 3, ck + 3, &send_sync, &st) == 0);
+            CHECK(wait_and_free_sync_timeout(g_handle, send_sync, 10000, &st) == 0);
+            CHECK(wait_counter(&g_wake_fail, 2, 2000) == 2);
+            CHECK(os_transport_recv(g_handle, &host, &dev, LEN, ck + 3, &recv_sync, notify_cb) == 0);
+            CHECK(wait_and_free_sync_timeout(g_handle, recv_sync, 50, &st) == 1);
+            CHECK(st == URMA_SUCCESS);
+            printf("loopback_smoke: defect scenarios (error CR ignored, early wake-up dropped) checked\n");
+        }
+    }
+
+    sleep_ms(20); /* drain the last SEND_IMM local CR before stopping the poller */
     __atomic_store_n(&g_stop, 1, __ATOMIC_RELEASE);
     pthread_join(th, NULL);
-    /* 2 WRITE + 2 SEND_IMM local CRs, 2 SEND_WITH_IMM receive CRs */
-    CHECK(g_crs == 6);
-    CHECK(g_wake_fail == 0);
     CHECK(os_transport_destroy(g_handle) == 0);
 
     CHECK(urma_unimport_jetty(tjetty) == URMA_SUCCESS);
