@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -136,6 +137,50 @@ static void check_file_backend(void)
     CHECK(strstr(buf, "] [ost:os_transport.c:") != NULL);
     CHECK(strstr(buf, "] [PIPLN RH2D] os_transport_init") != NULL);
     CHECK(strstr(buf, "\n") != NULL && strstr(buf, " [ERROR] [pid=") != NULL);
+}
+
+/* Runs fn in a child; true when the child died of SIGABRT after printing the legacy abort message. */
+static int child_aborts_with_message(void (*fn)(void *), void *arg)
+{
+    int fds[2];
+    char buf[1024];
+    ssize_t n;
+    int status = 0;
+    pid_t pid;
+
+    if (pipe(fds) != 0) {
+        return 0;
+    }
+    pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 2);
+        close(fds[0]);
+        fn(arg);
+        _exit(0);
+    }
+    close(fds[1]);
+    n = read(fds[0], buf, sizeof(buf) - 1);
+    close(fds[0]);
+    waitpid(pid, &status, 0);
+    buf[n > 0 ? n : 0] = '\0';
+    return WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT &&
+           strstr(buf, "libos_transport (legacy C reference): ") != NULL &&
+           strstr(buf, "is not the live instance") != NULL;
+}
+
+static void *g_stale_handle;
+static task_sync_t *g_orphan_sync;
+static void wake_write_cr_after_destroy(void *unused)
+{
+    urma_cr_t cr = send_cr(0x000000123456789AULL);
+    (void)unused;
+    (void)os_transport_wake_up_task(g_stale_handle, &cr);
+}
+static void timed_wait_after_destroy(void *unused)
+{
+    urma_status_t s;
+    (void)unused;
+    (void)wait_and_free_sync_timeout(g_stale_handle, g_orphan_sync, 0, &s);
 }
 
 int main(void)
@@ -378,12 +423,22 @@ int main(void)
         fake_urma_fail_send(0, 0);
     }
 
+    /* ---- destroy leaves a pending sync behind; touching the dead handle aborts (README) */
+    ji.jfs = (urma_jfs_t *)g_jfs_obj;
+    fake_urma_fail_send(0, 0);
+    CHECK_EQ(os_transport_send(h, &ji, &lsrc, &rdst, 3 * MIB, 4242, 4243, &g_orphan_sync, &st), 0);
+
     CHECK(count_level(0x01FF) > 0); /* DEBUG v1 */
     CHECK(count_level(0x02FF) > 0); /* DEBUG v2 */
     CHECK(count_level(0xFF02) > 0); /* ERROR */
     CHECK_EQ(os_transport_destroy(h), 0);
     CHECK_EQ(os_transport_destroy(h), ERR32); /* g_inited is clear: no dereference */
     CHECK_EQ(os_transport_send(h, &ji, &lsrc, &rdst, 3 * MIB, sk, ck, &sync, &st), ERR32);
+    g_stale_handle = h;
+    cr = send_cr(0xF00000123456789AULL);
+    CHECK_EQ(os_transport_wake_up_task(h, &cr), 0); /* chunk_id 7: returns before touching the handle */
+    CHECK(child_aborts_with_message(wake_write_cr_after_destroy, NULL));
+    CHECK(child_aborts_with_message(timed_wait_after_destroy, NULL));
 
     /* worker_thread_num == 0: success without a handle */
     cfg.worker_thread_num = 0;
