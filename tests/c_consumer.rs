@@ -17,10 +17,7 @@ fn legacy_dir() -> PathBuf {
             .parent()
             .expect("LEGACY_LIB has a directory")
             .to_path_buf(),
-        _ => profile_dir()
-            .parent()
-            .expect("<target>")
-            .join("legacy"),
+        _ => profile_dir().parent().expect("<target>").join("legacy"),
     }
 }
 
