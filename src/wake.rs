@@ -102,18 +102,18 @@ fn deliver(inst: &Instance, rid: u64, ud: u64, recv_side: bool) -> i32 {
                     "no context for request_id {:#x} (ended), completion dropped", rid
                 );
                 -1
-            } else if t.stash(Early { rid, ud }) {
+            } else {
+                if let Some(old) = t.stash(Early { rid, ud }) {
+                    warning!(
+                        "early-completion stash full: oldest kept completion (request_id {:#x}) dropped",
+                        old.rid
+                    );
+                }
                 debug!(
                     2,
                     "no context for request_id {:#x} yet, completion kept", rid
                 );
                 0
-            } else {
-                warning!(
-                    "no context for request_id {:#x}, early-completion stash full, dropped",
-                    rid
-                );
-                -1
             }
         }
         None => {
@@ -205,10 +205,10 @@ pub fn on_wake(ctx: &WorkerCtx, reqs: &Mutex<ReqTable>, idx: u32, gen: u32, ud: 
             ctx.shared.busy.store(true, Ordering::Relaxed);
             slot.ud[i as usize].store(ud, Ordering::Relaxed);
             let arg: *mut c_void = slot.ud[i as usize].as_ptr().cast();
-            // SAFETY: cb is the application's notify_callback; arg points to this slot's 8-byte
-            // copy, which stays valid at least until the callback returns (the slot cannot be
-            // freed while `running` is set).
             let ret = match cb {
+                // SAFETY: cb is the application's notify_callback; arg points to this slot's 8-byte
+                // copy, which stays valid at least until the callback returns (the slot cannot be
+                // freed while `running` is set).
                 Some(f) => unsafe { f(arg) },
                 None => -1,
             };

@@ -14,8 +14,12 @@
 //! and the link-only `liburma.so` stub are chosen.
 #![allow(non_camel_case_types, non_upper_case_globals, non_snake_case)]
 
+// Generated code (bindgen): its unsafe blocks (bitfield accessors) carry no
+// `// SAFETY:` comments, so the workspace `undocumented_unsafe_blocks` lint is
+// allowed for this module only.
 #[allow(
     clippy::all,
+    clippy::undocumented_unsafe_blocks,
     clippy::pedantic,
     missing_docs,
     unsafe_op_in_unsafe_fn,
