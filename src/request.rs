@@ -2,10 +2,11 @@
 //!
 //! Lock order: the request table lock is taken before any slot lock, never the other way round.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
-/// Receive-side completions kept for requests that are not registered yet (D4). When full, new
-/// early completions are refused (`os_transport_wake_up_task` returns -1, as legacy always does).
+/// Receive-side completions kept for requests that are not registered yet (D4). When full, the
+/// oldest kept completion is dropped to make room (FIFO), so completions that never find a request
+/// (foreign or corrupt CRs) cannot fill the stash for good and disable D4 (issue 9).
 pub const STASH_CAPACITY: usize = 1024;
 /// Request ids of recently failed/cancelled receives whose stray completions are dropped instead of
 /// stashed (so a later request reusing the id never consumes a stale chunk).
@@ -23,7 +24,7 @@ pub struct Early {
 /// The table, guarded by one mutex in the instance.
 pub struct ReqTable {
     map: HashMap<u64, (u32, u32)>,
-    stash: Vec<Early>,
+    stash: VecDeque<Early>,
     tombs: [u64; TOMBSTONES],
     tomb_valid: [bool; TOMBSTONES],
     tomb_next: usize,
@@ -42,7 +43,7 @@ impl ReqTable {
     pub fn new() -> Self {
         ReqTable {
             map: HashMap::with_capacity(crate::sync::SYNC_CAPACITY * 2),
-            stash: Vec::with_capacity(STASH_CAPACITY),
+            stash: VecDeque::with_capacity(STASH_CAPACITY),
             tombs: [0; TOMBSTONES],
             tomb_valid: [false; TOMBSTONES],
             tomb_next: 0,
@@ -73,13 +74,15 @@ impl ReqTable {
         self.map.is_empty()
     }
 
-    /// Keeps an early completion; `false` when the stash is full.
-    pub fn stash(&mut self, e: Early) -> bool {
-        if self.stash.len() >= STASH_CAPACITY {
-            return false;
-        }
-        self.stash.push(e);
-        true
+    /// Keeps an early completion. When the stash is full the oldest entry is dropped and returned.
+    pub fn stash(&mut self, e: Early) -> Option<Early> {
+        let evicted = if self.stash.len() >= STASH_CAPACITY {
+            self.stash.pop_front()
+        } else {
+            None
+        };
+        self.stash.push_back(e);
+        evicted
     }
 
     /// Takes every stashed completion for `rid`, in arrival order, handing each to `f`.
@@ -144,9 +147,8 @@ mod tests {
     fn stash_is_bounded_and_drains_in_order() {
         let mut t = ReqTable::new();
         for i in 0..STASH_CAPACITY as u64 {
-            assert!(t.stash(Early { rid: i % 3, ud: i }));
+            assert_eq!(t.stash(Early { rid: i % 3, ud: i }), None);
         }
-        assert!(!t.stash(Early { rid: 0, ud: 0 }));
         let mut got = Vec::new();
         t.drain_stash(1, |e| got.push(e.ud));
         assert!(got.windows(2).all(|w| w[0] < w[1]));
@@ -154,7 +156,32 @@ mod tests {
             got.len(),
             STASH_CAPACITY / 3 + usize::from(STASH_CAPACITY % 3 > 1)
         );
-        assert!(t.stash(Early { rid: 9, ud: 9 }));
+        assert_eq!(t.stash(Early { rid: 9, ud: 9 }), None);
+    }
+
+    #[test]
+    fn full_stash_drops_the_oldest_entry() {
+        // Issue 9: completions that never find a request must not disable D4 for good.
+        let mut t = ReqTable::new();
+        for i in 0..STASH_CAPACITY as u64 {
+            assert_eq!(
+                t.stash(Early {
+                    rid: 1000 + i,
+                    ud: i
+                }),
+                None
+            );
+        }
+        assert_eq!(
+            t.stash(Early { rid: 7, ud: 70 }),
+            Some(Early { rid: 1000, ud: 0 })
+        );
+        let mut got = Vec::new();
+        t.drain_stash(7, |e| got.push(e.ud));
+        assert_eq!(got, vec![70]);
+        let mut old = Vec::new();
+        t.drain_stash(1000, |e| old.push(e.ud));
+        assert!(old.is_empty(), "the oldest entry was evicted");
     }
 
     #[test]

@@ -102,18 +102,18 @@ fn deliver(inst: &Instance, rid: u64, ud: u64, recv_side: bool) -> i32 {
                     "no context for request_id {:#x} (ended), completion dropped", rid
                 );
                 -1
-            } else if t.stash(Early { rid, ud }) {
+            } else {
+                if let Some(old) = t.stash(Early { rid, ud }) {
+                    warning!(
+                        "early-completion stash full: oldest kept completion (request_id {:#x}) dropped",
+                        old.rid
+                    );
+                }
                 debug!(
                     2,
                     "no context for request_id {:#x} yet, completion kept", rid
                 );
                 0
-            } else {
-                warning!(
-                    "no context for request_id {:#x}, early-completion stash full, dropped",
-                    rid
-                );
-                -1
             }
         }
         None => {

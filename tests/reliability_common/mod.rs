@@ -1,0 +1,267 @@
+//! Helpers shared by the `tests/reliability_*.rs` suites (issue 9): a seeded generator, request
+//! wrappers over the C exports, a log-line counter and the loopback control functions.
+#![allow(dead_code)]
+
+use crate::common::lb::{self, Buf, Ep};
+use os_transport::abi::*;
+use os_transport::ffi::*;
+use std::ffi::{c_char, c_void};
+use std::ptr::null_mut;
+use std::sync::atomic::{AtomicU64, Ordering};
+use urma_sys::*;
+
+/// splitmix64: small, seedable, good enough to drive fuzzing and fault schedules.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed ^ 0x9E37_79B9_7F4A_7C15)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in `0..n` (n > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+    /// `true` with probability `pct` percent.
+    pub fn pct(&mut self, pct: u64) -> bool {
+        self.below(100) < pct
+    }
+}
+
+/// Seed from `name` in the environment (decimal or 0x-hex), else `default`.
+pub fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| {
+            let v = v.trim();
+            match v.strip_prefix("0x") {
+                Some(h) => u64::from_str_radix(h, 16).ok(),
+                None => v.parse().ok(),
+            }
+        })
+        .unwrap_or(default)
+}
+
+/// Number of ERROR / WARN lines the library logged since the last [`log_counts`] reset.
+pub static LOG_ERRORS: AtomicU64 = AtomicU64::new(0);
+pub static LOG_WARNS: AtomicU64 = AtomicU64::new(0);
+
+unsafe extern "C" fn count_log(level: i32, _msg: *const c_char) {
+    match level & 0xFF {
+        2 => LOG_ERRORS.fetch_add(1, Ordering::Relaxed),
+        1 => LOG_WARNS.fetch_add(1, Ordering::Relaxed),
+        _ => 0,
+    };
+}
+
+/// Routes library logging to a counter (WARN and ERROR only; the rest is dropped cheaply).
+pub fn quiet_logs() {
+    assert_eq!(os_transport_log_reg(1, Some(count_log)), 0);
+}
+
+/// Send/recv argument blocks over one endpoint and a (src, dst) buffer pair.
+pub struct Io {
+    pub ji: urma_jetty_info_t,
+    pub src: ost_buffer_info_t,
+    pub dst: ost_buffer_info_t,
+    pub host: ost_buffer_info_t,
+    pub dev: ost_device_info_t,
+}
+
+pub fn io(ep: &Ep, s: &Buf, d: &Buf) -> Io {
+    Io {
+        ji: urma_jetty_info_t {
+            jfs: ep.jfs,
+            jetty: null_mut(),
+            tjetty: ep.tjetty,
+            jetty_mode: JETTY_MODE_DUPLEX,
+        },
+        src: ost_buffer_info_t {
+            addr: s.mem.as_ptr() as u64,
+            tseg: s.tseg,
+        },
+        dst: ost_buffer_info_t {
+            addr: d.mem.as_ptr() as u64,
+            tseg: d.imported,
+        },
+        host: ost_buffer_info_t {
+            addr: d.mem.as_ptr() as u64,
+            tseg: d.tseg,
+        },
+        dev: ost_device_info_t {
+            jfr: ep.jfr,
+            jetty: ep.jetty,
+            dst: d.mem.as_ptr() as *mut c_void,
+        },
+    }
+}
+
+/// `os_transport_send`: (return, sync, status).
+pub fn send(
+    h: *mut c_void,
+    io: &mut Io,
+    len: u32,
+    sk: u64,
+    ck: u64,
+) -> (u32, *mut task_sync_t, i32) {
+    let mut sync: *mut task_sync_t = null_mut();
+    let mut st: urma_status_t = -7;
+    // SAFETY: every pointer refers to a live local or to `io`, whose buffers outlive the request.
+    let r = unsafe {
+        os_transport_send(
+            h,
+            &mut io.ji,
+            &mut io.src,
+            &mut io.dst,
+            len,
+            sk,
+            ck,
+            &mut sync,
+            &mut st,
+        )
+    };
+    (r, sync, st)
+}
+
+/// `os_transport_recv`: (return, sync).
+pub fn recv(
+    h: *mut c_void,
+    io: &mut Io,
+    len: u32,
+    ck: u64,
+    cb: notify_callback_t,
+) -> (u32, *mut task_sync_t) {
+    let mut sync: *mut task_sync_t = null_mut();
+    // SAFETY: as for `send`.
+    let r = unsafe { os_transport_recv(h, &mut io.host, &mut io.dev, len, ck, &mut sync, cb) };
+    (r, sync)
+}
+
+/// `wait_and_free_sync_timeout`: (return, status).
+pub fn wait(h: *mut c_void, s: *mut task_sync_t, ms: i64) -> (u32, i32) {
+    let mut st: urma_status_t = -7;
+    // SAFETY: valid out-pointer; the sync is a plain value to the library.
+    let r = unsafe { wait_and_free_sync_timeout(h, s, ms, &mut st) };
+    (r, st)
+}
+
+/// `os_transport_cancel_tasks` with a sync: (return, sync after the call).
+pub fn cancel(h: *mut c_void, s: *mut task_sync_t, id: u64) -> (u32, *mut task_sync_t) {
+    let mut s = s;
+    // SAFETY: valid pointer to a local.
+    let r = unsafe { os_transport_cancel_tasks(h, &mut s, id) };
+    (r, s)
+}
+
+/// `os_transport_wake_up_task` on a CR.
+pub fn wake(h: *mut c_void, cr: &mut urma_cr_t) -> i32 {
+    // SAFETY: a valid CR the library only reads.
+    unsafe { os_transport_wake_up_task(h, (cr as *mut urma_cr_t).cast()) }
+}
+
+/// Largest transfer (7 chunks).
+pub const MAX_LEN: usize = 7 * DEFAULT_CHUNK_SIZE as usize;
+const PATTERN_SHIFTS: usize = 1 << 20;
+
+/// A fixed pseudo-random byte stream of `MAX_LEN + 1 MiB`; the payload of request `id` is the
+/// window starting at `id`-dependent offset, so fill and check are `memcpy` / `memcmp`.
+fn pattern_base() -> &'static [u8] {
+    static P: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    P.get_or_init(|| {
+        let mut r = Rng::new(0x0057_4E5D);
+        let mut v = Vec::with_capacity(MAX_LEN + PATTERN_SHIFTS);
+        while v.len() < MAX_LEN + PATTERN_SHIFTS {
+            v.extend_from_slice(&r.next_u64().to_le_bytes());
+        }
+        v
+    })
+}
+
+/// The payload of request `id` (`len` ≤ `MAX_LEN`).
+pub fn payload(id: u64, len: usize) -> &'static [u8] {
+    // 4099 is odd, so ids that differ by less than 2^20 get different windows.
+    let off = (id.wrapping_mul(4099) % PATTERN_SHIFTS as u64) as usize;
+    &pattern_base()[off..off + len]
+}
+
+/// Writes the payload of `id` into `buf[..len]`.
+pub fn fill(buf: &mut [u8], id: u64, len: usize) {
+    buf[..len].copy_from_slice(payload(id, len));
+}
+
+/// `true` if `buf[..len]` holds the payload of `id`.
+pub fn check(buf: &[u8], id: u64, len: usize) -> bool {
+    buf[..len] == *payload(id, len)
+}
+
+// ---- loopback control (looked up at run time: the binary links against the URMA stub) ----
+
+pub type Reset = unsafe extern "C" fn();
+pub type FailPost = unsafe extern "C" fn(i32, u64, i32) -> i32;
+pub type FailCompletion = unsafe extern "C" fn(u64, u32) -> i32;
+pub type CrAction = unsafe extern "C" fn(u64, i32) -> i32;
+pub type SetBool = unsafe extern "C" fn(bool);
+pub type SetU32 = unsafe extern "C" fn(u32);
+
+/// `urma_loopback_counters_t` (26 × u64).
+#[repr(C)]
+#[derive(Default, Clone, Copy, Debug)]
+pub struct Counters {
+    pub send_wrs: u64,
+    pub recv_wrs: u64,
+    pub post_errors: u64,
+    pub crs_generated: u64,
+    pub crs_polled: u64,
+    pub crs_dropped: u64,
+    pub crs_duplicated: u64,
+    pub crs_held: u64,
+    pub crs_overflow: u64,
+    pub crs_error: u64,
+    pub rnr_errors: u64,
+    pub bytes_copied: u64,
+    pub bytes_transferred: u64,
+    pub events_reported: u64,
+    pub events_acked: u64,
+    pub crs_in_flight: u64,
+    pub live: [u64; 10],
+}
+pub type GetCounters = unsafe extern "C" fn(*mut Counters) -> i32;
+
+pub fn counters() -> Counters {
+    let f: GetCounters = lb::ctl("urma_loopback_get_counters");
+    let mut c = Counters::default();
+    // SAFETY: valid out-pointer with the loopback's counters layout.
+    assert_eq!(unsafe { f(&mut c) }, 0);
+    c
+}
+
+pub fn reset_loopback() {
+    let f: Reset = lb::ctl("urma_loopback_reset");
+    // SAFETY: no arguments.
+    unsafe { f() };
+}
+
+pub fn set_nocopy(on: bool) {
+    let f: SetBool = lb::ctl("urma_loopback_set_nocopy");
+    // SAFETY: plain value.
+    unsafe { f(on) };
+}
+
+pub const Q_SEND: i32 = 1;
+pub const Q_RECV: i32 = 2;
+pub const CR_DROP: i32 = 1;
+pub const CR_DUP: i32 = 2;
+
+/// Lets test threads share loopback objects (raw URMA pointers) the test keeps alive.
+pub struct Shared<T>(pub T);
+// SAFETY: the wrapped URMA objects are thread-safe in the loopback and outlive the threads (scoped).
+unsafe impl<T> Sync for Shared<T> {}
+// SAFETY: as above.
+unsafe impl<T> Send for Shared<T> {}
