@@ -1,0 +1,780 @@
+//! One measurement cell, run in a child process (`ostbench cell ...`): one library, one
+//! configuration. Prints exactly one `RESULT key=value ...` line on stdout (or `ERROR ...` and a
+//! non-zero exit status when the measurement itself broke).
+//!
+//! Workload: a closed loop of send + recv pairs with `depth` pairs in flight. Per pair the
+//! submitter (main thread) calls `os_transport_recv(ck)` then `os_transport_send(sk, ck)` (the
+//! recv is registered first, so the C reference never sees an early SEND_WITH_IMM) and, once
+//! `depth` pairs are outstanding, waits FIFO on the oldest pair (`wait_and_free_sync` on its send
+//! sync, then its recv sync). Completions are fed to `os_transport_wake_up_task` by the
+//! application's poller: one thread busy-polling both JFCs (poll mode; idle spins then
+//! `sched_yield`), or one thread per JFC blocked in `urma_wait_jfc` (event mode).
+//!
+//! Latency sample = time from the poller holding a receive CR (just before it calls
+//! `os_transport_wake_up_task`) to the start of `notify_callback` for that chunk, i.e. the
+//! library's hand-off from the polling thread to its worker and the callback dispatch.
+
+use std::collections::VecDeque;
+use std::ffi::{c_char, c_int, c_void, CString};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use compat_tests::{
+    loopback_ctl as ctl, Buffer, CrExt, EndpointCfg, EndpointPair, ImportedSeg, Loopback,
+    OsTransportCfg, OsTransportLib, OstBufferInfo, OstDeviceInfo, RecvKind, SendKind, TaskSync,
+    UrmaJettyInfo, DEFAULT_CHUNK_SIZE,
+};
+use urma_sys as u;
+
+extern "C" {
+    fn ostbench_cg_zero();
+    fn ostbench_cg_dump(reason: *const c_char);
+    fn ostbench_on_valgrind() -> c_int;
+}
+
+/// What the cell measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Requests/s over a timed window, plus callback latency samples.
+    Tput,
+    /// Heap allocations over a fixed number of requests (needs the LD_PRELOAD counter).
+    Alloc,
+    /// Callgrind window over a fixed number of requests (run under valgrind).
+    Callgrind,
+}
+
+/// Cell parameters (command line of `ostbench cell`).
+#[derive(Debug, Clone)]
+pub struct CellCfg {
+    pub kind: Kind,
+    pub lib: PathBuf,
+    pub len: u32,
+    pub depth: usize,
+    pub workers: u32,
+    pub nocopy: bool,
+    pub event: bool,
+    /// Timed window (Tput).
+    pub secs: f64,
+    /// Requests in the window (Alloc, Callgrind).
+    pub requests: u64,
+    pub warmup: u64,
+}
+
+impl CellCfg {
+    pub fn parse(args: &[String]) -> Result<CellCfg, String> {
+        let mut c = CellCfg {
+            kind: Kind::Tput,
+            lib: PathBuf::new(),
+            len: DEFAULT_CHUNK_SIZE + 1,
+            depth: 1,
+            workers: 1,
+            nocopy: true,
+            event: false,
+            secs: 0.5,
+            requests: 200,
+            warmup: 0,
+        };
+        let mut it = args.iter();
+        while let Some(k) = it.next() {
+            let v = it.next().ok_or_else(|| format!("{k} needs a value"))?;
+            let num = |v: &str| v.parse::<u64>().map_err(|e| format!("{k} {v}: {e}"));
+            match k.as_str() {
+                "--kind" => {
+                    c.kind = match v.as_str() {
+                        "tput" => Kind::Tput,
+                        "alloc" => Kind::Alloc,
+                        "callgrind" => Kind::Callgrind,
+                        _ => return Err(format!("unknown kind {v}")),
+                    }
+                }
+                "--lib" => c.lib = PathBuf::from(v),
+                "--len" => c.len = num(v)? as u32,
+                "--depth" => c.depth = num(v)? as usize,
+                "--workers" => c.workers = num(v)? as u32,
+                "--copy" => c.nocopy = num(v)? == 0,
+                "--event" => c.event = num(v)? != 0,
+                "--secs" => c.secs = v.parse().map_err(|e| format!("--secs {v}: {e}"))?,
+                "--requests" => c.requests = num(v)?,
+                "--warmup" => c.warmup = num(v)?,
+                _ => return Err(format!("unknown option {k}")),
+            }
+        }
+        if c.lib.as_os_str().is_empty() {
+            return Err("--lib is required".into());
+        }
+        if c.depth == 0 || c.depth > 1024 || c.workers == 0 || c.len == 0 {
+            return Err("bad depth/workers/len".into());
+        }
+        if c.warmup == 0 {
+            c.warmup = (4 * c.depth as u64).max(32);
+        }
+        Ok(c)
+    }
+}
+
+// ---- state shared with the C callbacks (notify_callback and log callback take no context)
+
+const STAMP_SLOTS: usize = 4096;
+const SAMPLE_CAP: usize = 1 << 20;
+
+struct Shared {
+    base: Instant,
+    /// Poll time of the receive CR of (client_key % STAMP_SLOTS, chunk_id), ns since `base`.
+    stamps: Box<[AtomicU64]>,
+    samples: Box<[AtomicU64]>,
+    nsamples: AtomicUsize,
+    record: AtomicBool,
+    chunks: AtomicU64,
+    cb_errors: AtomicU64,
+    logs: AtomicU64,
+    log_errors: AtomicU64,
+}
+
+fn shared() -> &'static Shared {
+    static S: OnceLock<Shared> = OnceLock::new();
+    S.get_or_init(|| Shared {
+        base: Instant::now(),
+        stamps: (0..STAMP_SLOTS * 8).map(|_| AtomicU64::new(0)).collect(),
+        samples: (0..SAMPLE_CAP).map(|_| AtomicU64::new(0)).collect(),
+        nsamples: AtomicUsize::new(0),
+        record: AtomicBool::new(false),
+        chunks: AtomicU64::new(0),
+        cb_errors: AtomicU64::new(0),
+        logs: AtomicU64::new(0),
+        log_errors: AtomicU64::new(0),
+    })
+}
+
+fn now_ns(s: &Shared) -> u64 {
+    s.base.elapsed().as_nanos() as u64
+}
+
+fn stamp_index(rid: u64, chunk: u64) -> usize {
+    (rid as usize % STAMP_SLOTS) * 8 + (chunk as usize & 7)
+}
+
+unsafe extern "C" fn on_chunk(ud: *mut c_void) -> c_int {
+    let s = shared();
+    let t1 = now_ns(s);
+    if ud.is_null() {
+        s.cb_errors.fetch_add(1, Ordering::Relaxed);
+        return 0;
+    }
+    // SAFETY: the library passes a pointer to an os_transport_user_data_t (a u64), valid
+    // during the call.
+    let v = unsafe { *(ud as *const u64) };
+    let rid = v & ((1u64 << 60) - 1);
+    let chunk = v >> 61;
+    if s.record.load(Ordering::Relaxed) {
+        let t0 = s.stamps[stamp_index(rid, chunk)].load(Ordering::Acquire);
+        if t0 != 0 && t1 >= t0 {
+            let i = s.nsamples.fetch_add(1, Ordering::Relaxed);
+            if i < SAMPLE_CAP {
+                s.samples[i].store(t1 - t0, Ordering::Relaxed);
+            }
+        }
+    }
+    s.chunks.fetch_add(1, Ordering::Relaxed);
+    0
+}
+
+unsafe extern "C" fn on_log(level: c_int, _msg: *const c_char) {
+    let s = shared();
+    s.logs.fetch_add(1, Ordering::Relaxed);
+    // ERROR = 0xFF02
+    if level & 0xFF == 2 {
+        s.log_errors.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+// ---- library loading
+
+/// dlopens `path` without RTLD_DEEPBIND first (so an LD_PRELOAD allocator sees the library's
+/// malloc calls), then through the testkit loader, which finds the object already loaded.
+/// Returns the library and its mapped address range.
+fn load_lib(path: &Path) -> Result<(OsTransportLib, (usize, usize)), String> {
+    let c = CString::new(path.as_os_str().as_encoded_bytes()).map_err(|e| e.to_string())?;
+    // SAFETY: valid C string and flags; the handle is deliberately never closed.
+    let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    if h.is_null() {
+        return Err(format!("dlopen {} failed", path.display()));
+    }
+    let lib = OsTransportLib::load(path)?;
+    let range = mapped_range(path)?;
+    Ok((lib, range))
+}
+
+/// Lowest start and highest end of the mappings of `path` in /proc/self/maps.
+fn mapped_range(path: &Path) -> Result<(usize, usize), String> {
+    let canon = std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let maps = std::fs::read_to_string("/proc/self/maps").map_err(|e| e.to_string())?;
+    let mut lo = usize::MAX;
+    let mut hi = 0usize;
+    for line in maps.lines() {
+        let mut f = line.split_whitespace();
+        let range = f.next().unwrap_or("");
+        let file = f.nth(4).unwrap_or("");
+        if Path::new(file) != canon {
+            continue;
+        }
+        if let Some((a, b)) = range.split_once('-') {
+            let a = usize::from_str_radix(a, 16).map_err(|e| e.to_string())?;
+            let b = usize::from_str_radix(b, 16).map_err(|e| e.to_string())?;
+            lo = lo.min(a);
+            hi = hi.max(b);
+        }
+    }
+    if lo >= hi {
+        return Err(format!("{} is not mapped", canon.display()));
+    }
+    Ok((lo, hi))
+}
+
+type AllocGet = unsafe extern "C" fn(*mut u64);
+type AllocSetRange = unsafe extern "C" fn(usize, usize);
+
+fn alloc_api() -> Option<(AllocSetRange, AllocGet)> {
+    let f = |n: &str| {
+        let c = CString::new(n).expect("name");
+        // SAFETY: dlsym on the global scope with a valid C string.
+        unsafe { libc::dlsym(libc::RTLD_DEFAULT, c.as_ptr()) }
+    };
+    let set = f("ostbench_alloc_set_range");
+    let get = f("ostbench_alloc_get");
+    if set.is_null() || get.is_null() {
+        return None;
+    }
+    // SAFETY: the symbols are the counting allocator's functions with these prototypes.
+    unsafe {
+        Some((
+            compat_tests::fn_from_ptr::<AllocSetRange>(set),
+            compat_tests::fn_from_ptr::<AllocGet>(get),
+        ))
+    }
+}
+
+fn alloc_snapshot(get: AllocGet) -> [u64; 6] {
+    let mut v = [0u64; 6];
+    // SAFETY: v has the 6 entries the function writes.
+    unsafe { get(v.as_mut_ptr()) };
+    v
+}
+
+// ---- pollers
+
+struct Pollers {
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+    wake_errors: Arc<AtomicU64>,
+    poll_errors: Arc<AtomicU64>,
+}
+
+#[derive(Clone, Copy)]
+struct WakeFn(unsafe extern "C" fn(*mut c_void, *mut c_void) -> c_int);
+
+fn handle_crs(crs: &mut [u::urma_cr_t], h: usize, wake: WakeFn, errs: &AtomicU64) {
+    let s = shared();
+    for cr in crs.iter_mut() {
+        if cr.is_recv() {
+            let imm = cr.imm();
+            // Keys stay below 2^20, where the transport encoding of a request id is the identity.
+            let rid = imm & ((1u64 << 60) - 1);
+            s.stamps[stamp_index(rid, imm >> 61)].store(now_ns(s), Ordering::Release);
+        }
+        // SAFETY: h is the live instance handle; cr is a CR we polled.
+        let r = unsafe { (wake.0)(h as *mut c_void, (cr as *mut u::urma_cr_t).cast()) };
+        if r != 0 {
+            errs.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Pollers {
+    fn start(pair: &EndpointPair, h: *mut c_void, wake: WakeFn, event: bool) -> Pollers {
+        let stop = Arc::new(AtomicBool::new(false));
+        let wake_errors = Arc::new(AtomicU64::new(0));
+        let poll_errors = Arc::new(AtomicU64::new(0));
+        let h = h as usize;
+        let cqs = [pair.sender.cq, pair.receiver.cq];
+        let mut threads = Vec::new();
+        if !event {
+            let (stop, we, pe) = (stop.clone(), wake_errors.clone(), poll_errors.clone());
+            threads.push(
+                std::thread::Builder::new()
+                    .name("bench-poll".into())
+                    .spawn(move || {
+                        let cqs = cqs;
+                        let mut buf = vec![u::urma_cr_t::default(); 32];
+                        let mut idle = 0u32;
+                        loop {
+                            let stopping = stop.load(Ordering::Acquire);
+                            let mut got = 0;
+                            for cq in &cqs {
+                                // SAFETY: live JFC; buf has room for 32 CRs.
+                                let n = unsafe { u::urma_poll_jfc(cq.jfc, 32, buf.as_mut_ptr()) };
+                                if n < 0 {
+                                    pe.fetch_add(1, Ordering::Relaxed);
+                                    continue;
+                                }
+                                handle_crs(&mut buf[..n as usize], h, wake, &we);
+                                got += n;
+                            }
+                            if stopping && got == 0 {
+                                break;
+                            }
+                            if got == 0 {
+                                idle = idle.saturating_add(1);
+                                if idle < 64 {
+                                    std::hint::spin_loop();
+                                } else {
+                                    std::thread::yield_now();
+                                }
+                            } else {
+                                idle = 0;
+                            }
+                        }
+                    })
+                    .expect("spawn poller"),
+            );
+        } else {
+            for cq in cqs {
+                let (stop, we, pe) = (stop.clone(), wake_errors.clone(), poll_errors.clone());
+                threads.push(
+                    std::thread::Builder::new()
+                        .name("bench-event".into())
+                        .spawn(move || {
+                            let cq = cq;
+                            let mut buf = vec![u::urma_cr_t::default(); 32];
+                            let drain = |buf: &mut [u::urma_cr_t]| loop {
+                                // SAFETY: live JFC; buf has room for 32 CRs.
+                                let n = unsafe { u::urma_poll_jfc(cq.jfc, 32, buf.as_mut_ptr()) };
+                                if n <= 0 {
+                                    if n < 0 {
+                                        pe.fetch_add(1, Ordering::Relaxed);
+                                    }
+                                    return;
+                                }
+                                handle_crs(&mut buf[..n as usize], h, wake, &we);
+                            };
+                            // SAFETY: live JFC.
+                            unsafe { u::urma_rearm_jfc(cq.jfc, false) };
+                            loop {
+                                let stopping = stop.load(Ordering::Acquire);
+                                let mut got = [std::ptr::null_mut(); 1];
+                                // SAFETY: live JFCE; room for one JFC handle.
+                                let n =
+                                    unsafe { u::urma_wait_jfc(cq.jfce, 1, 20, got.as_mut_ptr()) };
+                                if n > 0 {
+                                    drain(&mut buf);
+                                    let mut nev = [n as u32];
+                                    // SAFETY: one JFC handle and one count.
+                                    unsafe {
+                                        u::urma_ack_jfc(got.as_mut_ptr(), nev.as_mut_ptr(), 1);
+                                        u::urma_rearm_jfc(cq.jfc, false);
+                                    }
+                                    drain(&mut buf);
+                                } else if n < 0 {
+                                    pe.fetch_add(1, Ordering::Relaxed);
+                                }
+                                if stopping {
+                                    drain(&mut buf);
+                                    break;
+                                }
+                            }
+                        })
+                        .expect("spawn event poller"),
+                );
+            }
+        }
+        Pollers {
+            stop,
+            threads,
+            wake_errors,
+            poll_errors,
+        }
+    }
+
+    fn stop(self) -> (u64, u64) {
+        self.stop.store(true, Ordering::Release);
+        for t in self.threads {
+            let _ = t.join();
+        }
+        (
+            self.wake_errors.load(Ordering::Relaxed),
+            self.poll_errors.load(Ordering::Relaxed),
+        )
+    }
+}
+
+// ---- the cell
+
+struct Io {
+    ji: UrmaJettyInfo,
+    src: OstBufferInfo,
+    dsts: Vec<(OstBufferInfo, OstBufferInfo, OstDeviceInfo)>,
+}
+
+struct Pending {
+    ss: *mut TaskSync,
+    rs: *mut TaskSync,
+}
+
+struct Driver<'a> {
+    lib: &'a OsTransportLib,
+    h: *mut c_void,
+    io: Io,
+    len: u32,
+    ring: VecDeque<Pending>,
+    next: u64,
+}
+
+impl Driver<'_> {
+    fn submit(&mut self) -> Result<(), String> {
+        let k = self.next;
+        self.next += 1;
+        // Keys < 2^20 (identity transport encoding), unique among requests in flight.
+        let ck = 2 * (k % (1 << 18)) + 2;
+        let sk = ck + 1;
+        let d = (k % self.io.dsts.len() as u64) as usize;
+        let (mut remote, mut host, mut dev) = self.io.dsts[d];
+        let mut rs: *mut TaskSync = std::ptr::null_mut();
+        // SAFETY: valid pointers for the call; buffers and endpoints outlive the request.
+        let r = unsafe {
+            (self.lib.os_transport_recv)(
+                self.h,
+                &mut host,
+                &mut dev,
+                self.len,
+                ck,
+                &mut rs,
+                Some(on_chunk),
+            )
+        };
+        if r != 0 || rs.is_null() {
+            return Err(format!("os_transport_recv({ck}) returned {r:#x}"));
+        }
+        let mut ss: *mut TaskSync = std::ptr::null_mut();
+        let mut st: u::urma_status_t = 0;
+        let mut src = self.io.src;
+        // SAFETY: as above.
+        let r = unsafe {
+            (self.lib.os_transport_send)(
+                self.h,
+                &mut self.io.ji,
+                &mut src,
+                &mut remote,
+                self.len,
+                sk,
+                ck,
+                &mut ss,
+                &mut st,
+            )
+        };
+        if r != 0 || ss.is_null() {
+            return Err(format!(
+                "os_transport_send({sk}) returned {r:#x} status {st}"
+            ));
+        }
+        self.ring.push_back(Pending { ss, rs });
+        Ok(())
+    }
+
+    fn complete_one(&mut self) -> Result<(), String> {
+        let p = self.ring.pop_front().ok_or("nothing in flight")?;
+        for (what, s) in [("send", p.ss), ("recv", p.rs)] {
+            let mut st: u::urma_status_t = 0;
+            // SAFETY: s is a live sync returned by send/recv, consumed exactly once here.
+            let r = unsafe { (self.lib.wait_and_free_sync)(self.h, s, &mut st) };
+            if r != 0 || st != u::URMA_SUCCESS {
+                return Err(format!("wait on {what} sync returned {r:#x} status {st}"));
+            }
+        }
+        Ok(())
+    }
+
+    fn fill(&mut self, depth: usize) -> Result<(), String> {
+        while self.ring.len() < depth {
+            self.submit()?;
+        }
+        Ok(())
+    }
+
+    fn drain(&mut self) -> Result<(), String> {
+        while !self.ring.is_empty() {
+            self.complete_one()?;
+        }
+        Ok(())
+    }
+
+    /// One completion followed by one submission (closed loop at `depth`).
+    fn step(&mut self) -> Result<(), String> {
+        self.complete_one()?;
+        self.submit()
+    }
+}
+
+fn watchdog(limit: Duration) {
+    std::thread::Builder::new()
+        .name("bench-watchdog".into())
+        .spawn(move || {
+            std::thread::sleep(limit);
+            println!("ERROR watchdog: the cell did not finish within {limit:?} (library hang?)");
+            std::process::exit(3);
+        })
+        .expect("spawn watchdog");
+}
+
+/// Runs the cell; `Ok(result line)` or `Err(reason)`.
+pub fn run(cfg: &CellCfg) -> Result<String, String> {
+    let s = shared();
+    // SAFETY: plain query.
+    let on_vg = unsafe { ostbench_on_valgrind() } != 0;
+    if cfg.kind == Kind::Callgrind && !on_vg {
+        return Err("kind callgrind must run under valgrind --tool=callgrind (with client requests compiled in)".into());
+    }
+    watchdog(Duration::from_secs(if on_vg { 900 } else { 120 }));
+
+    let lb = Loopback::get();
+    ctl::reset();
+    ctl::set_nocopy(cfg.nocopy);
+    let pair = EndpointPair::new(
+        lb,
+        &EndpointCfg {
+            send: SendKind::Jfs,
+            recv: RecvKind::Jetty,
+            jfc_depth: 16384,
+            sq_depth: 4096,
+            rq_depth: 4096,
+            event_mode: cfg.event,
+        },
+    );
+
+    // Buffers: one source, a ring of destinations (distinct in copy mode so that concurrent
+    // copies do not write the same memory), all pre-faulted.
+    let ndst = if cfg.nocopy { 1 } else { cfg.depth.min(8) };
+    let mut src = Buffer::new(lb, cfg.len as usize);
+    src.fill(0xA5);
+    let mut dsts: Vec<(Buffer, ImportedSeg)> = Vec::new();
+    for _ in 0..ndst {
+        let mut b = Buffer::new(lb, cfg.len as usize);
+        b.fill(0);
+        let imp = b.import(lb);
+        dsts.push((b, imp));
+    }
+    let io = Io {
+        ji: pair.jetty_info(),
+        src: src.info(),
+        dsts: dsts
+            .iter()
+            .map(|(b, imp)| {
+                (
+                    imp.info(),
+                    b.info(),
+                    pair.device_info(b.as_ptr() as *mut c_void),
+                )
+            })
+            .collect(),
+    };
+
+    let (lib, range) = load_lib(&cfg.lib)?;
+    let alloc = alloc_api();
+    if cfg.kind == Kind::Alloc {
+        let (set, _) = alloc.ok_or("kind alloc needs LD_PRELOAD=libostbench_alloc.so")?;
+        // SAFETY: plain values.
+        unsafe { set(range.0, range.1) };
+    }
+    // SAFETY: valid callback; level INFO (0) hides DEBUG, as in a production application.
+    unsafe { (lib.os_transport_log_reg)(0, Some(on_log)) };
+    let mut ocfg = OsTransportCfg {
+        urma_event_mode: cfg.event,
+        worker_thread_num: cfg.workers,
+        recv_queue_capacity: 256,
+        ..Default::default()
+    };
+    ocfg.jfc = pair.receiver.cq.jfc;
+    ocfg.jfce = pair.receiver.cq.jfce;
+    let mut h: *mut c_void = std::ptr::null_mut();
+    // SAFETY: valid context, config and out-pointer.
+    let r = unsafe { (lib.os_transport_init)(lb.ctx, &mut ocfg, &mut h) };
+    if r != 0 || h.is_null() {
+        return Err(format!("os_transport_init returned {r:#x}"));
+    }
+    let allocs_after_init = alloc.map(|(_, g)| alloc_snapshot(g));
+
+    let pollers = Pollers::start(&pair, h, WakeFn(lib.os_transport_wake_up_task), cfg.event);
+    let mut d = Driver {
+        lib: &lib,
+        h,
+        io,
+        len: cfg.len,
+        ring: VecDeque::with_capacity(cfg.depth + 1),
+        next: 0,
+    };
+
+    // Warm-up.
+    d.fill(cfg.depth)?;
+    for _ in 0..cfg.warmup {
+        d.step()?;
+    }
+
+    let mut out = Vec::<(String, String)>::new();
+    let mut kv = |k: &str, v: String| out.push((k.to_string(), v));
+    let chunks_per_req = cfg.len.div_ceil(DEFAULT_CHUNK_SIZE) as u64;
+    match cfg.kind {
+        Kind::Tput => {
+            s.nsamples.store(0, Ordering::Relaxed);
+            s.record.store(true, Ordering::Release);
+            let t0 = Instant::now();
+            let window = Duration::from_secs_f64(cfg.secs);
+            let mut n = 0u64;
+            let mut t_end;
+            loop {
+                d.step()?;
+                n += 1;
+                t_end = t0.elapsed();
+                if t_end >= window {
+                    break;
+                }
+            }
+            s.record.store(false, Ordering::Release);
+            let secs = t_end.as_secs_f64();
+            kv("requests", n.to_string());
+            kv("secs", format!("{secs:.6}"));
+            kv("rps", format!("{:.3}", n as f64 / secs));
+            kv(
+                "mib_s",
+                format!(
+                    "{:.3}",
+                    n as f64 * cfg.len as f64 / secs / (1024.0 * 1024.0)
+                ),
+            );
+            let m = s.nsamples.load(Ordering::Relaxed).min(SAMPLE_CAP);
+            let mut lat: Vec<u64> = (0..m)
+                .map(|i| s.samples[i].load(Ordering::Relaxed))
+                .collect();
+            lat.sort_unstable();
+            kv("lat_n", m.to_string());
+            for (name, q) in [
+                ("lat_p50_ns", 0.50),
+                ("lat_p99_ns", 0.99),
+                ("lat_p999_ns", 0.999),
+            ] {
+                kv(name, percentile(&lat, q).to_string());
+            }
+            d.drain()?;
+        }
+        Kind::Alloc => {
+            let (_, get) = alloc.expect("checked above");
+            d.drain()?;
+            let a0 = alloc_snapshot(get);
+            d.fill(cfg.depth)?;
+            for _ in 0..cfg.requests.saturating_sub(cfg.depth as u64) {
+                d.step()?;
+            }
+            d.drain()?;
+            let a1 = alloc_snapshot(get);
+            let n = cfg.requests.max(cfg.depth as u64);
+            kv("requests", n.to_string());
+            let init = allocs_after_init.expect("alloc api present");
+            kv("init_lib_allocs", init[0].to_string());
+            kv("lib_allocs", (a1[0] - a0[0]).to_string());
+            kv("lib_frees", (a1[1] - a0[1]).to_string());
+            kv("lib_bytes", (a1[2] - a0[2]).to_string());
+            kv("other_allocs", (a1[3] - a0[3]).to_string());
+            kv(
+                "lib_allocs_per_req",
+                format!("{:.4}", (a1[0] - a0[0]) as f64 / n as f64),
+            );
+            kv(
+                "lib_allocs_per_chunk",
+                format!(
+                    "{:.4}",
+                    (a1[0] - a0[0]) as f64 / (n * chunks_per_req) as f64
+                ),
+            );
+            if init[0] == 0 {
+                return Err(
+                    "the counting allocator saw no allocation of the library at init: \
+                            it is not interposed (RTLD_DEEPBIND?)"
+                        .into(),
+                );
+            }
+        }
+        Kind::Callgrind => {
+            d.drain()?;
+            let reason = CString::new("window").expect("cstr");
+            // SAFETY: client request; no arguments.
+            unsafe { ostbench_cg_zero() };
+            d.fill(cfg.depth)?;
+            for _ in 0..cfg.requests.saturating_sub(cfg.depth as u64) {
+                d.step()?;
+            }
+            d.drain()?;
+            // SAFETY: valid C string.
+            unsafe { ostbench_cg_dump(reason.as_ptr()) };
+            kv("requests", cfg.requests.max(cfg.depth as u64).to_string());
+        }
+    }
+
+    let (wake_errors, poll_errors) = pollers.stop();
+    let c = ctl::counters();
+    kv("chunks_cb", s.chunks.load(Ordering::Relaxed).to_string());
+    kv("cb_errors", s.cb_errors.load(Ordering::Relaxed).to_string());
+    kv("wake_errors", wake_errors.to_string());
+    kv("poll_errors", poll_errors.to_string());
+    kv("logs", s.logs.load(Ordering::Relaxed).to_string());
+    kv(
+        "log_errors",
+        s.log_errors.load(Ordering::Relaxed).to_string(),
+    );
+    kv("rnr_errors", c.rnr_errors.to_string());
+    kv("crs_error", c.crs_error.to_string());
+    kv("crs_overflow", c.crs_overflow.to_string());
+    kv("bytes_copied", c.bytes_copied.to_string());
+    kv("send_wrs", c.send_wrs.to_string());
+    kv("recv_wrs", c.recv_wrs.to_string());
+
+    // Copy mode: the data really arrived (first and last bytes of every destination).
+    if !cfg.nocopy {
+        let n = cfg.len as usize;
+        for (b, _) in &dsts {
+            let sl = b.as_slice();
+            let edge = 64.min(n);
+            if sl[..edge].iter().any(|&x| x != 0xA5) || sl[n - edge..].iter().any(|&x| x != 0xA5) {
+                return Err("copy mode: destination does not hold the source bytes".into());
+            }
+        }
+    }
+    if c.rnr_errors
+        + c.crs_error
+        + c.crs_overflow
+        + poll_errors
+        + s.cb_errors.load(Ordering::Relaxed)
+        > 0
+    {
+        return Err(format!(
+            "loopback errors: rnr {} crs_error {} overflow {} poll {poll_errors}",
+            c.rnr_errors, c.crs_error, c.crs_overflow
+        ));
+    }
+    // SAFETY: every request has been waited on; pollers are stopped.
+    let r = unsafe { (lib.os_transport_destroy)(h) };
+    kv("destroy", r.to_string());
+    drop(pair);
+    Ok(out
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" "))
+}
+
+/// Nearest-rank percentile of sorted values (0 when empty).
+pub fn percentile(sorted: &[u64], q: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}

@@ -1,0 +1,1262 @@
+//! The orchestrator: runs every cell in a child process (interleaving the libraries), then writes
+//! the report (`report.md`, also printed), the CSV and the chart.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use crate::cg;
+
+const MIB: u32 = 1024 * 1024;
+/// 2 MiB + 1: two chunks.
+pub const LEN2: u32 = 2 * MIB + 1;
+/// 14 MiB: seven chunks.
+pub const LEN7: u32 = 14 * MIB;
+const DEPTHS: [usize; 3] = [1, 8, 64];
+const WORKERS: [u32; 3] = [1, 2, 4];
+
+/// Orchestrator options.
+pub struct Opts {
+    pub full: bool,
+    pub out: PathBuf,
+    pub reps: usize,
+    pub secs: f64,
+    pub cg_requests: u64,
+    pub alloc_requests: u64,
+}
+
+impl Opts {
+    pub fn parse(full: bool, args: &[String]) -> Result<Opts, String> {
+        let mut o = Opts {
+            full,
+            out: compat_tests::target_dir().join("bench"),
+            reps: 3,
+            secs: 0.4,
+            cg_requests: 200,
+            alloc_requests: 2000,
+        };
+        let mut it = args.iter();
+        while let Some(k) = it.next() {
+            let v = it.next().ok_or_else(|| format!("{k} needs a value"))?;
+            match k.as_str() {
+                "--out" => o.out = PathBuf::from(v),
+                "--reps" => o.reps = v.parse().map_err(|e| format!("--reps: {e}"))?,
+                "--secs" => o.secs = v.parse().map_err(|e| format!("--secs: {e}"))?,
+                "--cg-requests" => o.cg_requests = v.parse().map_err(|e| format!("{k}: {e}"))?,
+                "--alloc-requests" => {
+                    o.alloc_requests = v.parse().map_err(|e| format!("{k}: {e}"))?
+                }
+                _ => return Err(format!("unknown option {k}")),
+            }
+        }
+        if o.reps == 0 {
+            return Err("--reps must be > 0".into());
+        }
+        Ok(o)
+    }
+}
+
+/// A library under test.
+#[derive(Clone)]
+struct Lib {
+    name: String,
+    label: String,
+    path: PathBuf,
+}
+
+fn libs() -> Vec<Lib> {
+    let mut v = vec![
+        Lib {
+            name: "rust".into(),
+            label: "Rust".into(),
+            path: compat_tests::profile_dir().join("libos_transport.so"),
+        },
+        Lib {
+            name: "c".into(),
+            label: "C ref (-O2)".into(),
+            path: PathBuf::from(env!("OSTBENCH_LEGACY_O2")),
+        },
+    ];
+    if let Some(p) = std::env::var_os("LEGACY_LIB").filter(|p| !p.is_empty()) {
+        v.push(Lib {
+            name: "ext".into(),
+            label: "LEGACY_LIB".into(),
+            path: PathBuf::from(p),
+        });
+    }
+    v
+}
+
+type Res = HashMap<String, String>;
+
+fn num(r: &Res, k: &str) -> Result<f64, String> {
+    r.get(k)
+        .ok_or_else(|| format!("result has no {k}"))?
+        .parse::<f64>()
+        .map_err(|e| format!("{k}: {e}"))
+}
+
+/// One CSV row (long format).
+struct Row {
+    kind: &'static str,
+    lib: String,
+    len: u32,
+    copy: bool,
+    event: bool,
+    depth: usize,
+    workers: u32,
+    rep: usize,
+    metric: String,
+    value: f64,
+}
+
+struct Ctx {
+    opts: Opts,
+    libs: Vec<Lib>,
+    rows: Vec<Row>,
+    errors: Vec<String>,
+    log: Vec<String>,
+}
+
+#[derive(Clone, Copy)]
+struct Cfg {
+    len: u32,
+    depth: usize,
+    workers: u32,
+    copy: bool,
+    event: bool,
+}
+
+impl Cfg {
+    fn args(&self) -> Vec<String> {
+        vec![
+            "--len".into(),
+            self.len.to_string(),
+            "--depth".into(),
+            self.depth.to_string(),
+            "--workers".into(),
+            self.workers.to_string(),
+            "--copy".into(),
+            (self.copy as u8).to_string(),
+            "--event".into(),
+            (self.event as u8).to_string(),
+        ]
+    }
+}
+
+fn chunks(len: u32) -> u32 {
+    len.div_ceil(2 * MIB)
+}
+
+fn ld_library_path() -> String {
+    let mut p = compat_tests::profile_dir().display().to_string();
+    if let Some(old) = std::env::var_os("LD_LIBRARY_PATH") {
+        p.push(':');
+        p.push_str(&old.to_string_lossy());
+    }
+    p
+}
+
+enum Runner<'a> {
+    Native,
+    Preload,
+    Callgrind(&'a Path),
+}
+
+fn spawn_cell(lib: &Lib, kind: &str, extra: &[String], runner: Runner) -> Result<Res, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut cmd = match runner {
+        Runner::Callgrind(out) => {
+            let mut c = Command::new("valgrind");
+            c.args([
+                "--tool=callgrind",
+                "--dump-instr=no",
+                "--collect-systime=yes",
+                "--separate-threads=no",
+            ])
+            .arg(format!("--callgrind-out-file={}", out.display()))
+            .arg(&exe);
+            c
+        }
+        _ => Command::new(&exe),
+    };
+    cmd.arg("cell")
+        .args(["--kind", kind, "--lib"])
+        .arg(&lib.path)
+        .args(extra)
+        .env("LD_LIBRARY_PATH", ld_library_path())
+        .env_remove("LD_PRELOAD");
+    if let Runner::Preload = runner {
+        cmd.env("LD_PRELOAD", env!("OSTBENCH_ALLOC_SO"));
+    }
+    let out = cmd
+        .output()
+        .map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for line in stdout.lines() {
+        if let Some(rest) = line.strip_prefix("RESULT ") {
+            if !out.status.success() {
+                break;
+            }
+            return Ok(rest
+                .split_whitespace()
+                .filter_map(|kv| kv.split_once('='))
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect());
+        }
+        if let Some(rest) = line.strip_prefix("ERROR ") {
+            return Err(format!("{} {kind} {}: {rest}", lib.name, extra.join(" ")));
+        }
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let tail: Vec<&str> = stderr.lines().rev().take(8).collect();
+    Err(format!(
+        "{} {kind} {}: child exited with {} and no result; stderr tail: {}",
+        lib.name,
+        extra.join(" "),
+        out.status,
+        tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
+    ))
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+impl Ctx {
+    fn push(
+        &mut self,
+        kind: &'static str,
+        lib: &str,
+        c: Cfg,
+        rep: usize,
+        metric: &str,
+        value: f64,
+    ) {
+        self.rows.push(Row {
+            kind,
+            lib: lib.to_string(),
+            len: c.len,
+            copy: c.copy,
+            event: c.event,
+            depth: c.depth,
+            workers: c.workers,
+            rep,
+            metric: metric.to_string(),
+            value,
+        });
+    }
+
+    /// Values of `metric` over the reps of one configuration.
+    fn values(&self, kind: &str, lib: &str, c: Cfg, metric: &str) -> Vec<f64> {
+        self.rows
+            .iter()
+            .filter(|r| {
+                r.kind == kind
+                    && r.lib == lib
+                    && r.len == c.len
+                    && r.copy == c.copy
+                    && r.event == c.event
+                    && r.depth == c.depth
+                    && r.workers == c.workers
+                    && r.metric == metric
+            })
+            .map(|r| r.value)
+            .collect()
+    }
+
+    fn med(&self, kind: &str, lib: &str, c: Cfg, metric: &str) -> f64 {
+        median(&mut self.values(kind, lib, c, metric))
+    }
+
+    fn note(&mut self, s: String) {
+        eprintln!("ostbench: {s}");
+        self.log.push(s);
+    }
+
+    fn fail(&mut self, s: String) {
+        eprintln!("ostbench: MEASUREMENT ERROR: {s}");
+        self.errors.push(s);
+    }
+
+    fn baseline(&self) -> Lib {
+        self.libs
+            .iter()
+            .find(|l| l.name == "ext")
+            .or_else(|| self.libs.iter().find(|l| l.name == "c"))
+            .cloned()
+            .expect("C library")
+    }
+}
+
+// ---- measurements
+
+struct CgResult {
+    lib: String,
+    len: u32,
+    requests: u64,
+    attr: cg::Attribution,
+}
+
+fn run_callgrind(ctx: &mut Ctx) -> Vec<CgResult> {
+    let mut out = Vec::new();
+    if std::process::Command::new("valgrind")
+        .arg("--version")
+        .output()
+        .is_err()
+        || env!("OSTBENCH_HAVE_VALGRIND") != "1"
+    {
+        ctx.fail(
+            "valgrind (with <valgrind/callgrind.h>) is not available: no instruction counts".into(),
+        );
+        return out;
+    }
+    let dir = ctx.opts.out.join("callgrind");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create callgrind dir");
+    let exe = std::env::current_exe().expect("exe");
+    for len in [LEN2, LEN7] {
+        for lib in ctx.libs.clone() {
+            let c = Cfg {
+                len,
+                depth: 1,
+                workers: 1,
+                copy: false,
+                event: true,
+            };
+            let file = dir.join(format!("{}-{}chunks.out", lib.name, chunks(len)));
+            let mut extra = c.args();
+            extra.extend([
+                "--requests".into(),
+                ctx.opts.cg_requests.to_string(),
+                "--warmup".into(),
+                "20".into(),
+            ]);
+            let t = Instant::now();
+            match spawn_cell(&lib, "callgrind", &extra, Runner::Callgrind(&file)) {
+                Err(e) => ctx.fail(e),
+                Ok(r) => {
+                    let requests = num(&r, "requests").unwrap_or(0.0) as u64;
+                    // The window dump is "<file>.1"; the final dump at exit is "<file>".
+                    let dump = PathBuf::from(format!("{}.1", file.display()));
+                    match cg::attribute(&dump, &lib.path, &exe) {
+                        Err(e) => ctx.fail(e),
+                        Ok(attr) if requests > 0 => {
+                            let per = attr.lib_ir() as f64 / requests as f64;
+                            ctx.push("callgrind", &lib.name, c, 0, "lib_ir_per_req", per);
+                            if let Some(s) = attr.lib_syscalls() {
+                                ctx.push(
+                                    "callgrind",
+                                    &lib.name,
+                                    c,
+                                    0,
+                                    "lib_syscalls_per_req",
+                                    s as f64 / requests as f64,
+                                );
+                            }
+                            let pv = attr.provider.first().copied().unwrap_or(0);
+                            ctx.push(
+                                "callgrind",
+                                &lib.name,
+                                c,
+                                0,
+                                "provider_ir_per_req",
+                                pv as f64 / requests as f64,
+                            );
+                            ctx.push(
+                                "callgrind",
+                                &lib.name,
+                                c,
+                                0,
+                                "process_ir_per_req",
+                                attr.total.first().copied().unwrap_or(0) as f64 / requests as f64,
+                            );
+                            ctx.note(format!(
+                                "callgrind {} {} chunks: {:.0} lib instructions/request ({:.1} s)",
+                                lib.name,
+                                chunks(len),
+                                per,
+                                t.elapsed().as_secs_f64()
+                            ));
+                            out.push(CgResult {
+                                lib: lib.name.clone(),
+                                len,
+                                requests,
+                                attr,
+                            });
+                        }
+                        Ok(_) => ctx.fail(format!("callgrind {}: 0 requests", lib.name)),
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+fn run_alloc(ctx: &mut Ctx) {
+    for len in [LEN2, LEN7] {
+        for lib in ctx.libs.clone() {
+            let c = Cfg {
+                len,
+                depth: 8,
+                workers: 2,
+                copy: false,
+                event: false,
+            };
+            let mut extra = c.args();
+            extra.extend([
+                "--requests".into(),
+                ctx.opts.alloc_requests.to_string(),
+                "--warmup".into(),
+                "500".into(),
+            ]);
+            match spawn_cell(&lib, "alloc", &extra, Runner::Preload) {
+                Err(e) => ctx.fail(e),
+                Ok(r) => {
+                    for m in [
+                        "lib_allocs_per_req",
+                        "lib_allocs_per_chunk",
+                        "lib_allocs",
+                        "lib_frees",
+                        "lib_bytes",
+                        "other_allocs",
+                        "requests",
+                        "init_lib_allocs",
+                    ] {
+                        match num(&r, m) {
+                            Ok(v) => ctx.push("alloc", &lib.name, c, 0, m, v),
+                            Err(e) => ctx.fail(format!("alloc {}: {e}", lib.name)),
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn tput_cfgs() -> Vec<Cfg> {
+    let mut v = Vec::new();
+    for copy in [false, true] {
+        for len in [LEN2, LEN7] {
+            for depth in DEPTHS {
+                for workers in WORKERS {
+                    v.push(Cfg {
+                        len,
+                        depth,
+                        workers,
+                        copy,
+                        event: false,
+                    });
+                }
+            }
+        }
+    }
+    v
+}
+
+fn lat_cfgs() -> Vec<Cfg> {
+    let mut v = Vec::new();
+    for event in [false, true] {
+        for depth in [1usize, 8] {
+            v.push(Cfg {
+                len: LEN2,
+                depth,
+                workers: 2,
+                copy: false,
+                event,
+            });
+        }
+    }
+    v
+}
+
+fn run_tput(ctx: &mut Ctx, kind: &'static str, cfgs: &[Cfg], secs: f64) {
+    let total = cfgs.len() * ctx.libs.len() * ctx.opts.reps;
+    let mut done = 0;
+    let t = Instant::now();
+    for rep in 0..ctx.opts.reps {
+        for c in cfgs {
+            // Interleave: the library order rotates with the repetition.
+            let mut order = ctx.libs.clone();
+            let n = order.len();
+            order.rotate_left(rep % n);
+            for lib in order {
+                let mut extra = c.args();
+                extra.extend(["--secs".into(), secs.to_string()]);
+                match spawn_cell(&lib, "tput", &extra, Runner::Native) {
+                    Err(e) => ctx.fail(e),
+                    Ok(r) => {
+                        for m in [
+                            "rps",
+                            "mib_s",
+                            "lat_p50_ns",
+                            "lat_p99_ns",
+                            "lat_p999_ns",
+                            "lat_n",
+                            "logs",
+                            "wake_errors",
+                        ] {
+                            match num(&r, m) {
+                                Ok(v) => ctx.push(kind, &lib.name, *c, rep, m, v),
+                                Err(e) => ctx.fail(format!("{kind} {}: {e}", lib.name)),
+                            }
+                        }
+                    }
+                }
+                done += 1;
+            }
+        }
+        eprintln!(
+            "ostbench: {kind}: {done}/{total} runs ({:.0} s)",
+            t.elapsed().as_secs_f64()
+        );
+    }
+}
+
+/// Single- and multi-thread memcpy of the same buffer shapes as the 14 MiB copy-mode cells:
+/// a 14 MiB source into a ring of 8 destinations, in 2 MiB pieces like the loopback's WRITEs.
+fn run_memcpy(ctx: &mut Ctx) {
+    let len = LEN7 as usize;
+    let src = vec![0xA5u8; len];
+    for threads in [1usize, 2] {
+        for rep in 0..ctx.opts.reps {
+            let secs = 0.4;
+            let bytes: u64 = std::thread::scope(|s| {
+                let hs: Vec<_> = (0..threads)
+                    .map(|_| {
+                        let src = &src;
+                        s.spawn(move || {
+                            let mut dsts: Vec<Vec<u8>> =
+                                (0..8 / threads).map(|_| vec![0u8; len]).collect();
+                            let t = Instant::now();
+                            let mut n = 0u64;
+                            let mut i = 0;
+                            while t.elapsed().as_secs_f64() < secs {
+                                let nd = dsts.len();
+                                let d = &mut dsts[i % nd];
+                                for off in (0..len).step_by(2 * MIB as usize) {
+                                    let end = (off + 2 * MIB as usize).min(len);
+                                    d[off..end].copy_from_slice(&src[off..end]);
+                                }
+                                std::hint::black_box(&d[0]);
+                                n += len as u64;
+                                i += 1;
+                            }
+                            n as f64 / t.elapsed().as_secs_f64()
+                        })
+                    })
+                    .collect();
+                hs.into_iter().map(|h| h.join().unwrap() as u64).sum()
+            });
+            let c = Cfg {
+                len: LEN7,
+                depth: 0,
+                workers: threads as u32,
+                copy: true,
+                event: false,
+            };
+            ctx.push(
+                "memcpy",
+                "memcpy",
+                c,
+                rep,
+                "mib_s",
+                bytes as f64 / MIB as f64,
+            );
+        }
+    }
+}
+
+// ---- report
+
+fn fmt_num(v: f64) -> String {
+    if v.is_nan() {
+        "n/a".into()
+    } else if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else if v.abs() >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+fn pass(ok: bool) -> &'static str {
+    if ok {
+        "PASS"
+    } else {
+        "FAIL"
+    }
+}
+
+fn sh(cmd: &str, args: &[&str]) -> String {
+    Command::new(cmd)
+        .args(args)
+        .output()
+        .ok()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .next()
+                .unwrap_or("")
+                .to_string()
+        })
+        .unwrap_or_else(|| "n/a".into())
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into());
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    format!(
+        "CPU {cpu}, {cores} cores available, kernel {}, load average at start {}; {}; {}; {}",
+        sh("uname", &["-r"]),
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" "),
+        sh("rustc", &["-V"]),
+        sh("cc", &["--version"]),
+        sh("valgrind", &["--version"]),
+    )
+}
+
+struct Target {
+    name: &'static str,
+    value: String,
+    threshold: &'static str,
+    ok: Option<bool>,
+}
+
+fn report(ctx: &mut Ctx, cgs: &[CgResult], started: &str, elapsed: f64) -> String {
+    let base = ctx.baseline();
+    let libs = ctx.libs.clone();
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "# ostbench report ({})\n",
+        if ctx.opts.full {
+            "make bench"
+        } else {
+            "make bench-quick"
+        }
+    );
+    let _ = writeln!(md, "- started: {started}, took {elapsed:.0} s");
+    let _ = writeln!(md, "- machine: {}", machine());
+    for l in &libs {
+        let _ = writeln!(md, "- {}: `{}`", l.label, l.path.display());
+    }
+    let _ = writeln!(
+        md,
+        "- ratios are against **{}**; timed cells: median of {} interleaved repetitions, {} s each",
+        base.label, ctx.opts.reps, ctx.opts.secs
+    );
+    let _ = writeln!(md);
+
+    // targets
+    let mut targets = Vec::new();
+    let l7 = Cfg {
+        len: LEN7,
+        depth: 1,
+        workers: 1,
+        copy: false,
+        event: true,
+    };
+    let ir_rust = ctx.med("callgrind", "rust", l7, "lib_ir_per_req");
+    let ir_c = ctx.med("callgrind", &base.name, l7, "lib_ir_per_req");
+    let r = ir_c / ir_rust;
+    targets.push(Target {
+        name: "C ÷ Rust instructions per 7-chunk request (callgrind)",
+        value: format!("{} ({} ÷ {})", fmt_num(r), fmt_num(ir_c), fmt_num(ir_rust)),
+        threshold: "≥ 2.0",
+        ok: (!r.is_nan()).then_some(r >= 2.0),
+    });
+    let a = |len: u32, lib: &str, m: &str| {
+        ctx.med(
+            "alloc",
+            lib,
+            Cfg {
+                len,
+                depth: 8,
+                workers: 2,
+                copy: false,
+                event: false,
+            },
+            m,
+        )
+    };
+    let (a2, a7) = (
+        a(LEN2, "rust", "lib_allocs_per_req"),
+        a(LEN7, "rust", "lib_allocs_per_req"),
+    );
+    let per_chunk = (a7 - a2) / 5.0;
+    targets.push(Target {
+        name: "Rust heap allocations per chunk, steady state ((A7 − A2) ÷ 5)",
+        value: format!(
+            "{} (per request: {} at 2 chunks, {} at 7 chunks)",
+            fmt_num(per_chunk),
+            fmt_num(a2),
+            fmt_num(a7)
+        ),
+        threshold: "= 0",
+        ok: (!per_chunk.is_nan()).then_some(per_chunk.abs() < 0.01),
+    });
+    if ctx.opts.full {
+        // requests/s at depth 64, no-copy, 2 chunks: every worker count must pass
+        let mut ratios = Vec::new();
+        for w in WORKERS {
+            let c = Cfg {
+                len: LEN2,
+                depth: 64,
+                workers: w,
+                copy: false,
+                event: false,
+            };
+            ratios.push((
+                w,
+                ctx.med("tput", "rust", c, "rps") / ctx.med("tput", &base.name, c, "rps"),
+            ));
+        }
+        let min = ratios.iter().map(|x| x.1).fold(f64::INFINITY, f64::min);
+        targets.insert(
+            0,
+            Target {
+                name: "Rust ÷ C requests/s, depth 64, no-copy, 2-chunk (worst of workers 1/2/4)",
+                value: format!(
+                    "{} ({})",
+                    fmt_num(min),
+                    ratios
+                        .iter()
+                        .map(|(w, r)| format!("w{w}: {}", fmt_num(*r)))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                threshold: "≥ 3.0",
+                ok: min.is_finite().then_some(min >= 3.0),
+            },
+        );
+        let mut lr = Vec::new();
+        for event in [false, true] {
+            let c = Cfg {
+                len: LEN2,
+                depth: 1,
+                workers: 2,
+                copy: false,
+                event,
+            };
+            lr.push((
+                event,
+                ctx.med("lat", &base.name, c, "lat_p99_ns")
+                    / ctx.med("lat", "rust", c, "lat_p99_ns"),
+            ));
+        }
+        let min = lr.iter().map(|x| x.1).fold(f64::INFINITY, f64::min);
+        targets.insert(
+            1,
+            Target {
+                name: "C ÷ Rust p99 completion → callback latency, depth 1 (worse of poll/event)",
+                value: format!(
+                    "{} (poll: {}, event: {})",
+                    fmt_num(min),
+                    fmt_num(lr[0].1),
+                    fmt_num(lr[1].1)
+                ),
+                threshold: "≥ 2.0",
+                ok: min.is_finite().then_some(min >= 2.0),
+            },
+        );
+        // bandwidth
+        let mut best = 0.0f64;
+        let mut best_cfg = String::new();
+        for c in tput_cfgs().into_iter().filter(|c| c.copy && c.len == LEN7) {
+            let v = ctx.med("tput", "rust", c, "mib_s");
+            if v > best {
+                best = v;
+                best_cfg = format!("depth {}, workers {}", c.depth, c.workers);
+            }
+        }
+        let m1 = ctx.med("memcpy", "memcpy", mc(1), "mib_s");
+        let m2 = ctx.med("memcpy", "memcpy", mc(2), "mib_s");
+        let limit = m1.max(m2);
+        let r = best / limit;
+        targets.push(Target {
+            name: "Rust copy-mode 14 MiB bandwidth ÷ memcpy of the same buffers",
+            value: format!(
+                "{} ({} MiB/s at {best_cfg} ÷ {} MiB/s, best of 1/2-thread memcpy)",
+                fmt_num(r),
+                fmt_num(best),
+                fmt_num(limit)
+            ),
+            threshold: "≥ 0.9",
+            ok: r.is_finite().then_some(r >= 0.9),
+        });
+    }
+    let _ = writeln!(md, "## Targets\n");
+    let _ = writeln!(
+        md,
+        "| target | measured | wanted | result |\n|---|---|---|---|"
+    );
+    for t in &targets {
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} |",
+            t.name,
+            t.value,
+            t.threshold,
+            t.ok.map(pass).unwrap_or("NOT MEASURED")
+        );
+    }
+    let _ = writeln!(md);
+
+    if ctx.opts.full {
+        tput_section(ctx, &mut md, &base, &libs);
+        lat_section(ctx, &mut md, &base, &libs);
+        bw_section(ctx, &mut md, &libs);
+    }
+    cg_section(ctx, &mut md, cgs, &libs);
+    alloc_section(ctx, &mut md, &libs);
+    if !ctx.log.is_empty() {
+        let _ = writeln!(md, "## Notes\n");
+        for l in &ctx.log {
+            let _ = writeln!(md, "- {l}");
+        }
+        let _ = writeln!(md);
+    }
+    if !ctx.errors.is_empty() {
+        let _ = writeln!(md, "## Measurement errors\n");
+        for e in &ctx.errors {
+            let _ = writeln!(md, "- {e}");
+        }
+    }
+    md
+}
+
+fn mc(threads: u32) -> Cfg {
+    Cfg {
+        len: LEN7,
+        depth: 0,
+        workers: threads,
+        copy: true,
+        event: false,
+    }
+}
+
+fn tput_section(ctx: &Ctx, md: &mut String, base: &Lib, libs: &[Lib]) {
+    let _ = writeln!(md, "## Requests/s (send + recv pairs; median of reps)\n");
+    let mut head = String::from("| chunks | loopback | depth | workers |");
+    let mut sep = String::from("|---|---|---|---|");
+    for l in libs {
+        let _ = write!(head, " {} req/s |", l.label);
+        sep.push_str("---|");
+    }
+    let _ = write!(
+        head,
+        " Rust ÷ {} | spread (min–max per-rep ratio) |",
+        base.label
+    );
+    sep.push_str("---|---|");
+    let _ = writeln!(md, "{head}\n{sep}");
+    for c in tput_cfgs() {
+        let mut line = format!(
+            "| {} | {} | {} | {} |",
+            chunks(c.len),
+            if c.copy { "copy" } else { "no-copy" },
+            c.depth,
+            c.workers
+        );
+        for l in libs {
+            let _ = write!(line, " {} |", fmt_num(ctx.med("tput", &l.name, c, "rps")));
+        }
+        let r = ctx.med("tput", "rust", c, "rps") / ctx.med("tput", &base.name, c, "rps");
+        let rv = ctx.values("tput", "rust", c, "rps");
+        let bv = ctx.values("tput", &base.name, c, "rps");
+        let per: Vec<f64> = rv.iter().zip(&bv).map(|(a, b)| a / b).collect();
+        let lo = per.iter().cloned().fold(f64::INFINITY, f64::min);
+        let hi = per.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let _ = writeln!(
+            line,
+            " **{}** | {}–{} |",
+            fmt_num(r),
+            fmt_num(lo),
+            fmt_num(hi)
+        );
+    }
+    let _ = writeln!(
+        md,
+        "\nChart: `chart.png` (requests/s by depth, Rust vs C).\n"
+    );
+}
+
+fn lat_section(ctx: &Ctx, md: &mut String, base: &Lib, libs: &[Lib]) {
+    let _ = writeln!(
+        md,
+        "## Completion → notify_callback latency (2-chunk, no-copy, workers 2; µs; median of reps)\n"
+    );
+    let _ = writeln!(md, "| poller | depth | library | p50 | p99 | p99.9 | samples/rep |\n|---|---|---|---|---|---|---|");
+    for c in lat_cfgs() {
+        for l in libs {
+            let us = |m: &str| fmt_num(ctx.med("lat", &l.name, c, m) / 1000.0);
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {} | {} | {} | {} |",
+                if c.event { "event" } else { "poll" },
+                c.depth,
+                l.label,
+                us("lat_p50_ns"),
+                us("lat_p99_ns"),
+                us("lat_p999_ns"),
+                fmt_num(ctx.med("lat", &l.name, c, "lat_n"))
+            );
+        }
+        let r =
+            ctx.med("lat", &base.name, c, "lat_p99_ns") / ctx.med("lat", "rust", c, "lat_p99_ns");
+        let _ = writeln!(
+            md,
+            "| | | **{} ÷ Rust p99** | | **{}** | | |",
+            base.label,
+            fmt_num(r)
+        );
+    }
+    let _ = writeln!(md);
+}
+
+fn bw_section(ctx: &Ctx, md: &mut String, libs: &[Lib]) {
+    let _ = writeln!(
+        md,
+        "## Copy-mode bandwidth, 14 MiB transfers (MiB/s; median of reps)\n"
+    );
+    let _ = writeln!(
+        md,
+        "memcpy of the same shapes (14 MiB source → ring of 8 destinations, 2 MiB pieces): 1 thread {} MiB/s, 2 threads {} MiB/s.\n",
+        fmt_num(ctx.med("memcpy", "memcpy", mc(1), "mib_s")),
+        fmt_num(ctx.med("memcpy", "memcpy", mc(2), "mib_s"))
+    );
+    let mut head = String::from("| depth | workers |");
+    let mut sep = String::from("|---|---|");
+    for l in libs {
+        let _ = write!(head, " {} MiB/s |", l.label);
+        sep.push_str("---|");
+    }
+    let _ = writeln!(md, "{head}\n{sep}");
+    for c in tput_cfgs().into_iter().filter(|c| c.copy && c.len == LEN7) {
+        let mut line = format!("| {} | {} |", c.depth, c.workers);
+        for l in libs {
+            let _ = write!(line, " {} |", fmt_num(ctx.med("tput", &l.name, c, "mib_s")));
+        }
+        let _ = writeln!(md, "{line}");
+    }
+    let _ = writeln!(md);
+}
+
+fn cg_section(ctx: &Ctx, md: &mut String, cgs: &[CgResult], libs: &[Lib]) {
+    let _ = writeln!(
+        md,
+        "## Instructions per request (callgrind; no-copy, depth 1, workers 1, event-mode pollers)\n"
+    );
+    let _ = writeln!(
+        md,
+        "Library instructions = self cost in the library object + inclusive cost of its calls into libc/ld.so/vDSO; \
+         calls into the URMA provider and into the application's callbacks are excluded (shown apart).\n"
+    );
+    let _ = writeln!(md, "| chunks | library | lib instr/request | lib instr/chunk | lib syscalls/request | provider instr/request | whole process instr/request |\n|---|---|---|---|---|---|---|");
+    for len in [LEN2, LEN7] {
+        let c = Cfg {
+            len,
+            depth: 1,
+            workers: 1,
+            copy: false,
+            event: true,
+        };
+        for l in libs {
+            let ir = ctx.med("callgrind", &l.name, c, "lib_ir_per_req");
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {} | {} | {} | {} |",
+                chunks(len),
+                l.label,
+                fmt_num(ir),
+                fmt_num(ir / chunks(len) as f64),
+                fmt_num(ctx.med("callgrind", &l.name, c, "lib_syscalls_per_req")),
+                fmt_num(ctx.med("callgrind", &l.name, c, "provider_ir_per_req")),
+                fmt_num(ctx.med("callgrind", &l.name, c, "process_ir_per_req")),
+            );
+        }
+    }
+    let _ = writeln!(md);
+    // breakdown, 7-chunk
+    for r in cgs.iter().filter(|r| r.len == LEN7) {
+        let label = libs
+            .iter()
+            .find(|l| l.name == r.lib)
+            .map(|l| l.label.clone())
+            .unwrap_or_default();
+        let n = r.requests as f64;
+        let _ = writeln!(
+            md,
+            "### Where {label} spends its instructions (7-chunk request, per request)\n"
+        );
+        let _ = writeln!(md, "| own function (self) | instr | | external callee (inclusive) | instr | syscalls |\n|---|---|---|---|---|---|");
+        let mut own: Vec<_> = r.attr.fn_self.iter().collect();
+        own.sort_by(|a, b| b.1.cmp(a.1));
+        let mut ext: Vec<_> = r.attr.callee_incl.iter().collect();
+        ext.sort_by(|a, b| b.1.cmp(a.1));
+        for i in 0..12 {
+            let o = own
+                .get(i)
+                .map(|(f, v)| (short(f), fmt_num(**v as f64 / n)))
+                .unwrap_or_default();
+            let e = ext
+                .get(i)
+                .map(|(f, v)| {
+                    (
+                        short(f),
+                        fmt_num(**v as f64 / n),
+                        fmt_num(r.attr.callee_sys.get(*f).copied().unwrap_or(0) as f64 / n),
+                    )
+                })
+                .unwrap_or_default();
+            if o.0.is_empty() && e.0.is_empty() {
+                break;
+            }
+            let _ = writeln!(md, "| {} | {} | | {} | {} | {} |", o.0, o.1, e.0, e.1, e.2);
+        }
+        let _ = writeln!(md);
+    }
+}
+
+fn short(f: &str) -> String {
+    let s: String = f.chars().take(90).collect();
+    s.replace('|', "\\|")
+}
+
+fn alloc_section(ctx: &Ctx, md: &mut String, libs: &[Lib]) {
+    let _ = writeln!(
+        md,
+        "## Heap allocations (LD_PRELOAD counter, calls whose return address is in the library; no-copy, depth 8, workers 2, after warm-up)\n"
+    );
+    let _ = writeln!(md, "| chunks | library | allocs/request | allocs/chunk | frees/request | bytes/request | allocs at init |\n|---|---|---|---|---|---|---|");
+    for len in [LEN2, LEN7] {
+        let c = Cfg {
+            len,
+            depth: 8,
+            workers: 2,
+            copy: false,
+            event: false,
+        };
+        for l in libs {
+            let n = ctx.med("alloc", &l.name, c, "requests");
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {} | {} | {} | {} |",
+                chunks(len),
+                l.label,
+                fmt_num(ctx.med("alloc", &l.name, c, "lib_allocs_per_req")),
+                fmt_num(ctx.med("alloc", &l.name, c, "lib_allocs_per_chunk")),
+                fmt_num(ctx.med("alloc", &l.name, c, "lib_frees") / n),
+                fmt_num(ctx.med("alloc", &l.name, c, "lib_bytes") / n),
+                fmt_num(ctx.med("alloc", &l.name, c, "init_lib_allocs")),
+            );
+        }
+    }
+    let _ = writeln!(md);
+}
+
+fn write_csv(ctx: &Ctx, path: &Path) -> std::io::Result<()> {
+    let mut s =
+        String::from("kind,lib,len,chunks,loopback,poller,depth,workers,rep,metric,value\n");
+    for r in &ctx.rows {
+        let _ = writeln!(
+            s,
+            "{},{},{},{},{},{},{},{},{},{},{}",
+            r.kind,
+            r.lib,
+            r.len,
+            chunks(r.len),
+            if r.copy { "copy" } else { "nocopy" },
+            if r.event { "event" } else { "poll" },
+            r.depth,
+            r.workers,
+            r.rep,
+            r.metric,
+            r.value
+        );
+    }
+    std::fs::write(path, s)
+}
+
+/// gnuplot (Debian `gnuplot-nox`, openEuler `gnuplot`): 2×2 panels, requests/s by depth.
+fn chart(ctx: &mut Ctx) {
+    let dir = ctx.opts.out.clone();
+    let libs = ctx.libs.clone();
+    let mut dat = String::new();
+    let panels = [
+        (false, LEN2, "no-copy, 2 chunks (2 MiB + 1)"),
+        (false, LEN7, "no-copy, 7 chunks (14 MiB)"),
+        (true, LEN2, "copy, 2 chunks (2 MiB + 1)"),
+        (true, LEN7, "copy, 7 chunks (14 MiB)"),
+    ];
+    for (copy, len, _) in panels {
+        let _ = write!(dat, "# depth");
+        for l in &libs {
+            for w in WORKERS {
+                let _ = write!(dat, " {}_w{w}", l.name);
+            }
+        }
+        let _ = writeln!(dat);
+        for depth in DEPTHS {
+            let _ = write!(dat, "{depth}");
+            for l in &libs {
+                for workers in WORKERS {
+                    let c = Cfg {
+                        len,
+                        depth,
+                        workers,
+                        copy,
+                        event: false,
+                    };
+                    let _ = write!(dat, " {}", ctx.med("tput", &l.name, c, "rps"));
+                }
+            }
+            let _ = writeln!(dat);
+        }
+        let _ = writeln!(dat, "\n");
+    }
+    let dat_path = dir.join("chart.dat");
+    let _ = std::fs::write(&dat_path, dat);
+    let mut gp = String::new();
+    let _ = writeln!(
+        gp,
+        "set terminal pngcairo size 1400,1000 font 'Sans,10'\nset output '{}'\n\
+         set multiplot layout 2,2 title 'ostbench: requests/s by in-flight depth (median of {} reps) — solid: Rust, dashed: C'\n\
+         set logscale y\nset grid ytics\nset xlabel 'in-flight depth'\nset ylabel 'requests/s'\n\
+         set key outside right top box\nset xrange [-0.3:2.3]",
+        dir.join("chart.png").display(),
+        ctx.opts.reps
+    );
+    let colors = ["#1f77b4", "#2ca02c", "#d62728"];
+    for (i, (_, _, title)) in panels.iter().enumerate() {
+        let _ = writeln!(gp, "set title '{title}'");
+        let mut parts = Vec::new();
+        let mut col = 2;
+        for (li, l) in libs.iter().enumerate() {
+            for (wi, w) in WORKERS.iter().enumerate() {
+                parts.push(format!(
+                    "'{}' index {i} using 0:{col}:xtic(1) with linespoints lw 2 pt {} dt {} lc rgb '{}' title '{} w{w}'",
+                    dat_path.display(),
+                    5 + li * 2,
+                    li + 1,
+                    colors[wi],
+                    l.label
+                ));
+                col += 1;
+            }
+        }
+        let _ = writeln!(gp, "plot {}", parts.join(", \\\n  "));
+    }
+    let _ = writeln!(gp, "unset multiplot");
+    let gp_path = dir.join("chart.gp");
+    let _ = std::fs::write(&gp_path, gp);
+    match Command::new("gnuplot").arg(&gp_path).output() {
+        Ok(o) if o.status.success() => ctx.note(format!("chart: {}", dir.join("chart.png").display())),
+        Ok(o) => ctx.fail(format!(
+            "gnuplot failed: {}",
+            String::from_utf8_lossy(&o.stderr).lines().next().unwrap_or("")
+        )),
+        Err(_) => ctx.note(
+            "chart skipped: gnuplot is not installed (make deps EXTRA_DEPS=bench); chart.gp + chart.dat written"
+                .into(),
+        ),
+    }
+}
+
+fn now_string() -> String {
+    sh("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"])
+}
+
+/// Runs the quick or full benchmark; returns the process exit status.
+pub fn run(opts: &Opts) -> i32 {
+    let started = now_string();
+    let t = Instant::now();
+    if let Err(e) = std::fs::create_dir_all(&opts.out) {
+        eprintln!("ostbench: cannot create {}: {e}", opts.out.display());
+        return 2;
+    }
+    let mut ctx = Ctx {
+        opts: Opts {
+            full: opts.full,
+            out: opts.out.clone(),
+            reps: opts.reps,
+            secs: opts.secs,
+            cg_requests: opts.cg_requests,
+            alloc_requests: opts.alloc_requests,
+        },
+        libs: libs(),
+        rows: Vec::new(),
+        errors: Vec::new(),
+        log: Vec::new(),
+    };
+    for l in ctx.libs.clone() {
+        if !l.path.exists() {
+            ctx.fail(format!(
+                "{} library not found at {}",
+                l.name,
+                l.path.display()
+            ));
+        }
+    }
+    if !ctx.errors.is_empty() {
+        eprintln!("ostbench: build first (make bench builds everything it needs)");
+        return 1;
+    }
+    let cgs = run_callgrind(&mut ctx);
+    run_alloc(&mut ctx);
+    if opts.full {
+        run_memcpy(&mut ctx);
+        let secs = ctx.opts.secs;
+        run_tput(&mut ctx, "lat", &lat_cfgs(), secs.max(1.0));
+        run_tput(&mut ctx, "tput", &tput_cfgs(), secs);
+        chart(&mut ctx);
+    }
+    let md = report(&mut ctx, &cgs, &started, t.elapsed().as_secs_f64());
+    let name = if opts.full { "report" } else { "quick" };
+    let md_path = opts.out.join(format!("{name}.md"));
+    let csv_path = opts.out.join(format!("{name}.csv"));
+    println!("{md}");
+    if let Err(e) = std::fs::write(&md_path, &md).and_then(|_| write_csv(&ctx, &csv_path)) {
+        eprintln!("ostbench: writing the report: {e}");
+        return 1;
+    }
+    eprintln!(
+        "ostbench: wrote {} and {} in {:.1} s",
+        md_path.display(),
+        csv_path.display(),
+        t.elapsed().as_secs_f64()
+    );
+    if ctx.errors.is_empty() {
+        0
+    } else {
+        1
+    }
+}
