@@ -168,6 +168,19 @@ pub fn on_wake(ctx: &WorkerCtx, reqs: &Mutex<ReqTable>, idx: u32, gen: u32, ud: 
                 return;
             }
             let k = r.next_send;
+            // Task k is triggered by the completion of WRITE chunk k only (§3.2). A duplicated,
+            // replayed or forged completion naming another chunk must not run task k early: its
+            // SEND_IMM would tell the peer that chunk k landed before its WRITE completed.
+            let write_k = UserData::new(r.rid, u8::from(k + 1 == r.n), k).raw();
+            if ud != write_k {
+                warning!(
+                    "request {:#x}: completion {:#018x} does not match the WRITE of chunk {}, discarded",
+                    r.rid,
+                    ud,
+                    k
+                );
+                return;
+            }
             r.next_send += 1;
             r.running = true;
             let (sctx, sk, n) = (r.send, r.rid, r.n);

@@ -1,0 +1,90 @@
+//! Issue 9: single, deterministic faults and their regressions: duplicated and stale send-side
+//! completions, dropped completions, a slow or stuck callback (item 5).
+mod common;
+mod reliability_common;
+
+use common::lb;
+use os_transport::abi::*;
+use os_transport::ffi::*;
+use os_transport::testing::live_syncs;
+use reliability_common as rc;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use urma_sys::*;
+
+static LOCK: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+unsafe extern "C" fn ok_cb(_ud: *mut c_void) -> i32 {
+    0
+}
+
+/// Polls up to `want` CRs from `jfc` within 5 s.
+fn poll_n(jfc: *mut urma_jfc_t, want: usize) -> Vec<urma_cr_t> {
+    let mut out = Vec::new();
+    // SAFETY: zeroed CRs are a valid out-buffer.
+    let mut crs: [urma_cr_t; 16] = unsafe { std::mem::zeroed() };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while out.len() < want && Instant::now() < deadline {
+        // SAFETY: live JFC, room for 16 CRs.
+        let n = unsafe { urma_poll_jfc(jfc, 16.min((want - out.len()) as i32), crs.as_mut_ptr()) };
+        out.extend_from_slice(&crs[..n.max(0) as usize]);
+        if n <= 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    out
+}
+
+fn s_r(cr: &urma_cr_t) -> bool {
+    // SAFETY: every bit pattern of the flag byte is a valid u8.
+    let v = unsafe { cr.flag.value };
+    v & urma_sys::flags::CR_FLAG_S_R != 0
+}
+
+/// A duplicated (or replayed) WRITE completion must not run the next send task early: that task
+/// posts the SEND_IMM telling the peer a chunk has landed before its WRITE completed.
+#[test]
+fn duplicated_write_completion_does_not_advance_the_send_pipeline() {
+    let _g = serial();
+    let ep = lb::ep();
+    let h = lb::init(1, 16);
+    let len = 3 * DEFAULT_CHUNK_SIZE;
+    let mut s = lb::buf(&ep, len as usize);
+    let d = lb::buf(&ep, len as usize);
+    rc::fill(&mut s.mem, 77, len as usize);
+    let mut io = rc::io(&ep, &s, &d);
+    let (rr, rs) = rc::recv(h, &mut io, len, 901, Some(ok_cb));
+    assert_eq!(rr, 0);
+    let base = rc::counters().send_wrs;
+    let (sr, ss, _) = rc::send(h, &mut io, len, 900, 901);
+    assert_eq!(sr, 0);
+    // CR of WRITE chunk 0 (send side), fed twice.
+    let mut w0 = poll_n(ep.jfc, 1);
+    assert_eq!(w0.len(), 1);
+    assert!(!s_r(&w0[0]));
+    assert_eq!(rc::wake(h, &mut w0[0]), 0);
+    let mut dup = w0[0];
+    rc::wake(h, &mut dup);
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(
+        rc::counters().send_wrs - base,
+        3,
+        "WRITE 0, then only task 0 (SEND_IMM 0 + WRITE 1): the duplicate must not run task 1"
+    );
+    // Now the normal flow: feed everything that arrives.
+    let (stop, pj) = lb::poller(h as usize, ep.jfc as usize);
+    assert_eq!(rc::wait(h, ss, 5000), (0, URMA_SUCCESS));
+    assert_eq!(rc::wait(h, rs, 5000), (0, URMA_SUCCESS));
+    assert!(rc::check(&d.mem, 77, len as usize));
+    assert_eq!(rc::counters().send_wrs - base, 6);
+    stop.store(true, Ordering::Release);
+    pj.join().unwrap();
+    assert_eq!(live_syncs(), 0);
+    assert_eq!(os_transport_destroy(h), 0);
+}
