@@ -88,3 +88,129 @@ fn duplicated_write_completion_does_not_advance_the_send_pipeline() {
     assert_eq!(live_syncs(), 0);
     assert_eq!(os_transport_destroy(h), 0);
 }
+
+static STUCK: AtomicBool = AtomicBool::new(false);
+static STUCK_IN: AtomicU32 = AtomicU32::new(0);
+
+unsafe extern "C" fn stuck_cb(_ud: *mut c_void) -> i32 {
+    STUCK_IN.fetch_add(1, Ordering::SeqCst);
+    while STUCK.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    0
+}
+
+/// Item 5: a stuck callback blocks only its own worker. Requests on the other worker complete,
+/// a timed wait on the stuck request returns 1, and once the callback returns everything is freed.
+#[test]
+fn stuck_callback_blocks_only_its_worker() {
+    let _g = serial();
+    let ep = lb::ep();
+    let h = lb::init(2, 16);
+    let (stop, pj) = lb::poller(h as usize, ep.jfc as usize);
+    // A 7-chunk receive whose callback gets stuck on its first chunk. Its worker keeps the other 6
+    // chunk tasks queued, so the least-loaded binding (spec §5.2: smallest (load, busy)) sends
+    // every later request of at most 2 chunks to the other worker.
+    let big = 7 * DEFAULT_CHUNK_SIZE;
+    let sa = lb::buf(&ep, big as usize);
+    let da = lb::buf(&ep, big as usize);
+    let mut ioa = rc::io(&ep, &sa, &da);
+    STUCK.store(true, Ordering::SeqCst);
+    let (r, stuck) = rc::recv(h, &mut ioa, big, 500, Some(stuck_cb));
+    assert_eq!(r, 0);
+    let (r, ss, _) = rc::send(h, &mut ioa, big, 501, 500);
+    assert_eq!(r, 0);
+    assert_eq!(rc::wait(h, ss, 5000), (0, URMA_SUCCESS));
+    let t = Instant::now();
+    while STUCK_IN.load(Ordering::SeqCst) == 0 && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(
+        STUCK_IN.load(Ordering::SeqCst),
+        1,
+        "the callback is running (and stuck)"
+    );
+    // Other requests, multi-chunk, keep completing on the other worker.
+    for i in 0..20u64 {
+        let len = DEFAULT_CHUNK_SIZE + 1 + (i as u32) * 1000;
+        let mut sb = lb::buf(&ep, len as usize);
+        let db = lb::buf(&ep, len as usize);
+        rc::fill(&mut sb.mem, 600 + i, len as usize);
+        let mut io2 = rc::io(&ep, &sb, &db);
+        let (r, rs) = rc::recv(h, &mut io2, len, 700 + i, Some(ok_cb));
+        assert_eq!(r, 0);
+        let (r, ss, _) = rc::send(h, &mut io2, len, 600 + i, 700 + i);
+        assert_eq!(r, 0);
+        assert_eq!(
+            rc::wait(h, ss, 5000),
+            (0, URMA_SUCCESS),
+            "send {i} while a callback is stuck"
+        );
+        assert_eq!(
+            rc::wait(h, rs, 5000),
+            (0, URMA_SUCCESS),
+            "recv {i} while a callback is stuck"
+        );
+        assert!(rc::check(&db.mem, 600 + i, len as usize));
+    }
+    // A timed wait on the stuck request returns 1 in time.
+    let t = Instant::now();
+    assert_eq!(rc::wait(h, stuck, 200), (1, URMA_SUCCESS));
+    let el = t.elapsed();
+    assert!(
+        el >= Duration::from_millis(200) && el < Duration::from_millis(1500),
+        "{el:?}"
+    );
+    assert_eq!(live_syncs(), 1, "the running task still holds its slot");
+    assert_eq!(
+        STUCK_IN.load(Ordering::SeqCst),
+        1,
+        "the stuck worker ran nothing else"
+    );
+    STUCK.store(false, Ordering::SeqCst);
+    let t = Instant::now();
+    while live_syncs() != 0 && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(live_syncs(), 0, "freed once the callback returned");
+    stop.store(true, Ordering::Release);
+    pj.join().unwrap();
+    assert_eq!(os_transport_destroy(h), 0);
+}
+
+/// A dropped completion: the waiter's timeout returns 1, the sync is freed, nothing lingers, and
+/// the late duplicate of another request's completion is harmless.
+#[test]
+fn dropped_completion_times_out_cleanly() {
+    let _g = serial();
+    let ep = lb::ep();
+    let h = lb::init(1, 16);
+    rc::reset_loopback();
+    let drop_cr: rc::CrAction = lb::ctl("urma_loopback_cr_action");
+    // SAFETY: loopback control call. CR #1 = the WRITE completion of the send below.
+    assert_eq!(unsafe { drop_cr(1, rc::CR_DROP) }, 0);
+    let (stop, pj) = lb::poller(h as usize, ep.jfc as usize);
+    let s = lb::buf(&ep, 4096);
+    let d = lb::buf(&ep, 4096);
+    let mut io = rc::io(&ep, &s, &d);
+    let (r, rs) = rc::recv(h, &mut io, 4096, 800, Some(ok_cb));
+    assert_eq!(r, 0);
+    let (r, ss, _) = rc::send(h, &mut io, 4096, 801, 800);
+    assert_eq!(r, 0);
+    assert_eq!(
+        rc::wait(h, ss, 100),
+        (1, URMA_SUCCESS),
+        "send never progresses"
+    );
+    assert_eq!(
+        rc::wait(h, rs, 100),
+        (1, URMA_SUCCESS),
+        "recv never notified"
+    );
+    assert_eq!(rc::counters().crs_dropped, 1);
+    assert_eq!(live_syncs(), 0);
+    stop.store(true, Ordering::Release);
+    pj.join().unwrap();
+    rc::reset_loopback();
+    assert_eq!(os_transport_destroy(h), 0);
+}
