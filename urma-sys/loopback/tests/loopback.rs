@@ -14,6 +14,11 @@ const T: Duration = Duration::from_secs(5);
 fn device_context_and_queries() {
     let _g = serial();
     let lb = lb();
+    // SAFETY: every out-pointer is a live local; the device list is dereferenced only after the
+    // loopback reported 1 entry (it allocates 2 slots, the 2nd a NULL terminator) and is freed
+    // once; `dev.name` is a NUL-terminated char array inside the process-lifetime device; the
+    // eid list is read after cnt == 1 and freed once; `logf` is a `'static` fn; every handle
+    // passed is live (`lb`) or deliberately stale/NULL, which the loopback rejects by lookup.
     unsafe {
         let mut n = 0;
         let list = u::urma_get_device_list(&mut n);
@@ -81,6 +86,8 @@ fn write_and_poll() {
     assert_eq!(s_r(&cr), 0);
     assert_eq!(cr.opcode, u::URMA_CR_OPC_SEND);
     assert_eq!(cr.completion_len, 4000);
+    // SAFETY: `p.jfs` is a live JFS owned by `p` (deleted only in `Pair::drop`); the loopback
+    // allocates it with the real urma_jfs_t layout.
     assert_eq!(cr.local_id, unsafe { (*p.jfs).jfs_id.id });
     assert_eq!(cr.user_data, p.jfs as usize);
     assert_eq!(&dst.buf[10..4010], &src.buf[100..4100]);
@@ -93,6 +100,8 @@ fn write_and_poll() {
     let c = counters();
     assert_eq!(c.send_wrs, 2);
     assert_eq!(c.bytes_copied, 8000);
+    // SAFETY: `rdst` was imported above (non-NULL asserted), is unimported exactly once and not
+    // used afterwards; no WR referencing it is still pending (its CRs were polled).
     unsafe { u::urma_unimport_seg(rdst) };
 }
 
@@ -121,6 +130,8 @@ fn send_imm_consumes_recv_bit_exact() {
     assert_eq!(imm(&cr), imm_v);
     assert_eq!(cr.user_ctx, 0xFEED_FACE_CAFE_BEEF);
     assert_eq!(cr.completion_len, 0);
+    // SAFETY: `p.rjetty` and `p.jfs` are live objects owned by `p` (freed only in `Pair::drop`),
+    // allocated by the loopback with the real C layouts; only plain fields are read.
     unsafe {
         assert_eq!(cr.local_id, (*p.rjetty).jetty_id.id);
         assert_eq!(cr.remote_id.id, (*p.jfs).jfs_id.id);
@@ -160,6 +171,8 @@ fn send_imm_consumes_recv_bit_exact() {
     assert_eq!(r[0].user_ctx, 6);
     assert_eq!(r[0].completion_len, 64);
     assert!(dst.buf[..64].iter().all(|&b| b == 0xAB));
+    // SAFETY: `rdst` was imported above, is unimported exactly once and not used afterwards; the
+    // WRITE_IMM that referenced it has completed (its CR was polled).
     unsafe { u::urma_unimport_seg(rdst) };
 }
 
@@ -187,6 +200,9 @@ fn receiver_not_ready_and_recv_queue_full() {
         wrs[i].next = next;
     }
     let mut bad = std::ptr::null_mut();
+    // SAFETY: `wrs` is a Vec of 5 initialised recv WRs whose `next` links point into the same Vec
+    // (not reallocated since) with the last `next` NULL; all outlive the call, and `bad` is a
+    // local out-pointer; `p.rjetty` is live.
     let r = unsafe { u::urma_post_jetty_recv_wr(p.rjetty, wrs.as_mut_ptr(), &mut bad) };
     assert_eq!(r, u::URMA_ENOMEM);
     assert_eq!(bad, &mut wrs[4] as *mut _);
@@ -198,6 +214,11 @@ fn bad_handles_never_crash() {
     let _g = serial();
     let p = Pair::new(16, 4);
     let bogus = 0x1000usize as *mut std::ffi::c_void;
+    // SAFETY: `bogus`, NULL and deleted handles are only passed to liburma, which looks every
+    // handle up in its registry before any dereference (that is what this test checks) and
+    // never writes through it; all WR/CR/cfg/attr/out pointers are live locals sized for the
+    // counts passed; the only dereference here (`(*p.rjetty).remote_jetty`) is of a live jetty
+    // owned by `p`; `s`, `d`, `s0`, `d0`, `w1` and `w2` outlive the post that links them.
     unsafe {
         let mut bad = std::ptr::null_mut();
         let mut wr: u::urma_jfs_wr_t = Default::default();
@@ -324,6 +345,7 @@ fn wrong_token_and_out_of_bounds() {
     let src = Seg::rw(4096);
     let dst = Seg::rw(4096);
     assert!(dst.import(TOKEN ^ 1).is_null(), "wrong token");
+    // SAFETY: `p.rjetty` is a live jetty owned by `p`; import_jetty only reads its jetty_id.
     unsafe {
         assert!(
             import_jetty(p.rjetty, TOKEN ^ 1).is_null(),
@@ -371,6 +393,9 @@ fn wrong_token_and_out_of_bounds() {
         u::URMA_CR_REM_ACCESS_ABORT_ERR
     );
     assert!(dst.buf.iter().all(|&b| b == 0));
+    // SAFETY: each imported handle is unimported exactly once and never used again; all WRs
+    // naming them have completed (every CR was polled). `rgone` outlived its registered
+    // segment: the import is still a registry entry of its own until unimported here.
     unsafe {
         u::urma_unimport_seg(rdst);
         u::urma_unimport_seg(rro);
@@ -381,6 +406,12 @@ fn wrong_token_and_out_of_bounds() {
 #[test]
 fn event_mode_wait_rearm_ack_and_delete() {
     let _g = serial();
+    // SAFETY: every object (jfce, JFCs, JFS, jetties, imports) is created here, asserted or known
+    // non-NULL, used only while alive and deleted once at the end (stale uses are deliberate
+    // handle-validation checks); `out`, `jfcs`, `nev`, WRs and out-pointers are live locals
+    // sized for the counts passed; the spawned thread gets the handles as integers and is
+    // joined before any of them is deleted, and liburma is thread-safe; `(*jfce).fd` and
+    // `(*rjfc).comp_events_acked` are read from live objects with the real C layouts.
     unsafe {
         let jfce = u::urma_create_jfce(lb().ctx);
         assert!(!jfce.is_null());
@@ -507,6 +538,8 @@ fn send_n(p: &Pair, n: u64, first_ctx: u64) {
 fn knobs_fail_post_and_fail_completion() {
     let _g = serial();
     let p = Pair::new(64, 16);
+    // SAFETY: loopback control functions resolved by dlsym with these exact C prototypes
+    // (urma_loopback.h), taking only integers.
     unsafe {
         assert_eq!((ctl().fail_post)(1, 2, u::URMA_FAIL), 0);
         assert_eq!((ctl().fail_completion)(3, u::URMA_CR_WR_FLUSH_ERR), 0);
@@ -538,6 +571,8 @@ fn knobs_fail_post_and_fail_completion() {
 fn knobs_drop_dup_hold_delay() {
     let _g = serial();
     let p = Pair::new(64, 64);
+    // SAFETY: loopback control function resolved by dlsym with this exact C prototype
+    // (urma_loopback.h), taking only integers.
     unsafe {
         assert_eq!((ctl().cr_action)(1, 1), 0); // drop the 1st CR (recv CR of WR 0)
         assert_eq!((ctl().cr_action)(4, 2), 0); // duplicate the 4th (send CR of WR 1)
@@ -556,11 +591,15 @@ fn knobs_drop_dup_hold_delay() {
         (1, 1, 4)
     );
     // Hold and release reversed.
+    // SAFETY: loopback control function resolved by dlsym with this exact C prototype
+    // (urma_loopback.h), boolean argument.
     unsafe { (ctl().hold_crs)(true) };
     send_n(&p, 3, 10);
     assert!(poll(p.sjfc, 8).is_empty());
     assert_eq!(counters().crs_held, 6);
+    // SAFETY: control function with its dlsym-resolved C prototype, boolean argument.
     unsafe { (ctl().hold_crs)(false) };
+    // SAFETY: control function with its dlsym-resolved C prototype, integer arguments.
     assert_eq!(unsafe { (ctl().release_crs)(1, 0, 0) }, 6);
     let s = poll(p.sjfc, 8);
     assert_eq!(
@@ -575,14 +614,18 @@ fn knobs_drop_dup_hold_delay() {
         vec![1012, 1011, 1010]
     );
     // Hold, release after a delay.
+    // SAFETY: control function with its dlsym-resolved C prototype, boolean argument.
     unsafe { (ctl().hold_crs)(true) };
     send_n(&p, 1, 20);
+    // SAFETY: control function with its dlsym-resolved C prototype, boolean argument.
     unsafe { (ctl().hold_crs)(false) };
+    // SAFETY: control function with its dlsym-resolved C prototype, integer arguments.
     unsafe { (ctl().release_crs)(0, 0, 50) };
     assert!(poll(p.sjfc, 8).is_empty());
     assert_eq!(poll_n(p.sjfc, 1, T)[0].user_ctx, 20);
     poll_n(p.rjfc, 1, T);
     // Per-CR delay keeps order.
+    // SAFETY: control function with its dlsym-resolved C prototype, integer argument.
     unsafe { (ctl().set_cr_delay)(40) };
     let t0 = Instant::now();
     send_n(&p, 3, 30);
@@ -594,6 +637,7 @@ fn knobs_drop_dup_hold_delay() {
         vec![30, 31, 32]
     );
     poll_n(p.rjfc, 3, T);
+    // SAFETY: control function with its dlsym-resolved C prototype, integer argument.
     unsafe { (ctl().set_cr_delay)(0) };
 }
 
@@ -606,9 +650,12 @@ fn knobs_nocopy_spec_and_trace() {
     let dst = Seg::rw(1024);
     let rdst = dst.import(TOKEN);
     let spec = std::ffi::CString::new("nocopy=1, fail_cr=2:11").unwrap();
+    // SAFETY: `spec` is a NUL-terminated CString alive for the call; apply_knobs only reads it.
     assert_eq!(unsafe { (ctl().apply_knobs)(spec.as_ptr()) }, 2);
     let bad = std::ffi::CString::new("bogus=1").unwrap();
+    // SAFETY: `bad` is a NUL-terminated CString alive for the call; apply_knobs only reads it.
     assert_eq!(unsafe { (ctl().apply_knobs)(bad.as_ptr()) }, -1);
+    // SAFETY: control function with its dlsym-resolved C prototype, boolean argument.
     unsafe { (ctl().trace_capture)(true) };
     let mut s = sge(src.addr() + 16, 512, src.tseg);
     let mut d = sge(dst.addr() + 32, 512, rdst);
@@ -617,6 +664,7 @@ fn knobs_nocopy_spec_and_trace() {
     assert_eq!(post(p.jfs, &mut wr).0, 0);
     let crs = poll_n(p.sjfc, 2, T);
     assert_eq!(crs[1].status, 11);
+    // SAFETY: control function with its dlsym-resolved C prototype, boolean argument.
     unsafe { (ctl().trace_capture)(false) };
     assert!(
         dst.buf.iter().all(|&b| b == 0),
@@ -645,6 +693,8 @@ fn knobs_nocopy_spec_and_trace() {
     // No raw addresses in the trace.
     let addr = format!("{}", src.addr());
     assert!(lines.iter().all(|l| !l.contains(&addr)));
+    // SAFETY: `rdst` was imported above, is unimported exactly once and not used afterwards;
+    // both WRITEs naming it have completed (their CRs were polled).
     unsafe { u::urma_unimport_seg(rdst) };
 }
 
@@ -666,6 +716,8 @@ fn four_threads_100k_wrs_no_cr_lost_or_duplicated() {
             let mut buf = vec![u::urma_cr_t::default(); 64];
             let end = Instant::now() + Duration::from_secs(20);
             while (seen.len() as u64) < THREADS * PER && Instant::now() < end {
+                // SAFETY: `buf` holds 64 initialised CRs, so liburma may write up to 64 entries;
+                // `p.sjfc` stays alive through the Arc<Pair> this thread holds.
                 let n = unsafe { u::urma_poll_jfc(p.sjfc, 64, buf.as_mut_ptr()) };
                 assert!(n >= 0);
                 for cr in &buf[..n as usize] {
@@ -718,5 +770,7 @@ fn four_threads_100k_wrs_no_cr_lost_or_duplicated() {
     assert_eq!(c.send_wrs, THREADS * PER);
     assert_eq!(c.crs_generated, THREADS * PER);
     assert_eq!(c.crs_polled, THREADS * PER);
+    // SAFETY: `rdst` is the import made above (carried as an integer for Send), unimported
+    // exactly once after all worker threads were joined and all their CRs polled.
     unsafe { u::urma_unimport_seg(rdst as *mut _) };
 }

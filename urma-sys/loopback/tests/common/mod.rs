@@ -121,11 +121,17 @@ pub struct Lb {
     pub dev: *mut u::urma_device_t,
     pub ctx: *mut u::urma_context_t,
 }
+// SAFETY: `dev` and `ctx` are process-wide loopback handles created once in `lb()` and never
+// freed; they are only passed to liburma functions, which are thread-safe (registry RwLock,
+// per-queue mutexes), and never dereferenced by this code.
 unsafe impl Send for Lb {}
+// SAFETY: same as `Send`: `&Lb` only hands out copies of the immutable handle values.
 unsafe impl Sync for Lb {}
 
 pub fn lb() -> &'static Lb {
     static L: OnceLock<Lb> = OnceLock::new();
+    // SAFETY: urma_init accepts a NULL config; the device name is a NUL-terminated literal that
+    // liburma only reads; `dev` is checked non-NULL before urma_create_context uses it.
     L.get_or_init(|| unsafe {
         assert_eq!(u::urma_init(std::ptr::null_mut()), 0);
         let dev = u::urma_get_device_by_name(c"loopback0".as_ptr() as *mut c_char);
@@ -195,7 +201,12 @@ pub struct Seg {
     pub tseg: *mut u::urma_target_seg_t,
 }
 
+// SAFETY: `buf` is an owned Vec; `tseg` is the loopback handle registered for it, valid until
+// `Drop` unregisters it, and only used through the thread-safe liburma API (the loopback pins a
+// segment's memory with an Arc while it copies, so any thread may use or drop the handle).
 unsafe impl Send for Seg {}
+// SAFETY: `&Seg` only reads the buffer address and the `tseg` handle value; liburma calls made
+// with them from several threads are synchronised inside the loopback.
 unsafe impl Sync for Seg {}
 
 impl Seg {
@@ -206,6 +217,9 @@ impl Seg {
         c.len = len as u64;
         c.token_value.token = TOKEN;
         c.flag.value = u::URMA_TOKEN_PLAIN_TEXT | (access << flags::REG_SEG_FLAG_ACCESS_SHIFT);
+        // SAFETY: `c` is a fully initialised config on the stack, read during the call only; its
+        // `va`/`len` describe `buf`, which the returned Seg owns and keeps alive (a Vec's heap
+        // buffer does not move when the Vec is moved) until `Drop` unregisters it.
         let tseg = unsafe { u::urma_register_seg(lb().ctx, &mut c) };
         assert!(!tseg.is_null());
         Seg { buf, tseg }
@@ -218,6 +232,9 @@ impl Seg {
     }
     pub fn import(&self, token: u32) -> *mut u::urma_target_seg_t {
         let mut t = u::urma_token_t { token };
+        // SAFETY: `self.tseg` is non-NULL (checked in `new`) and stays registered while `self`
+        // lives, so `(*self.tseg).seg` is a valid urma_seg_t; liburma copies it and the token
+        // during the call and keeps no pointer to them.
         unsafe {
             u::urma_import_seg(
                 lb().ctx,
@@ -232,6 +249,8 @@ impl Seg {
 
 impl Drop for Seg {
     fn drop(&mut self) {
+        // SAFETY: `self.tseg` was returned by urma_register_seg and is unregistered exactly once,
+        // here, while `buf` is still alive (fields drop after this body runs).
         unsafe { u::urma_unregister_seg(self.tseg) };
     }
 }
@@ -244,11 +263,18 @@ pub struct Pair {
     pub rjetty: *mut u::urma_jetty_t,
     pub tjetty: *mut u::urma_target_jetty_t,
 }
+// SAFETY: the fields are loopback handles owned by this Pair (deleted once, in `Drop`) and only
+// passed to liburma, which validates and locks every handle internally; they are never
+// dereferenced here.
 unsafe impl Send for Pair {}
+// SAFETY: `&Pair` only posts/polls through the handles; liburma serialises concurrent posts on
+// one JFS/jetty and polls on one JFC with its per-queue mutexes.
 unsafe impl Sync for Pair {}
 
 impl Pair {
     pub fn new(jfc_depth: u32, rq_depth: u32) -> Pair {
+        // SAFETY: the helpers' only precondition is a live loopback context (`lb()`); each
+        // handle is asserted non-NULL before it is passed to the next call.
         unsafe {
             let sjfc = jfc(jfc_depth, std::ptr::null_mut());
             let rjfc = jfc(jfc_depth, std::ptr::null_mut());
@@ -286,12 +312,17 @@ impl Pair {
             };
         }
         let mut bad = std::ptr::null_mut();
+        // SAFETY: `wr`, `s` (its SGE) and `bad` are locals alive for the whole call; liburma
+        // copies the WR and SGE into its recv queue, keeping only the `seg.buf` address, which
+        // the caller's Seg keeps registered; `self.rjetty` lives until `Drop`.
         unsafe { u::urma_post_jetty_recv_wr(self.rjetty, &mut wr, &mut bad) }
     }
 }
 
 impl Drop for Pair {
     fn drop(&mut self) {
+        // SAFETY: each handle was created in `new`, is owned by this Pair and is released exactly
+        // once, importer before imported jetty and queues before the JFCs they complete to.
         unsafe {
             assert_eq!(u::urma_unimport_jetty(self.tjetty), 0);
             assert_eq!(u::urma_delete_jetty(self.rjetty), 0);
@@ -367,12 +398,17 @@ pub fn send_wr(
 
 pub fn post(jfs: *mut u::urma_jfs_t, wr: &mut u::urma_jfs_wr_t) -> (i32, *mut u::urma_jfs_wr_t) {
     let mut bad = std::ptr::null_mut();
+    // SAFETY: `wr` is a valid exclusive reference and `bad` a local out-pointer, both alive for
+    // the call; the SGEs `wr` points to are owned by the caller and alive across the post
+    // (liburma copies the WR and SGE list before returning); `jfs` is checked by the loopback.
     let r = unsafe { u::urma_post_jfs_wr(jfs, wr, &mut bad) };
     (r, bad)
 }
 
 pub fn poll(jfc: *mut u::urma_jfc_t, max: usize) -> Vec<u::urma_cr_t> {
     let mut v = vec![u::urma_cr_t::default(); max];
+    // SAFETY: `v` holds `max` initialised CRs, so liburma may write up to `max` entries through
+    // `v.as_mut_ptr()`; `jfc` is checked against the loopback registry.
     let n = unsafe { u::urma_poll_jfc(jfc, max as i32, v.as_mut_ptr()) };
     assert!(n >= 0);
     v.truncate(n as usize);
@@ -393,11 +429,16 @@ pub fn poll_n(jfc: *mut u::urma_jfc_t, n: usize, timeout: Duration) -> Vec<u::ur
 }
 
 pub fn s_r(cr: &u::urma_cr_t) -> u8 {
+    // SAFETY: urma_cr_flag is a union of a u8 and a one-byte bitfield struct; every bit pattern
+    // is a valid u8 and the CR is initialised (default or written by poll).
     unsafe { cr.flag.value & flags::CR_FLAG_S_R }
 }
 pub fn jetty_bit(cr: &u::urma_cr_t) -> u8 {
+    // SAFETY: as in `s_r`: reading the `value` byte of the initialised flag union is always valid.
     unsafe { (cr.flag.value & flags::CR_FLAG_JETTY) >> 1 }
 }
 pub fn imm(cr: &u::urma_cr_t) -> u64 {
+    // SAFETY: the union's members are `imm_data: u64` and an 8-byte struct of two u32 (no
+    // padding), so the 8 initialised bytes are always a valid u64.
     unsafe { cr.__bindgen_anon_1.imm_data }
 }
