@@ -208,8 +208,9 @@ fn recv_completions_out_of_order() {
     assert_eq!(held.len(), 5);
     assert_eq!(wait(h, ss, 5000), (0, URMA_SUCCESS));
     for cr in held.iter_mut().rev() {
-        // SAFETY: a polled CR.
         assert_eq!(
+            // SAFETY: `cr` is an exclusive reference to a CR copied out of poll into `held`,
+            // alive for the call (the library only reads it); `h` is the live instance.
             unsafe { os_transport_wake_up_task(h, (cr as *mut urma_cr_t).cast()) },
             0
         );
@@ -280,8 +281,9 @@ fn timeout_cancel_destroy_and_stale_handles() {
     assert_eq!(unsafe { recv(h, &mut io, 4096, 10) }.0, u32::MAX);
     // SAFETY: valid (zeroed) CR.
     let mut cr: urma_cr_t = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
     assert_eq!(
+        // SAFETY: `cr` is a live, zero-initialised local CR that the library may read; `h` is
+        // stale (destroyed above), which the library detects without dereferencing it.
         unsafe { os_transport_wake_up_task(h, (&mut cr as *mut urma_cr_t).cast()) },
         -1
     );
@@ -321,8 +323,9 @@ fn bad_inputs() {
     let ep = lb::ep();
     let mut c = lb::cfg(1, 4);
     let mut h: *mut c_void = 1 as *mut c_void;
-    // SAFETY: NULL cfg is refused; handle untouched.
     assert_eq!(
+        // SAFETY: a NULL cfg is refused before any access; `h` is a live local out-pointer
+        // (checked to be left untouched); a NULL urma_ctx is allowed (only stored).
         unsafe { os_transport_init(null_mut(), null_mut(), &mut h) },
         u32::MAX
     );
@@ -334,8 +337,8 @@ fn bad_inputs() {
     let h = lb::init(1, 4);
     let mut h2: *mut c_void = null_mut();
     c.worker_thread_num = 1;
-    // SAFETY: valid pointers.
     assert_eq!(
+        // SAFETY: `c` and `h2` are live locals for the call; a NULL urma_ctx is only stored.
         unsafe { os_transport_init(null_mut(), &mut c, &mut h2) },
         u32::MAX,
         "single instance"
@@ -343,7 +346,11 @@ fn bad_inputs() {
     let s = lb::buf(&ep, 64);
     let d = lb::buf(&ep, 64);
     let mut io = io(&ep, &s, &d);
-    // SAFETY (block): every call gets valid or NULL pointers.
+    // SAFETY: every pointer argument is NULL, a live local/field of `io` (whose buffers and
+    // loopback objects `s`, `d`, `ep` outlive the block), or a forged value (`8`, `0x1234`) that
+    // the library rejects by its instance/sync tables or argument checks before any
+    // dereference (that is what this test checks); `on_chunk` is a `'static` extern fn; no call
+    // here starts a transfer, so nothing keeps a pointer beyond the block.
     unsafe {
         let mut sy: *mut task_sync_t = 1 as *mut task_sync_t;
         let mut st: urma_status_t = 9;

@@ -19,7 +19,12 @@ pub struct Ep {
     pub tjetty: *mut urma_target_jetty_t,
     pub tjfr: *mut urma_target_jetty_t,
 }
+// SAFETY: the fields are loopback URMA handles created once in `ep()` and never freed by this
+// code; they are only passed to liburma / os_transport, which validate and lock every handle
+// internally, and are dereferenced here only while building the Ep (single-threaded).
 unsafe impl Send for Ep {}
+// SAFETY: `&Ep` only exposes the handle values; concurrent liburma calls on them are
+// synchronised inside the loopback (registry RwLock, per-queue mutexes).
 unsafe impl Sync for Ep {}
 
 pub struct Buf {
@@ -29,7 +34,10 @@ pub struct Buf {
 }
 
 pub fn ep() -> Ep {
-    // SAFETY (whole fn): plain URMA control-path calls on objects created here.
+    // SAFETY: the zeroed cfg/rjetty/rjfr structs are plain C data for which all-zero is valid;
+    // every cfg and out-pointer is a live local for the duration of its call; the device list
+    // is dereferenced only after a non-NULL, n > 0 check; each created object is asserted
+    // non-NULL before it is dereferenced (`(*jetty).jetty_id`, `(*jfr).jfr_id`) or passed on.
     unsafe {
         let _ = urma_init(std::ptr::null_mut());
         let mut n = 0;
@@ -158,8 +166,9 @@ pub fn cfg(workers: u32, cap: u32) -> os_transport_cfg_t {
 pub fn init(workers: u32, cap: u32) -> *mut c_void {
     let mut c = cfg(workers, cap);
     let mut h: *mut c_void = std::ptr::null_mut();
-    // SAFETY: valid pointers.
     assert_eq!(
+        // SAFETY: `c` and `h` are live locals for the call; the library copies the cfg and only
+        // stores the urma_ctx argument, which may be NULL (legacy-behaviour.md 1.2).
         unsafe { os_transport_init(std::ptr::null_mut(), &mut c, &mut h) },
         0
     );
