@@ -50,8 +50,9 @@ fn init(lib: &OsTransportLib) -> *mut c_void {
         ..Default::default()
     };
     let mut h = null_mut();
-    // SAFETY: valid pointers.
     assert_eq!(
+        // SAFETY: `os_transport_init` was resolved from the loaded library (kept loaded by `lib`)
+        // with its C prototype; `cfg` and `h` are live locals; a NULL urma_ctx is only stored.
         unsafe { (lib.os_transport_init)(null_mut(), &mut cfg, &mut h) },
         0
     );
@@ -170,7 +171,11 @@ fn bad_inputs(which: Which) {
     let mut dev = pair.device_info(b.as_ptr().cast());
     let mut sy = std::ptr::dangling_mut::<TaskSync>();
     let mut st = 5;
-    // SAFETY (block): each call gets valid or NULL pointers.
+    // SAFETY: the function pointers come from `lib`, which keeps the library loaded, with their
+    // C prototypes; every pointer argument is NULL, a live local (`ji`, `s`, `d`, `host`, `dev`,
+    // `sy`, `st`, whose buffers/endpoints `b`, `r`, `pair` outlive the block) or the forged sync
+    // `8` passed with a NULL handle, which is refused before any dereference; `ok_cb` is a
+    // `'static` extern fn; no send/recv is accepted, so no pointer is kept after a call.
     unsafe {
         let send = lib.os_transport_send;
         let recv = lib.os_transport_recv;
