@@ -21,6 +21,9 @@ reqs=(
   "rpm|createrepo_c|command -v createrepo_c|createrepo-c|createrepo_c"
   "rpm|rpmlint|command -v rpmlint|rpmlint|rpmlint"
   "rpm|cpio|command -v cpio|cpio|cpio"
+  "rpm|rpm2cpio|command -v rpm2cpio|rpm2cpio|rpm"
+  "rpm|readelf (binutils)|command -v readelf|binutils|binutils"
+  "rpm|python3 >= 3.11 (tomllib, make dist)|python3 -c 'import tomllib'|python3|python3"
   "bench|gnuplot|command -v gnuplot|gnuplot-nox|gnuplot"
   "fuzz|clang|command -v clang|clang|clang"
 )

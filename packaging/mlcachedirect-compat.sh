@@ -1,0 +1,40 @@
+#!/bin/sh
+# mlcachedirect-compat: run the C-vs-Rust conformance comparison (`make compat`) against the
+# installed library, on this machine, over the private software loopback URMA provider.
+#
+# Usage: mlcachedirect-compat [--out DIR] [--rust-lib PATH] [--legacy-lib PATH] [compat options...]
+#   --out DIR          where report.md and the traces go (default: ./mlcachedirect-compat-report)
+#   --rust-lib PATH    library under test (default: the installed @LIBDIR@/libos_transport.so.1)
+#   --legacy-lib PATH  reference C library 1.0 (default: the copy shipped in @PRIVDIR@/legacy/)
+# Any other option is passed to the harness unchanged. Exit status: the harness's (non-zero on FAIL).
+#
+# The loopback liburma.so.0 and the reference library are private to this package: they are found
+# only through the LD_LIBRARY_PATH set here, never by other programs on the system.
+set -eu
+privdir=@PRIVDIR@
+rust_lib=@LIBDIR@/libos_transport.so.1
+legacy_lib=$privdir/legacy/libos_transport.so.1
+out=./mlcachedirect-compat-report
+
+while [ $# -gt 0 ]; do
+    case $1 in
+        --out) out=${2:?--out needs a directory}; shift 2 ;;
+        --out=*) out=${1#--out=}; shift ;;
+        --rust-lib) rust_lib=${2:?--rust-lib needs a path}; shift 2 ;;
+        --rust-lib=*) rust_lib=${1#--rust-lib=}; shift ;;
+        --legacy-lib) legacy_lib=${2:?--legacy-lib needs a path}; shift 2 ;;
+        --legacy-lib=*) legacy_lib=${1#--legacy-lib=}; shift ;;
+        -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) break ;;
+    esac
+done
+
+for f in "$rust_lib" "$legacy_lib" "$privdir/liburma.so.0" "$privdir/compat"; do
+    [ -e "$f" ] || { echo "mlcachedirect-compat: missing $f" >&2; exit 2; }
+done
+mkdir -p "$out"
+
+# liburma.so.0 = the loopback provider, for the harness and both libraries under test.
+LD_LIBRARY_PATH=$privdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export LD_LIBRARY_PATH
+exec "$privdir/compat" --rust-lib "$rust_lib" --legacy-lib "$legacy_lib" --out "$out" "$@"
