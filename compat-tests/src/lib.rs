@@ -31,6 +31,7 @@
 #![allow(clippy::field_reassign_with_default)]
 
 pub mod fixture;
+pub mod harness;
 pub mod lib_under_test;
 pub mod loopback_ctl;
 

@@ -1,0 +1,186 @@
+//! The C runner: `compat-tests/c/runner.c`, an unmodified C consumer of `os_transport.h`,
+//! compiled at run time (with `$CC`, default `cc`) against `include/os_transport.h`,
+//! `urma-sys/include` and `urma-sys/loopback/include`, linked with `-los_transport -lurma`, and
+//! run once per library with `LD_LIBRARY_PATH=<dir with that libos_transport.so.1>:<dir with the
+//! loopback liburma.so.0>`. It prints the raw trace format; both traces are normalised and
+//! compared like the in-process ones.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::ledger::Ledger;
+use super::report::{judge, Options, Outcome, RunResult};
+
+/// The C runner's scenarios.
+pub const SCENARIOS: &[(&str, &str)] = &[
+    ("c-basic-2m+1", "C consumer: send + recv of 2 MiB + 1, untimed send wait, data checked"),
+    ("c-basic-6m+5-event", "C consumer: 6 MiB + 5 with event-mode pollers (JFCE)"),
+    ("c-basic-14m", "C consumer: send + recv of 14 MiB"),
+    ("c-len-1", "C consumer: send + recv of 1 byte"),
+    ("c-bad-inputs", "C consumer: NULL arguments, len 0, keys 2^40, no queue, double destroy"),
+    ("c-timeout", "C consumer: recv waits with 0 ms and 20 ms timeouts, cancel by id"),
+];
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// A directory holding `libos_transport.so.1` and `libos_transport.so` symlinks to `lib`.
+fn lib_dir(out: &Path, name: &str, lib: &Path) -> Result<PathBuf, String> {
+    let d = out.join(format!("lib-{name}"));
+    std::fs::create_dir_all(&d).map_err(|e| format!("{}: {e}", d.display()))?;
+    let target = std::fs::canonicalize(lib).map_err(|e| format!("{}: {e}", lib.display()))?;
+    for n in ["libos_transport.so.1", "libos_transport.so"] {
+        let l = d.join(n);
+        let _ = std::fs::remove_file(&l);
+        std::os::unix::fs::symlink(&target, &l).map_err(|e| format!("{}: {e}", l.display()))?;
+    }
+    Ok(d)
+}
+
+/// The directory of the loopback `liburma.so.0`: `$COMPAT_URMA_DIR`, else the Rust library's
+/// directory (`<target>/<profile>`).
+pub fn urma_dir(opts: &Options) -> PathBuf {
+    match std::env::var_os("COMPAT_URMA_DIR") {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => opts
+            .rust_lib
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from(".")),
+    }
+}
+
+/// Builds the runner into `<out>/c-runner/runner`.
+pub fn build(opts: &Options) -> Result<(PathBuf, PathBuf, PathBuf), String> {
+    let dir = opts.out.join("c-runner");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let legacy_dir = lib_dir(&dir, "legacy", &opts.legacy_lib)?;
+    let rust_dir = lib_dir(&dir, "rust", &opts.rust_lib)?;
+    let src = repo().join("compat-tests/c/runner.c");
+    if !src.exists() {
+        return Err(format!("{} not found", src.display()));
+    }
+    let exe = dir.join("runner");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let ud = urma_dir(opts);
+    let out = Command::new(&cc)
+        .args(["-std=c99", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-pthread"])
+        .arg(format!("-I{}", repo().join("include").display()))
+        .arg(format!("-I{}", repo().join("urma-sys/include").display()))
+        .arg(format!("-I{}", repo().join("urma-sys/loopback/include").display()))
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe)
+        .arg(format!("-L{}", legacy_dir.display()))
+        .arg("-los_transport")
+        .arg(format!("-L{}", ud.display()))
+        .arg("-lurma")
+        .arg("-ldl")
+        .output()
+        .map_err(|e| format!("running {cc}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "compiling compat-tests/c/runner.c failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok((exe, legacy_dir, rust_dir))
+}
+
+/// Runs `runner <id>` with `libdir` first on the library path; parses its JSON lines.
+pub fn run_one(exe: &Path, libdir: &Path, urma: &Path, id: &str) -> RunResult {
+    let mut child = Command::new(exe)
+        .arg(id)
+        .env("LD_LIBRARY_PATH", format!("{}:{}", libdir.display(), urma.display()))
+        .env_remove("URMA_LOOPBACK_TRACE")
+        .env_remove("URMA_LOOPBACK_KNOBS")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("spawn {}: {e}", exe.display()))?;
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut stderr = child.stderr.take().expect("stderr");
+    let so = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stdout.read_to_string(&mut s);
+        s
+    });
+    let se = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    let end = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(st)) => break st,
+            Ok(None) if Instant::now() < end => std::thread::sleep(Duration::from_millis(10)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("C runner {id}: no exit within 60 s (killed)"));
+            }
+        }
+    };
+    let out = so.join().unwrap_or_default();
+    let err = se.join().unwrap_or_default();
+    if !status.success() {
+        return Err(format!("C runner {id} exited with {status}: {}", err.trim()));
+    }
+    let mut v = Vec::new();
+    let want = std::fs::canonicalize(libdir.join("libos_transport.so.1")).ok();
+    let mut lib_ok = false;
+    for l in out.lines().filter(|l| !l.trim().is_empty()) {
+        let j: Value = serde_json::from_str(l).map_err(|e| format!("C runner {id}: bad line {l:?}: {e}"))?;
+        if j.get("k").and_then(|k| k.as_str()) == Some("lib") {
+            let got = j
+                .get("path")
+                .and_then(|p| p.as_str())
+                .and_then(|p| std::fs::canonicalize(p).ok());
+            lib_ok = got.is_some() && got == want;
+            continue;
+        }
+        v.push(j);
+    }
+    if !lib_ok {
+        return Err(format!(
+            "C runner {id}: the loaded libos_transport is not {}",
+            libdir.join("libos_transport.so.1").display()
+        ));
+    }
+    Ok(v)
+}
+
+/// Builds the runner and compares its traces on both libraries.
+pub fn run_all(opts: &Options, ledger: &Ledger, only: &[String]) -> Result<Vec<Outcome>, String> {
+    let (exe, ldir, rdir) = build(opts)?;
+    let ud = urma_dir(opts);
+    let names: [(u64, &str); 2] = [(0, "legacy"), (0, "rust")];
+    let mut v = Vec::new();
+    for (id, desc) in SCENARIOS {
+        if !only.is_empty() && !only.iter().any(|o| o == id) {
+            continue;
+        }
+        let t = Instant::now();
+        let l = run_one(&exe, &ldir, &ud, id);
+        let r = run_one(&exe, &rdir, &ud, id);
+        v.push(judge(
+            id,
+            "c-runner",
+            desc,
+            l,
+            r,
+            &names,
+            ledger.for_scenario(id),
+            true,
+            None,
+            t.elapsed().as_millis(),
+        ));
+    }
+    Ok(v)
+}

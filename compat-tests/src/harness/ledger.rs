@@ -1,0 +1,160 @@
+//! The divergence ledger's machine-readable twin (`compat-tests/ledger.json`) of
+//! `docs/divergences.md`.
+//!
+//! Each entry: `id` (`Dn`), `title`, `scenarios` (catalogue and C-runner scenario ids where the
+//! difference shows), `random` (feature names: the entry applies to a random scenario that has
+//! any of them) and, for entries the harness cannot observe, `observable: false` with a `note`
+//! saying why. A catalogue scenario whose traces differ must be listed by at least one entry;
+//! a listed scenario whose traces no longer differ is a stale entry (FAIL).
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+/// One ledger entry.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub id: String,
+    pub title: String,
+    pub scenarios: Vec<String>,
+    pub random: Vec<String>,
+    pub observable: bool,
+    pub note: String,
+}
+
+/// The ledger.
+#[derive(Debug, Clone, Default)]
+pub struct Ledger {
+    pub entries: Vec<Entry>,
+    pub path: PathBuf,
+}
+
+fn strs(v: &Value, k: &str) -> Vec<String> {
+    v.get(k)
+        .and_then(|x| x.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `<repo>/compat-tests/ledger.json` (compile-time location), or `$COMPAT_LEDGER`.
+pub fn default_path() -> PathBuf {
+    match std::env::var_os("COMPAT_LEDGER") {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("ledger.json"),
+    }
+}
+
+impl Ledger {
+    /// Parses the ledger text.
+    pub fn parse(text: &str, path: &Path) -> Result<Ledger, String> {
+        let v: Value = serde_json::from_str(text).map_err(|e| format!("{}: {e}", path.display()))?;
+        let arr = v
+            .get("entries")
+            .and_then(|x| x.as_array())
+            .ok_or_else(|| format!("{}: no \"entries\" array", path.display()))?;
+        let mut entries = Vec::new();
+        for e in arr {
+            let id = e
+                .get("id")
+                .and_then(|x| x.as_str())
+                .ok_or_else(|| format!("{}: entry without id", path.display()))?
+                .to_string();
+            entries.push(Entry {
+                title: e.get("title").and_then(|x| x.as_str()).unwrap_or("").to_string(),
+                scenarios: strs(e, "scenarios"),
+                random: strs(e, "random"),
+                observable: e.get("observable").and_then(|x| x.as_bool()).unwrap_or(true),
+                note: e.get("note").and_then(|x| x.as_str()).unwrap_or("").to_string(),
+                id,
+            });
+        }
+        Ok(Ledger {
+            entries,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Loads the ledger from `path`.
+    pub fn load(path: &Path) -> Result<Ledger, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Self::parse(&text, path)
+    }
+
+    /// Entries listing the catalogue (or C-runner) scenario `id`.
+    pub fn for_scenario(&self, id: &str) -> Vec<String> {
+        self.entries
+            .iter()
+            .filter(|e| e.scenarios.iter().any(|s| s == id))
+            .map(|e| e.id.clone())
+            .collect()
+    }
+
+    /// Entries whose random predicate matches `features`.
+    pub fn for_features(&self, features: &BTreeSet<String>) -> Vec<String> {
+        self.entries
+            .iter()
+            .filter(|e| e.random.iter().any(|f| features.contains(f)))
+            .map(|e| e.id.clone())
+            .collect()
+    }
+
+    /// Ids in ledger order.
+    pub fn ids(&self) -> Vec<String> {
+        self.entries.iter().map(|e| e.id.clone()).collect()
+    }
+}
+
+/// The `Dn` ids of the table rows of `docs/divergences.md` (lines starting with `| Dn |`).
+pub fn doc_ids(markdown: &str) -> Vec<String> {
+    let mut v = Vec::new();
+    for l in markdown.lines() {
+        let t = l.trim_start();
+        if let Some(rest) = t.strip_prefix('|') {
+            let cell = rest.split('|').next().unwrap_or("").trim();
+            if cell.len() >= 2
+                && cell.starts_with('D')
+                && cell[1..].bytes().all(|b| b.is_ascii_digit())
+            {
+                v.push(cell.to_string());
+            }
+        }
+    }
+    v
+}
+
+/// `<repo>/docs/divergences.md`.
+pub fn divergences_md_path() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("docs")
+        .join("divergences.md")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn doc_ids_reads_table_rows() {
+        let md = "| id | legacy |\n|---|---|\n| D1 | x |\n| D12 | y |\ntext D3\n";
+        assert_eq!(doc_ids(md), vec!["D1", "D12"]);
+    }
+
+    #[test]
+    fn predicates() {
+        let l = Ledger::parse(
+            r#"{"entries":[{"id":"D1","title":"t","scenarios":["len-1"],"random":["send_len_le_2mib"]}]}"#,
+            Path::new("x"),
+        )
+        .unwrap();
+        assert_eq!(l.for_scenario("len-1"), vec!["D1"]);
+        assert!(l.for_scenario("len-2m+1").is_empty());
+        let f: BTreeSet<String> = ["send_len_le_2mib".to_string()].into();
+        assert_eq!(l.for_features(&f), vec!["D1"]);
+    }
+}

@@ -1,0 +1,25 @@
+//! The differential C-vs-Rust conformance harness (issue 6).
+//!
+//! * [`record`]: the trace recorder (API calls, wake-ups, notify callbacks, log levels, the
+//!   loopback's URMA trace, data checks) and the process-wide callbacks that feed it;
+//! * [`ctx`]: a scenario context driving one library (or a sender and a receiver library) over
+//!   the loopback, recording every step;
+//! * [`scenario`]: the scenario model, the generic transfer flow and the catalogue;
+//! * [`random`]: the seeded random scenario generator;
+//! * [`normalise`]: raw trace -> comparable text;
+//! * [`ledger`]: the machine-readable twin of `docs/divergences.md`;
+//! * [`crunner`]: the C consumer (`compat-tests/c/runner.c`) built and run against each library;
+//! * [`interop`]: the C <-> Rust interop matrix;
+//! * [`report`]: the driver (comparison, verdicts) and `report.json` / `report.md`.
+//!
+//! `docs/compat.md` describes the whole thing.
+
+pub mod crunner;
+pub mod ctx;
+pub mod interop;
+pub mod ledger;
+pub mod normalise;
+pub mod random;
+pub mod record;
+pub mod report;
+pub mod scenario;

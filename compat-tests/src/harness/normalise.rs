@@ -1,0 +1,314 @@
+//! The normaliser: raw trace -> comparable text.
+//!
+//! * Addresses: the loopback already traces SGEs as `{seg, off, len}` (offset into a
+//!   symbolically named segment) and queues/targets by name (`jfs1`, `tjetty1`, ...); API
+//!   arguments are recorded symbolically by the runner (`H`, `S1`, `src+0`, ...). No pointer,
+//!   thread id or timestamp reaches the normalised form.
+//! * Order: the spec orders everything about one request (its WRs, its completions, its
+//!   wake-ups, its notify callbacks: §3.2, §5.4) and nothing across requests bound to different
+//!   workers. So each section that mixes requests is split into per-request streams
+//!   (`req:0x<rid>`; the receive queue's own stream `rq:<queue>`); order inside a stream is kept,
+//!   streams are listed sorted by key. API calls are made by the scenario thread and stay in
+//!   call order.
+//! * Log: the spec fixes levels and the `[ost:<file>:<line>] [PIPLN RH2D] ` prefix, not texts,
+//!   and log lines from workers and pollers interleave freely. The implementations word and
+//!   split their INFO/DEBUG lines differently (D13), so the normalised form is: the set of
+//!   levels present, the exact number of WARN and ERROR messages, and the number of messages
+//!   whose prefix is malformed.
+//! * Receive-side CRs lose their `user_ctx`: it is the user_ctx of whichever recv WR the
+//!   loopback consumed, which depends on the interleaving of requests (the recv WRs themselves
+//!   are compared in the `rq:` stream).
+//! * The loopback's `poll` lines are dropped (poll timing is the harness's), the `wake` section
+//!   records what the poller handed to the library and what it returned.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::record::{level_name, ud};
+
+/// The normalised trace: named sections of lines.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Normalised {
+    pub sections: BTreeMap<String, Vec<String>>,
+}
+
+/// Section order in the rendered text.
+const ORDER: &[&str] = &["api", "notify", "wake", "urma", "data", "log", "note"];
+
+impl Normalised {
+    /// The text compared between implementations.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let mut names: Vec<&String> = self.sections.keys().collect();
+        names.sort_by_key(|n| {
+            let base = n.split(':').next().unwrap_or(n);
+            (ORDER.iter().position(|o| *o == base).unwrap_or(99), n.to_string())
+        });
+        for n in names {
+            out.push_str(&format!("## {n}\n"));
+            for l in &self.sections[n] {
+                out.push_str(l);
+                out.push('\n');
+            }
+        }
+        out
+    }
+
+    /// Sections whose text differs from `other`'s.
+    pub fn differing_sections(&self, other: &Normalised) -> Vec<String> {
+        let mut keys: Vec<&String> = self.sections.keys().chain(other.sections.keys()).collect();
+        keys.sort();
+        keys.dedup();
+        keys.into_iter()
+            .filter(|k| self.sections.get(*k) != other.sections.get(*k))
+            .cloned()
+            .collect()
+    }
+}
+
+fn s(v: &Value, k: &str) -> String {
+    match v.get(k) {
+        Some(Value::String(x)) => x.clone(),
+        Some(Value::Null) | None => "null".into(),
+        Some(x) => x.to_string(),
+    }
+}
+
+fn hexv(v: &Value, k: &str) -> Option<u64> {
+    v.get(k)
+        .and_then(|x| x.as_str())
+        .and_then(|x| u64::from_str_radix(x.trim_start_matches("0x"), 16).ok())
+}
+
+fn sges(v: &Value, k: &str) -> String {
+    let Some(a) = v.get(k).and_then(|x| x.as_array()) else {
+        return "-".into();
+    };
+    let items: Vec<String> = a
+        .iter()
+        .map(|e| {
+            // A zero-length SGE's address is not used; only its segment is compared.
+            if e.get("len").and_then(|x| x.as_u64()) == Some(0) {
+                format!("{}/0", s(e, "seg"))
+            } else {
+                format!("{}+{}/{}", s(e, "seg"), s(e, "off"), s(e, "len"))
+            }
+        })
+        .collect();
+    format!("[{}]", items.join(","))
+}
+
+fn rid_key(v: u64) -> String {
+    format!("req:0x{:x}", v & ((1u64 << 60) - 1))
+}
+
+/// Normalises one loopback trace line: `(stream key, text)`, or None to drop it.
+pub fn urma_line(raw: &Value) -> Option<(String, String)> {
+    let ev = raw.get("ev")?.as_str()?;
+    match ev {
+        "post_send" => {
+            let uc = hexv(raw, "user_ctx").unwrap_or(0);
+            let imm = hexv(raw, "imm").map(ud).unwrap_or_else(|| "-".into());
+            Some((
+                rid_key(uc),
+                format!(
+                    "post_send q={} {} flags=0x{:x} uctx={} target={} imm={} src={} dst={} ret={}",
+                    s(raw, "q"),
+                    s(raw, "op"),
+                    raw.get("flags").and_then(|x| x.as_u64()).unwrap_or(0),
+                    ud(uc),
+                    s(raw, "target"),
+                    imm,
+                    sges(raw, "src"),
+                    sges(raw, "dst"),
+                    s(raw, "ret")
+                ),
+            ))
+        }
+        "post_recv" => Some((
+            format!("rq:{}", s(raw, "q")),
+            format!(
+                "post_recv q={} uctx=0x{:x} sge={} ret={}",
+                s(raw, "q"),
+                hexv(raw, "user_ctx").unwrap_or(0),
+                sges(raw, "sge"),
+                s(raw, "ret")
+            ),
+        )),
+        "cr" => {
+            let s_r = raw.get("s_r").and_then(|x| x.as_u64()).unwrap_or(0);
+            if s_r == 1 {
+                let imm = hexv(raw, "imm").unwrap_or(0);
+                let d = (imm & !((1u64 << 60) - 1))
+                    | super::ctx::dec_rid(imm & ((1u64 << 60) - 1));
+                Some((
+                    rid_key(d),
+                    format!(
+                        "cr recv jfc={} status={} opcode={} jetty={} len={} local={} remote={} imm={} fate={}",
+                        s(raw, "jfc"),
+                        s(raw, "status"),
+                        s(raw, "opcode"),
+                        s(raw, "jetty"),
+                        s(raw, "len"),
+                        s(raw, "local"),
+                        s(raw, "remote"),
+                        ud(imm),
+                        s(raw, "fate")
+                    ),
+                ))
+            } else {
+                let uc = hexv(raw, "user_ctx").unwrap_or(0);
+                Some((
+                    rid_key(uc),
+                    format!(
+                        "cr send jfc={} status={} opcode={} jetty={} uctx={} len={} local={} fate={}",
+                        s(raw, "jfc"),
+                        s(raw, "status"),
+                        s(raw, "opcode"),
+                        s(raw, "jetty"),
+                        ud(uc),
+                        s(raw, "len"),
+                        s(raw, "local"),
+                        s(raw, "fate")
+                    ),
+                ))
+            }
+        }
+        _ => None,
+    }
+}
+
+/// Normalises a raw trace. `lib_names` maps log slots to section names.
+pub fn normalise(events: &[Value], lib_names: &[(u64, &str)]) -> Normalised {
+    let mut n = Normalised::default();
+    let mut streams: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+    let mut levels: BTreeMap<String, BTreeMap<String, usize>> = BTreeMap::new();
+    let mut malformed: BTreeMap<String, usize> = BTreeMap::new();
+    for e in events {
+        let k = e.get("k").and_then(|x| x.as_str()).unwrap_or("");
+        match k {
+            "api" | "data" | "note" => n
+                .sections
+                .entry(k.to_string())
+                .or_default()
+                .push(s(e, "line")),
+            "notify" => {
+                let rid = e.get("rid").and_then(|x| x.as_u64()).unwrap_or(0);
+                streams
+                    .entry(("notify".into(), format!("req:0x{rid:x}")))
+                    .or_default()
+                    .push(s(e, "line"));
+            }
+            "wake" => {
+                streams
+                    .entry(("wake".into(), s(e, "key")))
+                    .or_default()
+                    .push(s(e, "line"));
+            }
+            "urma" => {
+                if let Some(raw) = e.get("raw") {
+                    if let Some((key, line)) = urma_line(raw) {
+                        streams.entry(("urma".into(), key)).or_default().push(line);
+                    }
+                }
+            }
+            "log" => {
+                let slot = e.get("lib").and_then(|x| x.as_u64()).unwrap_or(0);
+                let name = lib_names
+                    .iter()
+                    .find(|(s, _)| *s == slot)
+                    .map(|(_, n)| *n)
+                    .unwrap_or("lib");
+                let sec = if lib_names.len() > 1 {
+                    format!("log:{name}")
+                } else {
+                    "log".to_string()
+                };
+                let lvl = e.get("level").and_then(|x| x.as_i64()).unwrap_or(0);
+                *levels
+                    .entry(sec.clone())
+                    .or_default()
+                    .entry(level_name(lvl))
+                    .or_default() += 1;
+                if e.get("ok").and_then(|x| x.as_bool()) == Some(false) {
+                    *malformed.entry(sec).or_default() += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    for ((sec, key), lines) in streams {
+        let v = n.sections.entry(sec).or_default();
+        let mut i = 0;
+        while i < lines.len() {
+            let mut j = i + 1;
+            while j < lines.len() && lines[j] == lines[i] {
+                j += 1;
+            }
+            if j - i > 1 {
+                v.push(format!("{key} | {} (x{})", lines[i], j - i));
+            } else {
+                v.push(format!("{key} | {}", lines[i]));
+            }
+            i = j;
+        }
+    }
+    for (sec, m) in levels {
+        let v = n.sections.entry(sec.clone()).or_default();
+        let present: Vec<&str> = m.keys().map(String::as_str).collect();
+        v.push(format!("levels present: {}", present.join(" ")));
+        for (lvl, c) in &m {
+            if lvl == "WARN" || lvl == "ERROR" {
+                v.push(format!("{lvl} x{c}"));
+            }
+        }
+        if let Some(bad) = malformed.get(&sec) {
+            v.push(format!("malformed prefix x{bad}"));
+        }
+    }
+    n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn streams_are_canonical_and_ordered_inside() {
+        let a = vec![
+            json!({"k":"notify","rid":2,"line":"b0"}),
+            json!({"k":"notify","rid":1,"line":"a0"}),
+            json!({"k":"notify","rid":2,"line":"b1"}),
+            json!({"k":"log","lib":0,"level":65280,"ok":true}),
+        ];
+        let b = vec![
+            json!({"k":"notify","rid":1,"line":"a0"}),
+            json!({"k":"log","lib":0,"level":65280,"ok":true}),
+            json!({"k":"notify","rid":2,"line":"b0"}),
+            json!({"k":"notify","rid":2,"line":"b1"}),
+        ];
+        let na = normalise(&a, &[(0, "x")]);
+        assert_eq!(na, normalise(&b, &[(0, "x")]));
+        let c = vec![
+            json!({"k":"notify","rid":2,"line":"b1"}),
+            json!({"k":"notify","rid":2,"line":"b0"}),
+        ];
+        assert_ne!(normalise(&c, &[]), normalise(&a[..3], &[]));
+        assert!(na.render().contains("## log\nlevels present: INFO\n"));
+    }
+
+    #[test]
+    fn urma_lines_key_by_request() {
+        let w = json!({"ev":"post_send","q":"jfs1","op":"WRITE","opcode":0,"flags":32,"user_ctx":"0x300000123456789a","target":"tjetty1","imm":null,"src":[{"seg":"seg1","off":2097152,"len":5}],"dst":[{"seg":"seg3","off":2097152,"len":5}],"ret":0});
+        let (k, l) = urma_line(&w).unwrap();
+        assert_eq!(k, "req:0x123456789a");
+        assert!(l.contains("src=[seg1+2097152/5]"), "{l}");
+        let r = json!({"ev":"cr","jfc":"jfc1","s_r":1,"status":0,"opcode":1,"jetty":1,"user_ctx":"0x0000000000000005","len":0,"local":"jetty1","remote":"jfs1","imm":"0x0abcde0000012345","fate":"deliver"});
+        let (k, l) = urma_line(&r).unwrap();
+        assert_eq!(k, "req:0xabcde12345");
+        assert!(!l.contains("uctx"));
+        assert!(urma_line(&json!({"ev":"poll"})).is_none());
+    }
+}

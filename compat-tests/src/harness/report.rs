@@ -1,0 +1,531 @@
+//! The driver: runs every scenario on the reference C library and on the Rust library,
+//! compares the normalised traces, judges them against the ledger, runs the C runner and the
+//! interop matrix, prints one line per scenario and writes `report.json` / `report.md`.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::ctx::{Ctx, Lib};
+use super::ledger::{self, Ledger};
+use super::normalise::{normalise, Normalised};
+use super::scenario::Scenario;
+use super::{crunner, interop, random, scenario};
+
+/// Command-line options of `compat`.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub rust_lib: PathBuf,
+    pub legacy_lib: PathBuf,
+    pub out: PathBuf,
+    pub random: usize,
+    pub seed: u64,
+    pub only: Vec<String>,
+    pub list: bool,
+    pub ledger: PathBuf,
+    pub c_runner: bool,
+    pub interop: bool,
+}
+
+/// The verdict of one comparison.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Pass,
+    Diverges(Vec<String>),
+    Fail(String),
+}
+
+impl Verdict {
+    /// The report word.
+    pub fn word(&self) -> String {
+        match self {
+            Verdict::Pass => "PASS".into(),
+            Verdict::Diverges(ids) => format!("DIVERGES-AS-DOCUMENTED {}", ids.join(",")),
+            Verdict::Fail(_) => "FAIL".into(),
+        }
+    }
+}
+
+/// One compared scenario.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub id: String,
+    pub kind: &'static str,
+    pub desc: String,
+    pub verdict: Verdict,
+    pub sections: Vec<String>,
+    pub diff: Option<String>,
+    pub legacy_trace: String,
+    pub rust_trace: String,
+    pub seed: Option<u64>,
+    pub ms: u128,
+}
+
+/// Result of one run of a scenario on one library.
+pub type RunResult = Result<Vec<Value>, String>;
+
+static POISONED: [AtomicBool; 2] = [AtomicBool::new(false), AtomicBool::new(false)];
+
+/// Runs `sc` on `lib` in a watchdog thread (budget `sc.budget`).
+pub fn run_on(lib: &'static Lib, sc: &Scenario) -> RunResult {
+    if POISONED[lib.slot as usize & 1].load(Ordering::Acquire) {
+        return Err(format!("{}: skipped, the library hung in an earlier scenario", lib.name));
+    }
+    let (tx, rx) = mpsc::channel();
+    let s2 = sc.clone();
+    std::thread::Builder::new()
+        .name(format!("compat-{}", lib.name))
+        .spawn(move || {
+            let mut ctx = Ctx::new(lib, lib, s2.setup);
+            s2.run(&mut ctx);
+            let _ = tx.send(ctx.finish());
+        })
+        .map_err(|e| format!("spawn: {e}"))?;
+    match rx.recv_timeout(sc.budget) {
+        Ok(ev) => {
+            if let Some(d) = std::env::var_os("COMPAT_DUMP") {
+                dump(Path::new(&d), &sc.id, lib.name, &ev);
+            }
+            Ok(ev)
+        }
+        Err(mpsc::RecvTimeoutError::Timeout) => {
+            POISONED[lib.slot as usize & 1].store(true, Ordering::Release);
+            Err(format!(
+                "{}: watchdog: the scenario did not finish within {:?} (hang)",
+                lib.name, sc.budget
+            ))
+        }
+        Err(mpsc::RecvTimeoutError::Disconnected) => Err(format!("{}: the scenario panicked", lib.name)),
+    }
+}
+
+/// Writes a raw trace to `<dir>/<id>.<lib>.jsonl` (debugging aid, `COMPAT_DUMP=<dir>`).
+pub fn dump(dir: &Path, id: &str, lib: &str, ev: &[Value]) {
+    let _ = std::fs::create_dir_all(dir);
+    let text: Vec<String> = ev.iter().map(|e| e.to_string()).collect();
+    let _ = std::fs::write(dir.join(format!("{id}.{lib}.jsonl")), text.join("\n") + "\n");
+}
+
+/// A unified diff (pretty_assertions) of two texts.
+pub fn diff_text(left: &str, right: &str) -> String {
+    format!(
+        "{}",
+        pretty_assertions::StrComparison::new(left, right)
+    )
+}
+
+/// Compares two runs and judges the difference against `allowed` ledger entries.
+#[allow(clippy::too_many_arguments)]
+pub fn judge(
+    id: &str,
+    kind: &'static str,
+    desc: &str,
+    legacy: RunResult,
+    rust: RunResult,
+    lib_names: &[(u64, &str)],
+    allowed: Vec<String>,
+    stale_check: bool,
+    seed: Option<u64>,
+    ms: u128,
+) -> Outcome {
+    let mut o = Outcome {
+        id: id.into(),
+        kind,
+        desc: desc.into(),
+        verdict: Verdict::Pass,
+        sections: Vec::new(),
+        diff: None,
+        legacy_trace: String::new(),
+        rust_trace: String::new(),
+        seed,
+        ms,
+    };
+    let (l, r) = match (legacy, rust) {
+        (Ok(l), Ok(r)) => (l, r),
+        (l, r) => {
+            let mut why = Vec::new();
+            if let Err(e) = l {
+                why.push(e);
+            }
+            if let Err(e) = r {
+                why.push(e);
+            }
+            o.verdict = Verdict::Fail(why.join("; "));
+            return o;
+        }
+    };
+    let nl: Normalised = normalise(&l, &lib_names[..1]);
+    let nr: Normalised = normalise(&r, &lib_names[1..]);
+    o.legacy_trace = nl.render();
+    o.rust_trace = nr.render();
+    if nl == nr {
+        if stale_check && !allowed.is_empty() {
+            o.verdict = Verdict::Fail(format!(
+                "stale ledger: {} list(s) this scenario but the traces no longer differ",
+                allowed.join(",")
+            ));
+        }
+        return o;
+    }
+    o.sections = nl.differing_sections(&nr);
+    o.diff = Some(diff_text(&o.legacy_trace, &o.rust_trace));
+    o.verdict = if allowed.is_empty() {
+        Verdict::Fail(format!(
+            "undocumented difference in {} (no ledger entry applies)",
+            o.sections.join(", ")
+        ))
+    } else {
+        Verdict::Diverges(allowed)
+    };
+    o
+}
+
+/// Everything `compat` needs, loaded.
+pub struct Loaded {
+    pub legacy: &'static Lib,
+    pub rust: &'static Lib,
+}
+
+/// Loads both libraries (legacy in slot 0, Rust in slot 1).
+pub fn load(opts: &Options) -> Result<Loaded, String> {
+    Ok(Loaded {
+        legacy: Lib::load(&opts.legacy_lib, 0, "legacy")?,
+        rust: Lib::load(&opts.rust_lib, 1, "rust")?,
+    })
+}
+
+fn line(o: &Outcome) -> String {
+    let w = o.verdict.word();
+    let mut s = format!("{w:<28} {:<22} {}", o.id, o.desc);
+    if let Verdict::Fail(why) = &o.verdict {
+        s.push_str(&format!("\n    -> {why}"));
+        if let Some(seed) = o.seed {
+            s.push_str(&format!("\n    -> replay: compat --seed {seed} --random 1"));
+        }
+    }
+    s
+}
+
+/// Runs the whole harness; returns the process exit code.
+pub fn run(opts: &Options) -> i32 {
+    let t0 = Instant::now();
+    let ledger = match Ledger::load(&opts.ledger) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("compat: cannot load the ledger: {e}");
+            return 2;
+        }
+    };
+    let mut cat = scenario::catalogue();
+    let mut rnd = random::scenarios(opts.seed, opts.random);
+    if !opts.only.is_empty() {
+        cat.retain(|s| opts.only.iter().any(|o| o == &s.id));
+        rnd.retain(|s| opts.only.iter().any(|o| o == &s.id));
+    }
+    if opts.list {
+        for s in scenario::catalogue() {
+            println!("{:<22} {}", s.id, s.desc);
+        }
+        for (id, d) in crunner::SCENARIOS {
+            println!("{id:<22} [C runner] {d}");
+        }
+        println!("rand-<seed>            random scenario (--random N --seed S)");
+        return 0;
+    }
+    let libs = match load(opts) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("compat: {e}");
+            return 2;
+        }
+    };
+    println!("compat: reference C library: {}", opts.legacy_lib.display());
+    println!("compat: Rust library:        {}", opts.rust_lib.display());
+    println!(
+        "compat: {} catalogue scenarios, {} random (seed {}), ledger {}",
+        cat.len(),
+        rnd.len(),
+        opts.seed,
+        opts.ledger.display()
+    );
+    let names: [(u64, &str); 2] = [(0, "legacy"), (1, "rust")];
+    let mut outcomes: Vec<Outcome> = Vec::new();
+    let mut diverging_ids: BTreeSet<String> = BTreeSet::new();
+    for s in &cat {
+        let t = Instant::now();
+        let l = run_on(libs.legacy, s);
+        let r = run_on(libs.rust, s);
+        let o = judge(
+            &s.id,
+            "catalogue",
+            &s.desc,
+            l,
+            r,
+            &names,
+            ledger.for_scenario(&s.id),
+            true,
+            None,
+            t.elapsed().as_millis(),
+        );
+        if o.diff.is_some() {
+            diverging_ids.insert(o.id.clone());
+        }
+        println!("{}", line(&o));
+        outcomes.push(o);
+    }
+    let mut c_outcomes = Vec::new();
+    if opts.c_runner && (opts.only.is_empty() || opts.only.iter().any(|o| o.starts_with("c-"))) {
+        match crunner::run_all(opts, &ledger, &opts.only) {
+            Ok(v) => {
+                for o in v {
+                    if o.diff.is_some() {
+                        diverging_ids.insert(o.id.clone());
+                    }
+                    println!("{}", line(&o));
+                    c_outcomes.push(o);
+                }
+            }
+            Err(e) => {
+                let o = Outcome {
+                    id: "c-runner".into(),
+                    kind: "c-runner",
+                    desc: "build of compat-tests/c/runner.c".into(),
+                    verdict: Verdict::Fail(e),
+                    sections: vec![],
+                    diff: None,
+                    legacy_trace: String::new(),
+                    rust_trace: String::new(),
+                    seed: None,
+                    ms: 0,
+                };
+                println!("{}", line(&o));
+                c_outcomes.push(o);
+            }
+        }
+    }
+    for s in &rnd {
+        let t = Instant::now();
+        let l = run_on(libs.legacy, s);
+        let r = run_on(libs.rust, s);
+        let o = judge(
+            &s.id,
+            "random",
+            &s.desc,
+            l,
+            r,
+            &names,
+            ledger.for_features(&s.features),
+            false,
+            s.seed,
+            t.elapsed().as_millis(),
+        );
+        println!("{}", line(&o));
+        outcomes.push(o);
+    }
+    outcomes.extend(c_outcomes);
+    // Ledger consistency: every observable entry must show in at least one catalogue or
+    // C-runner scenario of this run (only checked on full runs).
+    let mut ledger_problems = Vec::new();
+    if opts.only.is_empty() {
+        for e in &ledger.entries {
+            if e.observable && !e.scenarios.iter().any(|s| diverging_ids.contains(s)) {
+                ledger_problems.push(format!(
+                    "{}: observable, but none of its scenarios {:?} shows a difference (stale entry)",
+                    e.id, e.scenarios
+                ));
+            }
+        }
+        if let Ok(md) = std::fs::read_to_string(ledger::divergences_md_path()) {
+            let doc: BTreeSet<String> = ledger::doc_ids(&md).into_iter().collect();
+            let twin: BTreeSet<String> = ledger.ids().into_iter().collect();
+            for d in doc.difference(&twin) {
+                ledger_problems.push(format!("{d}: in docs/divergences.md but not in the ledger twin"));
+            }
+            for d in twin.difference(&doc) {
+                ledger_problems.push(format!("{d}: in the ledger twin but not in docs/divergences.md"));
+            }
+        }
+    }
+    for p in &ledger_problems {
+        println!("FAIL                         ledger                 {p}");
+    }
+    let cells = if opts.interop && opts.only.is_empty() {
+        interop::run(libs.legacy, libs.rust)
+    } else {
+        Vec::new()
+    };
+    if !cells.is_empty() {
+        println!("\nInterop matrix (one process, both libraries, data checked byte for byte):");
+        println!("{}", interop::render(&cells));
+    }
+    let pass = outcomes.iter().filter(|o| o.verdict == Verdict::Pass).count();
+    let div = outcomes
+        .iter()
+        .filter(|o| matches!(o.verdict, Verdict::Diverges(_)))
+        .count();
+    let fail = outcomes
+        .iter()
+        .filter(|o| matches!(o.verdict, Verdict::Fail(_)))
+        .count()
+        + ledger_problems.len();
+    let ifail = cells.iter().filter(|c| !c.ok).count();
+    let secs = t0.elapsed().as_secs_f64();
+    println!(
+        "\ncompat: {} scenarios ({} catalogue, {} C runner, {} random): {pass} PASS, {div} DIVERGES-AS-DOCUMENTED, {fail} FAIL; interop {}/{} cells OK; {:.1} s",
+        outcomes.len(),
+        outcomes.iter().filter(|o| o.kind == "catalogue").count(),
+        outcomes.iter().filter(|o| o.kind == "c-runner").count(),
+        outcomes.iter().filter(|o| o.kind == "random").count(),
+        cells.len() - ifail,
+        cells.len(),
+        secs
+    );
+    if let Err(e) = write_reports(opts, &outcomes, &ledger_problems, &cells, secs) {
+        eprintln!("compat: writing the report: {e}");
+        return 2;
+    }
+    println!(
+        "compat: report: {} and {}",
+        opts.out.join("report.md").display(),
+        opts.out.join("report.json").display()
+    );
+    if fail + ifail > 0 {
+        1
+    } else {
+        0
+    }
+}
+
+fn write_reports(
+    opts: &Options,
+    outcomes: &[Outcome],
+    ledger_problems: &[String],
+    cells: &[interop::Cell],
+    secs: f64,
+) -> std::io::Result<()> {
+    std::fs::create_dir_all(&opts.out)?;
+    let j = json!({
+        "legacy_lib": opts.legacy_lib.display().to_string(),
+        "rust_lib": opts.rust_lib.display().to_string(),
+        "seed": opts.seed,
+        "random": opts.random,
+        "seconds": secs,
+        "totals": {
+            "scenarios": outcomes.len(),
+            "pass": outcomes.iter().filter(|o| o.verdict == Verdict::Pass).count(),
+            "diverges": outcomes.iter().filter(|o| matches!(o.verdict, Verdict::Diverges(_))).count(),
+            "fail": outcomes.iter().filter(|o| matches!(o.verdict, Verdict::Fail(_))).count() + ledger_problems.len(),
+            "interop_ok": cells.iter().filter(|c| c.ok).count(),
+            "interop_cells": cells.len(),
+        },
+        "ledger_problems": ledger_problems,
+        "scenarios": outcomes.iter().map(|o| json!({
+            "id": o.id,
+            "kind": o.kind,
+            "desc": o.desc,
+            "verdict": o.verdict.word(),
+            "ledger": match &o.verdict { Verdict::Diverges(v) => json!(v), _ => json!([]) },
+            "reason": match &o.verdict { Verdict::Fail(w) => json!(w), _ => Value::Null },
+            "differing_sections": o.sections,
+            "seed": o.seed,
+            "ms": o.ms as u64,
+            "legacy_trace": if o.verdict == Verdict::Pass { Value::Null } else { json!(o.legacy_trace) },
+            "rust_trace": if o.verdict == Verdict::Pass { Value::Null } else { json!(o.rust_trace) },
+        })).collect::<Vec<_>>(),
+        "interop": cells.iter().map(|c| json!({
+            "direction": c.dir, "len": c.len, "ok": c.ok, "detail": c.detail
+        })).collect::<Vec<_>>(),
+    });
+    std::fs::write(
+        opts.out.join("report.json"),
+        serde_json::to_string_pretty(&j).unwrap_or_default(),
+    )?;
+    let mut md = String::new();
+    md.push_str("# os_transport C-vs-Rust conformance report\n\n");
+    md.push_str(&format!(
+        "- reference C library: `{}`\n- Rust library: `{}`\n- random seed {} ({} scenarios)\n- run time {:.1} s\n\n",
+        opts.legacy_lib.display(),
+        opts.rust_lib.display(),
+        opts.seed,
+        opts.random,
+        secs
+    ));
+    md.push_str("| verdict | scenario | kind | description |\n|---|---|---|---|\n");
+    for o in outcomes {
+        md.push_str(&format!(
+            "| {} | `{}` | {} | {} |\n",
+            o.verdict.word(),
+            o.id,
+            o.kind,
+            o.desc.replace('|', "\\|")
+        ));
+    }
+    for p in ledger_problems {
+        md.push_str(&format!("| FAIL | ledger | - | {} |\n", p.replace('|', "\\|")));
+    }
+    if !cells.is_empty() {
+        md.push_str("\n## Interop matrix\n\n");
+        md.push_str(&interop::render_md(cells));
+    }
+    md.push_str("\n## Differences\n\n");
+    for o in outcomes.iter().filter(|o| o.verdict != Verdict::Pass) {
+        md.push_str(&format!("### {} — {}\n\n", o.id, o.verdict.word()));
+        if let Verdict::Fail(w) = &o.verdict {
+            md.push_str(&format!("{w}\n\n"));
+        }
+        if let Some(d) = &o.diff {
+            md.push_str("Diff (left: reference C, right: Rust):\n\n```diff\n");
+            md.push_str(&strip_ansi(d));
+            md.push_str("\n```\n\n");
+        }
+    }
+    std::fs::write(opts.out.join("report.md"), md)
+}
+
+/// Removes ANSI colour sequences (pretty_assertions colours its output).
+pub fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut it = s.chars().peekable();
+    while let Some(c) = it.next() {
+        if c == '\u{1b}' {
+            if it.peek() == Some(&'[') {
+                it.next();
+                for d in it.by_ref() {
+                    if d.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Default for `--random`: `$COMPAT_RANDOM`, else 200.
+pub fn default_random() -> usize {
+    std::env::var("COMPAT_RANDOM")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200)
+}
+
+/// Default for `--seed`: `$COMPAT_SEED` (a number, or `time`), else 20250413.
+pub fn default_seed() -> u64 {
+    match std::env::var("COMPAT_SEED") {
+        Ok(v) if v == "time" => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(1),
+        Ok(v) => v.parse().unwrap_or(20250413),
+        Err(_) => 20250413,
+    }
+}
+
+/// Keeps `Duration` in scope for doc links.
+pub const DEFAULT_BUDGET: Duration = Duration::from_secs(30);
