@@ -37,10 +37,12 @@ fn main() {
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
-        let mut val = |name: &str| args.next().unwrap_or_else(|| {
-            eprintln!("compat: {name} needs a value");
-            usage()
-        });
+        let mut val = |name: &str| {
+            args.next().unwrap_or_else(|| {
+                eprintln!("compat: {name} needs a value");
+                usage()
+            })
+        };
         match a.as_str() {
             "--rust-lib" => opts.rust_lib = PathBuf::from(val("--rust-lib")),
             "--legacy-lib" => opts.legacy_lib = PathBuf::from(val("--legacy-lib")),

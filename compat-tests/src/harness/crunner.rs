@@ -17,12 +17,24 @@ use super::report::{judge, Options, Outcome, RunResult};
 
 /// The C runner's scenarios.
 pub const SCENARIOS: &[(&str, &str)] = &[
-    ("c-basic-2m+1", "C consumer: send + recv of 2 MiB + 1, untimed send wait, data checked"),
-    ("c-basic-6m+5-event", "C consumer: 6 MiB + 5 with event-mode pollers (JFCE)"),
+    (
+        "c-basic-2m+1",
+        "C consumer: send + recv of 2 MiB + 1, untimed send wait, data checked",
+    ),
+    (
+        "c-basic-6m+5-event",
+        "C consumer: 6 MiB + 5 with event-mode pollers (JFCE)",
+    ),
     ("c-basic-14m", "C consumer: send + recv of 14 MiB"),
     ("c-len-1", "C consumer: send + recv of 1 byte"),
-    ("c-bad-inputs", "C consumer: NULL arguments, len 0, keys 2^40, no queue, double destroy"),
-    ("c-timeout", "C consumer: recv waits with 0 ms and 20 ms timeouts, cancel by id"),
+    (
+        "c-bad-inputs",
+        "C consumer: NULL arguments, len 0, keys 2^40, no queue, double destroy",
+    ),
+    (
+        "c-timeout",
+        "C consumer: recv waits with 0 ms and 20 ms timeouts, cancel by id",
+    ),
 ];
 
 fn repo() -> PathBuf {
@@ -69,10 +81,15 @@ pub fn build(opts: &Options) -> Result<(PathBuf, PathBuf, PathBuf), String> {
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let ud = urma_dir(opts);
     let out = Command::new(&cc)
-        .args(["-std=c99", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-pthread"])
+        .args([
+            "-std=c99", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-pthread",
+        ])
         .arg(format!("-I{}", repo().join("include").display()))
         .arg(format!("-I{}", repo().join("urma-sys/include").display()))
-        .arg(format!("-I{}", repo().join("urma-sys/loopback/include").display()))
+        .arg(format!(
+            "-I{}",
+            repo().join("urma-sys/loopback/include").display()
+        ))
         .arg(&src)
         .arg("-o")
         .arg(&exe)
@@ -96,7 +113,10 @@ pub fn build(opts: &Options) -> Result<(PathBuf, PathBuf, PathBuf), String> {
 pub fn run_one(exe: &Path, libdir: &Path, urma: &Path, id: &str) -> RunResult {
     let mut child = Command::new(exe)
         .arg(id)
-        .env("LD_LIBRARY_PATH", format!("{}:{}", libdir.display(), urma.display()))
+        .env(
+            "LD_LIBRARY_PATH",
+            format!("{}:{}", libdir.display(), urma.display()),
+        )
         .env_remove("URMA_LOOPBACK_TRACE")
         .env_remove("URMA_LOOPBACK_KNOBS")
         .stdout(Stdio::piped())
@@ -130,13 +150,17 @@ pub fn run_one(exe: &Path, libdir: &Path, urma: &Path, id: &str) -> RunResult {
     let out = so.join().unwrap_or_default();
     let err = se.join().unwrap_or_default();
     if !status.success() {
-        return Err(format!("C runner {id} exited with {status}: {}", err.trim()));
+        return Err(format!(
+            "C runner {id} exited with {status}: {}",
+            err.trim()
+        ));
     }
     let mut v = Vec::new();
     let want = std::fs::canonicalize(libdir.join("libos_transport.so.1")).ok();
     let mut lib_ok = false;
     for l in out.lines().filter(|l| !l.trim().is_empty()) {
-        let j: Value = serde_json::from_str(l).map_err(|e| format!("C runner {id}: bad line {l:?}: {e}"))?;
+        let j: Value =
+            serde_json::from_str(l).map_err(|e| format!("C runner {id}: bad line {l:?}: {e}"))?;
         if j.get("k").and_then(|k| k.as_str()) == Some("lib") {
             let got = j
                 .get("path")
@@ -176,8 +200,8 @@ pub fn run_all(opts: &Options, ledger: &Ledger, only: &[String]) -> Result<Vec<O
             l,
             r,
             &names,
-            ledger.for_scenario(id),
-            true,
+            ledger,
+            None,
             None,
             t.elapsed().as_millis(),
         ));

@@ -25,7 +25,7 @@ use crate::fixture::{
     SendPtr,
 };
 use crate::lib_under_test::{
-    OstBufferInfo, OstDeviceInfo, OsTransportCfg, OsTransportLib, TaskSync, UrmaJettyInfo,
+    OsTransportCfg, OsTransportLib, OstBufferInfo, OstDeviceInfo, TaskSync, UrmaJettyInfo,
     DEFAULT_CHUNK_SIZE,
 };
 use crate::loopback_ctl as ctl;
@@ -41,12 +41,19 @@ pub struct Lib {
 
 impl Lib {
     /// Loads `path` and registers the recording log callback (threshold DEBUG) once.
-    pub fn load(path: &std::path::Path, slot: u32, name: &'static str) -> Result<&'static Lib, String> {
+    pub fn load(
+        path: &std::path::Path,
+        slot: u32,
+        name: &'static str,
+    ) -> Result<&'static Lib, String> {
         let lib = OsTransportLib::load(path)?;
         // SAFETY: valid function pointer of the loaded library; the callback is a static fn.
         let r = unsafe { (lib.os_transport_log_reg)(-1, record::log_callback(slot)) };
         if r != 0 {
-            return Err(format!("{}: os_transport_log_reg returned {r}", path.display()));
+            return Err(format!(
+                "{}: os_transport_log_reg returned {r}",
+                path.display()
+            ));
         }
         Ok(Box::leak(Box::new(Lib { lib, slot, name })))
     }
@@ -336,7 +343,8 @@ impl Ctx {
         let mut cfg = self.cfg(workers, capacity);
         let mut h: *mut c_void = 0x1 as *mut c_void;
         // SAFETY: valid cfg and out-pointer; the loopback context is live.
-        let r = unsafe { (self.lib(side).os_transport_init)(Loopback::get().ctx, &mut cfg, &mut h) };
+        let r =
+            unsafe { (self.lib(side).os_transport_init)(Loopback::get().ctx, &mut cfg, &mut h) };
         let hn = if h.is_null() {
             "NULL".to_string()
         } else if h == 0x1 as *mut c_void {
@@ -363,17 +371,24 @@ impl Ctx {
         ));
         if live {
             // SAFETY: live handle; stored pointers are informational.
-            let rj = unsafe {
-                (self.lib(side).os_transport_reg_jfc)(cfg.jfce, cfg.jfc, h)
-            };
-            self.rec
-                .api(format!("{}reg_jfc(jfce, jfc, H) = {}", self.side_tag(side), r32(rj)));
+            let rj = unsafe { (self.lib(side).os_transport_reg_jfc)(cfg.jfce, cfg.jfc, h) };
+            self.rec.api(format!(
+                "{}reg_jfc(jfce, jfc, H) = {}",
+                self.side_tag(side),
+                r32(rj)
+            ));
         }
         r
     }
 
     /// Raw `os_transport_init` with arbitrary pointers (bad-input cases); not kept.
-    pub fn init_raw(&mut self, side: Side, cfg_null: bool, handle_null: bool, workers: u32) -> (u32, String) {
+    pub fn init_raw(
+        &mut self,
+        side: Side,
+        cfg_null: bool,
+        handle_null: bool,
+        workers: u32,
+    ) -> (u32, String) {
         let mut cfg = self.cfg(workers, 16);
         let mut h: *mut c_void = 0x1 as *mut c_void;
         let pc: *mut OsTransportCfg = if cfg_null { null_mut() } else { &mut cfg };
@@ -478,12 +493,20 @@ impl Ctx {
         }
     }
 
-    /// Takes the held receive-side CRs.
+    /// Takes the held receive-side CRs, in a canonical order: arrival order across requests
+    /// depends on worker scheduling, so they are sorted by (request id, chunk id); the order
+    /// within one request (chunk order) is kept.
     pub fn take_held(&self) -> Vec<u::urma_cr_t> {
-        self.recv_poller
+        let mut v = self
+            .recv_poller
             .as_ref()
             .map(|p| p.take_held())
-            .unwrap_or_default()
+            .unwrap_or_default();
+        v.sort_by_key(|cr| {
+            let imm = cr.imm();
+            (dec_rid(imm & ((1 << 60) - 1)), imm >> 61)
+        });
+        v
     }
 
     /// Hands `cr` to `os_transport_wake_up_task` of `side` on the scenario thread; when it
@@ -492,7 +515,9 @@ impl Ctx {
         let before = self.rec.notify_count();
         let h = self.handle(side);
         // SAFETY: h is live or NULL (the library checks); cr is a valid CR.
-        let r = unsafe { (self.lib(side).os_transport_wake_up_task)(h, (&mut cr as *mut u::urma_cr_t).cast()) };
+        let r = unsafe {
+            (self.lib(side).os_transport_wake_up_task)(h, (&mut cr as *mut u::urma_cr_t).cast())
+        };
         self.rec.push(json!({"k": "wake", "key": cr_key(&cr), "line": format!("{}wake {} -> {r}", self.side_tag(side), cr_line(&cr))}));
         if r == 0 && cr.is_recv() {
             self.rec.wait_notifies(before + 1, notify_wait);
@@ -540,7 +565,14 @@ impl Ctx {
     }
 
     /// `os_transport_send` with a choice of queues.
-    pub fn send_ex(&mut self, len: u32, sk: u64, ck: u64, off: usize, via: SendVia) -> (u32, Option<String>) {
+    pub fn send_ex(
+        &mut self,
+        len: u32,
+        sk: u64,
+        ck: u64,
+        off: usize,
+        via: SendVia,
+    ) -> (u32, Option<String>) {
         let mut ji = self.pair.jetty_info();
         match via {
             SendVia::Jfs => {}
@@ -563,7 +595,9 @@ impl Ctx {
         let h = self.hs;
         // SAFETY: valid pointers to live endpoint/buffer descriptions.
         let r = unsafe {
-            (self.slib.lib.os_transport_send)(h, &mut ji, &mut s, &mut d, len, sk, ck, &mut sync, &mut st)
+            (self.slib.lib.os_transport_send)(
+                h, &mut ji, &mut s, &mut d, len, sk, ck, &mut sync, &mut st,
+            )
         };
         let sn = if sync == 0x1 as *mut TaskSync {
             "untouched".to_string()
@@ -593,14 +627,39 @@ impl Ctx {
         let mut d = self.rdst.info();
         let mut sync: *mut TaskSync = 0x1 as *mut TaskSync;
         let mut st: u::urma_status_t = -77;
-        let h = if which == "handle" { null_mut() } else { self.hs };
-        let pji: *mut UrmaJettyInfo = if which == "jetty_info" { null_mut() } else { &mut ji };
-        let ps: *mut OstBufferInfo = if which == "local_src" { null_mut() } else { &mut s };
-        let pd: *mut OstBufferInfo = if which == "remote_dst" { null_mut() } else { &mut d };
-        let psync: *mut *mut TaskSync = if which == "ret_sync" { null_mut() } else { &mut sync };
-        let pst: *mut u::urma_status_t = if which == "status" { null_mut() } else { &mut st };
+        let h = if which == "handle" {
+            null_mut()
+        } else {
+            self.hs
+        };
+        let pji: *mut UrmaJettyInfo = if which == "jetty_info" {
+            null_mut()
+        } else {
+            &mut ji
+        };
+        let ps: *mut OstBufferInfo = if which == "local_src" {
+            null_mut()
+        } else {
+            &mut s
+        };
+        let pd: *mut OstBufferInfo = if which == "remote_dst" {
+            null_mut()
+        } else {
+            &mut d
+        };
+        let psync: *mut *mut TaskSync = if which == "ret_sync" {
+            null_mut()
+        } else {
+            &mut sync
+        };
+        let pst: *mut u::urma_status_t = if which == "status" {
+            null_mut()
+        } else {
+            &mut st
+        };
         // SAFETY: NULL or valid pointers.
-        let r = unsafe { (self.slib.lib.os_transport_send)(h, pji, ps, pd, len, sk, ck, psync, pst) };
+        let r =
+            unsafe { (self.slib.lib.os_transport_send)(h, pji, ps, pd, len, sk, ck, psync, pst) };
         let sn = if sync == 0x1 as *mut TaskSync {
             "untouched".to_string()
         } else {
@@ -619,11 +678,23 @@ impl Ctx {
             addr: self.dst.addr() + off as u64,
             tseg: self.dst.tseg,
         };
-        let mut dev = self.pair.device_info((self.dst.addr() + off as u64) as *mut c_void);
+        let mut dev = self
+            .pair
+            .device_info((self.dst.addr() + off as u64) as *mut c_void);
         let mut sync: *mut TaskSync = 0x1 as *mut TaskSync;
         let h = self.hr;
         // SAFETY: valid pointers to live endpoint/buffer descriptions; NOTIFY is a static fn.
-        let r = unsafe { (self.rlib.lib.os_transport_recv)(h, &mut host, &mut dev, len, ck, &mut sync, record::NOTIFY) };
+        let r = unsafe {
+            (self.rlib.lib.os_transport_recv)(
+                h,
+                &mut host,
+                &mut dev,
+                len,
+                ck,
+                &mut sync,
+                record::NOTIFY,
+            )
+        };
         let sn = if sync == 0x1 as *mut TaskSync {
             "untouched".to_string()
         } else {
@@ -653,11 +724,31 @@ impl Ctx {
             };
         }
         let mut sync: *mut TaskSync = 0x1 as *mut TaskSync;
-        let h = if which == "handle" { null_mut() } else { self.hr };
-        let ph: *mut OstBufferInfo = if which == "host_src" { null_mut() } else { &mut host };
-        let pd: *mut OstDeviceInfo = if which == "device_dst" { null_mut() } else { &mut dev };
-        let ps: *mut *mut TaskSync = if which == "ret_sync" { null_mut() } else { &mut sync };
-        let cb = if which == "callback" { None } else { record::NOTIFY };
+        let h = if which == "handle" {
+            null_mut()
+        } else {
+            self.hr
+        };
+        let ph: *mut OstBufferInfo = if which == "host_src" {
+            null_mut()
+        } else {
+            &mut host
+        };
+        let pd: *mut OstDeviceInfo = if which == "device_dst" {
+            null_mut()
+        } else {
+            &mut dev
+        };
+        let ps: *mut *mut TaskSync = if which == "ret_sync" {
+            null_mut()
+        } else {
+            &mut sync
+        };
+        let cb = if which == "callback" {
+            None
+        } else {
+            record::NOTIFY
+        };
         // SAFETY: NULL or valid pointers.
         let r = unsafe { (self.rlib.lib.os_transport_recv)(h, ph, pd, len, ck, ps, cb) };
         let sn = if sync == 0x1 as *mut TaskSync {
@@ -701,12 +792,23 @@ impl Ctx {
 
     /// `wait_*` with NULL arguments (bad inputs): `which` = "handle" | "sync" | "status".
     pub fn wait_null(&mut self, which: &str) -> u32 {
-        let h = if which == "handle" { null_mut() } else { self.hs };
+        let h = if which == "handle" {
+            null_mut()
+        } else {
+            self.hs
+        };
         let mut st: u::urma_status_t = -77;
-        let pst: *mut u::urma_status_t = if which == "status" { null_mut() } else { &mut st };
+        let pst: *mut u::urma_status_t = if which == "status" {
+            null_mut()
+        } else {
+            &mut st
+        };
         // SAFETY: NULL sync pointers only (which = "sync") or NULL handle; never a stale pointer.
         let r = unsafe { (self.slib.lib.wait_and_free_sync_timeout)(h, null_mut(), 0, pst) };
-        self.rec.api(format!("wait_and_free_sync_timeout(NULL {which}, NULL sync, 0 ms) = {} status={st}", r32(r)));
+        self.rec.api(format!(
+            "wait_and_free_sync_timeout(NULL {which}, NULL sync, 0 ms) = {} status={st}",
+            r32(r)
+        ));
         r
     }
 
@@ -728,7 +830,8 @@ impl Ctx {
             "{}cancel_tasks({}, {}, 0x{rid:x}) = {} *sync={after}",
             self.side_tag(side),
             self.hname(h),
-            sync.map(|s| format!("&{s}")).unwrap_or_else(|| "NULL".into()),
+            sync.map(|s| format!("&{s}"))
+                .unwrap_or_else(|| "NULL".into()),
             r32(r)
         ));
         if let Some(n) = sync {
@@ -744,8 +847,12 @@ impl Ctx {
         let h = self.handle(side);
         // SAFETY: h is the live handle (or NULL).
         let r = unsafe { (self.lib(side).os_transport_destroy)(h) };
-        self.rec
-            .api(format!("{}destroy({}) = {}", self.side_tag(side), self.hname(h), r32(r)));
+        self.rec.api(format!(
+            "{}destroy({}) = {}",
+            self.side_tag(side),
+            self.hname(h),
+            r32(r)
+        ));
         if r == 0 {
             if self.single() {
                 self.hs = null_mut();
@@ -773,7 +880,11 @@ impl Ctx {
             Side::Send => self.slib,
             Side::Recv => self.rlib,
         };
-        let cb = if null_cb { None } else { record::log_callback(lib.slot) };
+        let cb = if null_cb {
+            None
+        } else {
+            record::log_callback(lib.slot)
+        };
         // SAFETY: static callback or NULL.
         let r = unsafe { (lib.lib.os_transport_log_reg)(level, cb) };
         self.rec.api(format!(
@@ -847,7 +958,9 @@ impl Ctx {
         for l in ctl::trace_take() {
             match serde_json::from_str::<Value>(&l) {
                 Ok(v) => self.rec.push(json!({"k": "urma", "raw": v})),
-                Err(_) => self.rec.note(format!("unparsable loopback trace line: {l}")),
+                Err(_) => self
+                    .rec
+                    .note(format!("unparsable loopback trace line: {l}")),
             }
         }
         ctl::set_nocopy(false);

@@ -19,6 +19,8 @@ pub struct Entry {
     pub title: String,
     pub scenarios: Vec<String>,
     pub random: Vec<String>,
+    /// Trace sections this entry may explain (`api`, `urma`, `log`, ...; empty = all).
+    pub sections: Vec<String>,
     pub observable: bool,
     pub note: String,
 }
@@ -52,7 +54,8 @@ pub fn default_path() -> PathBuf {
 impl Ledger {
     /// Parses the ledger text.
     pub fn parse(text: &str, path: &Path) -> Result<Ledger, String> {
-        let v: Value = serde_json::from_str(text).map_err(|e| format!("{}: {e}", path.display()))?;
+        let v: Value =
+            serde_json::from_str(text).map_err(|e| format!("{}: {e}", path.display()))?;
         let arr = v
             .get("entries")
             .and_then(|x| x.as_array())
@@ -65,11 +68,23 @@ impl Ledger {
                 .ok_or_else(|| format!("{}: entry without id", path.display()))?
                 .to_string();
             entries.push(Entry {
-                title: e.get("title").and_then(|x| x.as_str()).unwrap_or("").to_string(),
+                title: e
+                    .get("title")
+                    .and_then(|x| x.as_str())
+                    .unwrap_or("")
+                    .to_string(),
                 scenarios: strs(e, "scenarios"),
                 random: strs(e, "random"),
-                observable: e.get("observable").and_then(|x| x.as_bool()).unwrap_or(true),
-                note: e.get("note").and_then(|x| x.as_str()).unwrap_or("").to_string(),
+                sections: strs(e, "sections"),
+                observable: e
+                    .get("observable")
+                    .and_then(|x| x.as_bool())
+                    .unwrap_or(true),
+                note: e
+                    .get("note")
+                    .and_then(|x| x.as_str())
+                    .unwrap_or("")
+                    .to_string(),
                 id,
             });
         }
@@ -85,7 +100,54 @@ impl Ledger {
         Self::parse(&text, path)
     }
 
-    /// Entries listing the catalogue (or C-runner) scenario `id`.
+    /// Entries that apply to a scenario: listed by id (or `"*"`), or, for a random scenario
+    /// (`features` given), whose random predicate matches.
+    pub fn applicable(&self, id: &str, features: Option<&BTreeSet<String>>) -> Vec<&Entry> {
+        self.entries
+            .iter()
+            .filter(|e| {
+                e.scenarios.iter().any(|s| s == id || s == "*")
+                    || features.is_some_and(|f| e.random.iter().any(|r| f.contains(r)))
+            })
+            .collect()
+    }
+
+    /// Judges differing sections: `Ok(entry ids)` when every section is explained by an
+    /// applicable entry, `Err(unexplained sections)` otherwise.
+    pub fn explain(
+        &self,
+        id: &str,
+        features: Option<&BTreeSet<String>>,
+        differing: &[String],
+    ) -> Result<Vec<String>, Vec<String>> {
+        let app = self.applicable(id, features);
+        let mut used: Vec<String> = Vec::new();
+        let mut missing = Vec::new();
+        for d in differing {
+            let base = d.split(':').next().unwrap_or(d);
+            let cover: Vec<&&Entry> = app
+                .iter()
+                .filter(|e| e.sections.is_empty() || e.sections.iter().any(|s| s == base))
+                .collect();
+            if cover.is_empty() {
+                missing.push(d.clone());
+            }
+            for e in cover {
+                if !used.contains(&e.id) {
+                    used.push(e.id.clone());
+                }
+            }
+        }
+        if missing.is_empty() {
+            let order = self.ids();
+            used.sort_by_key(|u| order.iter().position(|o| o == u));
+            Ok(used)
+        } else {
+            Err(missing)
+        }
+    }
+
+    /// Entries listing the catalogue (or C-runner) scenario `id` explicitly.
     pub fn for_scenario(&self, id: &str) -> Vec<String> {
         self.entries
             .iter()
@@ -156,5 +218,22 @@ mod tests {
         assert!(l.for_scenario("len-2m+1").is_empty());
         let f: BTreeSet<String> = ["send_len_le_2mib".to_string()].into();
         assert_eq!(l.for_features(&f), vec!["D1"]);
+        let l = Ledger::parse(
+            r#"{"entries":[{"id":"D1","scenarios":["a"]},{"id":"D13","scenarios":["*"],"sections":["log"]}]}"#,
+            Path::new("x"),
+        )
+        .unwrap();
+        assert_eq!(
+            l.explain("b", None, &["log".into()]),
+            Ok(vec!["D13".to_string()])
+        );
+        assert_eq!(
+            l.explain("b", None, &["api".into(), "log".into()]),
+            Err(vec!["api".to_string()])
+        );
+        assert_eq!(
+            l.explain("a", None, &["api".into(), "log".into()]),
+            Ok(vec!["D1".to_string(), "D13".to_string()])
+        );
     }
 }

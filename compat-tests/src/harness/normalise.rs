@@ -43,7 +43,10 @@ impl Normalised {
         let mut names: Vec<&String> = self.sections.keys().collect();
         names.sort_by_key(|n| {
             let base = n.split(':').next().unwrap_or(n);
-            (ORDER.iter().position(|o| *o == base).unwrap_or(99), n.to_string())
+            (
+                ORDER.iter().position(|o| *o == base).unwrap_or(99),
+                n.to_string(),
+            )
         });
         for n in names {
             out.push_str(&format!("## {n}\n"));
@@ -140,8 +143,7 @@ pub fn urma_line(raw: &Value) -> Option<(String, String)> {
             let s_r = raw.get("s_r").and_then(|x| x.as_u64()).unwrap_or(0);
             if s_r == 1 {
                 let imm = hexv(raw, "imm").unwrap_or(0);
-                let d = (imm & !((1u64 << 60) - 1))
-                    | super::ctx::dec_rid(imm & ((1u64 << 60) - 1));
+                let d = (imm & !((1u64 << 60) - 1)) | super::ctx::dec_rid(imm & ((1u64 << 60) - 1));
                 Some((
                     rid_key(d),
                     format!(

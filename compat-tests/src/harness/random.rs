@@ -137,8 +137,15 @@ pub fn scenario(seed: u64) -> Scenario {
                 let st = r.pick(&[4u32, 8, 11]);
                 f.knobs = format!("fail_cr={nth}:{st}");
             }
-            2 => f.knobs = format!("drop_cr={}", 1 + r.below(2 * wrs)),
-            3 => f.knobs = format!("dup_cr={}", 1 + r.below(2 * wrs)),
+            2 => f.knobs = format!("drop_cr={}", 1 + r.below(3 * wrs / 2)),
+            3 => {
+                // CR n of a single request: 3k+1 = WRITE k, 3k+2 = its SEND_IMM's receive-side
+                // CR, 3k+3 = that SEND_IMM's local CR. A duplicated WRITE CR runs the next send
+                // task early, and whether the last spurious wake-up finds the request still
+                // registered is timing (in both libraries), so only the other two are used.
+                let k = r.below(wrs / 2);
+                f.knobs = format!("dup_cr={}", 3 * k + 2 + r.below(2));
+            }
             4 | 5 => {
                 let i = r.below(f.xfers.len() as u64) as usize;
                 let k = r.below(chunks(f.xfers[i].len).max(1) as u64) as u8;
@@ -158,8 +165,15 @@ pub fn scenario(seed: u64) -> Scenario {
                     }
                     used.insert(k2);
                     used.insert(k2 | 1);
-                    let off = f.xfers[0].off + (f.xfers[0].len as usize).div_ceil(4096) * 4096 + 4096;
-                    f.xfers.insert(0, Xfer { off, ..Xfer::new(len, k2, k2 | 1) });
+                    let off =
+                        f.xfers[0].off + (f.xfers[0].len as usize).div_ceil(4096) * 4096 + 4096;
+                    f.xfers.insert(
+                        0,
+                        Xfer {
+                            off,
+                            ..Xfer::new(len, k2, k2 | 1)
+                        },
+                    );
                 }
                 let last = f.xfers.len() - 1;
                 f.xfers[last].early = true;
@@ -177,7 +191,11 @@ pub fn scenario(seed: u64) -> Scenario {
         .sum();
     let nocopy = total > 24 << 20 || r.chance(30);
     let setup = Setup {
-        recv_kind: if jfr_only { RecvKind::Jfr } else { RecvKind::Jetty },
+        recv_kind: if jfr_only {
+            RecvKind::Jfr
+        } else {
+            RecvKind::Jetty
+        },
         event_mode,
         buf_len: total.max(4 << 20),
         nocopy,
@@ -193,7 +211,11 @@ pub fn scenario(seed: u64) -> Scenario {
         if event_mode { "event" } else { "poll" },
         if jfr_only { "jfr-only " } else { "" },
         if nocopy { "no-copy " } else { "" },
-        if f.xfers.len() > 1 { "concurrent" } else { "single" },
+        if f.xfers.len() > 1 {
+            "concurrent"
+        } else {
+            "single"
+        },
         lens.join(","),
         match f.delivery {
             Delivery::Pass => "as-polled".to_string(),
@@ -215,7 +237,9 @@ pub fn scenario(seed: u64) -> Scenario {
 
 /// `n` scenarios from run seed `seed`.
 pub fn scenarios(seed: u64, n: usize) -> Vec<Scenario> {
-    (0..n as u64).map(|i| scenario(seed.wrapping_add(i))).collect()
+    (0..n as u64)
+        .map(|i| scenario(seed.wrapping_add(i)))
+        .collect()
 }
 
 #[cfg(test)]

@@ -39,7 +39,10 @@ impl Recorder {
 
     /// Appends one event.
     pub fn push(&self, v: Value) {
-        self.events.lock().unwrap_or_else(|e| e.into_inner()).push(v);
+        self.events
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(v);
     }
 
     /// `{"k":"api","line":..}`.
@@ -59,7 +62,10 @@ impl Recorder {
 
     /// A copy of the events so far.
     pub fn events(&self) -> Vec<Value> {
-        self.events.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.events
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Number of notify callbacks so far.

@@ -73,7 +73,10 @@ static POISONED: [AtomicBool; 2] = [AtomicBool::new(false), AtomicBool::new(fals
 /// Runs `sc` on `lib` in a watchdog thread (budget `sc.budget`).
 pub fn run_on(lib: &'static Lib, sc: &Scenario) -> RunResult {
     if POISONED[lib.slot as usize & 1].load(Ordering::Acquire) {
-        return Err(format!("{}: skipped, the library hung in an earlier scenario", lib.name));
+        return Err(format!(
+            "{}: skipped, the library hung in an earlier scenario",
+            lib.name
+        ));
     }
     let (tx, rx) = mpsc::channel();
     let s2 = sc.clone();
@@ -99,7 +102,9 @@ pub fn run_on(lib: &'static Lib, sc: &Scenario) -> RunResult {
                 lib.name, sc.budget
             ))
         }
-        Err(mpsc::RecvTimeoutError::Disconnected) => Err(format!("{}: the scenario panicked", lib.name)),
+        Err(mpsc::RecvTimeoutError::Disconnected) => {
+            Err(format!("{}: the scenario panicked", lib.name))
+        }
     }
 }
 
@@ -107,18 +112,20 @@ pub fn run_on(lib: &'static Lib, sc: &Scenario) -> RunResult {
 pub fn dump(dir: &Path, id: &str, lib: &str, ev: &[Value]) {
     let _ = std::fs::create_dir_all(dir);
     let text: Vec<String> = ev.iter().map(|e| e.to_string()).collect();
-    let _ = std::fs::write(dir.join(format!("{id}.{lib}.jsonl")), text.join("\n") + "\n");
+    let _ = std::fs::write(
+        dir.join(format!("{id}.{lib}.jsonl")),
+        text.join("\n") + "\n",
+    );
 }
 
 /// A unified diff (pretty_assertions) of two texts.
 pub fn diff_text(left: &str, right: &str) -> String {
-    format!(
-        "{}",
-        pretty_assertions::StrComparison::new(left, right)
-    )
+    format!("{}", pretty_assertions::StrComparison::new(left, right))
 }
 
-/// Compares two runs and judges the difference against `allowed` ledger entries.
+/// Compares two runs and judges the difference against the ledger. `features` is given for
+/// random scenarios (ledger predicates); catalogue and C-runner scenarios match by id, and
+/// for them an entry that lists the id explicitly while the traces agree is stale.
 #[allow(clippy::too_many_arguments)]
 pub fn judge(
     id: &str,
@@ -127,8 +134,8 @@ pub fn judge(
     legacy: RunResult,
     rust: RunResult,
     lib_names: &[(u64, &str)],
-    allowed: Vec<String>,
-    stale_check: bool,
+    ledger: &Ledger,
+    features: Option<&BTreeSet<String>>,
     seed: Option<u64>,
     ms: u128,
 ) -> Outcome {
@@ -163,23 +170,25 @@ pub fn judge(
     o.legacy_trace = nl.render();
     o.rust_trace = nr.render();
     if nl == nr {
-        if stale_check && !allowed.is_empty() {
-            o.verdict = Verdict::Fail(format!(
-                "stale ledger: {} list(s) this scenario but the traces no longer differ",
-                allowed.join(",")
-            ));
+        if features.is_none() {
+            let stale = ledger.for_scenario(id);
+            if !stale.is_empty() {
+                o.verdict = Verdict::Fail(format!(
+                    "stale ledger: {} list(s) this scenario but the traces no longer differ",
+                    stale.join(",")
+                ));
+            }
         }
         return o;
     }
     o.sections = nl.differing_sections(&nr);
     o.diff = Some(diff_text(&o.legacy_trace, &o.rust_trace));
-    o.verdict = if allowed.is_empty() {
-        Verdict::Fail(format!(
+    o.verdict = match ledger.explain(id, features, &o.sections) {
+        Ok(ids) => Verdict::Diverges(ids),
+        Err(missing) => Verdict::Fail(format!(
             "undocumented difference in {} (no ledger entry applies)",
-            o.sections.join(", ")
-        ))
-    } else {
-        Verdict::Diverges(allowed)
+            missing.join(", ")
+        )),
     };
     o
 }
@@ -266,8 +275,8 @@ pub fn run(opts: &Options) -> i32 {
             l,
             r,
             &names,
-            ledger.for_scenario(&s.id),
-            true,
+            &ledger,
+            None,
             None,
             t.elapsed().as_millis(),
         );
@@ -318,8 +327,8 @@ pub fn run(opts: &Options) -> i32 {
             l,
             r,
             &names,
-            ledger.for_features(&s.features),
-            false,
+            &ledger,
+            Some(&s.features),
             s.seed,
             t.elapsed().as_millis(),
         );
@@ -332,21 +341,32 @@ pub fn run(opts: &Options) -> i32 {
     let mut ledger_problems = Vec::new();
     if opts.only.is_empty() {
         for e in &ledger.entries {
-            if e.observable && !e.scenarios.iter().any(|s| diverging_ids.contains(s)) {
+            let explicit: Vec<&String> = e.scenarios.iter().filter(|s| *s != "*").collect();
+            if e.observable
+                && !explicit.is_empty()
+                && !explicit.iter().any(|s| diverging_ids.contains(*s))
+            {
                 ledger_problems.push(format!(
                     "{}: observable, but none of its scenarios {:?} shows a difference (stale entry)",
                     e.id, e.scenarios
                 ));
+            }
+            if e.observable && e.scenarios.is_empty() {
+                ledger_problems.push(format!("{}: observable, but lists no scenario", e.id));
             }
         }
         if let Ok(md) = std::fs::read_to_string(ledger::divergences_md_path()) {
             let doc: BTreeSet<String> = ledger::doc_ids(&md).into_iter().collect();
             let twin: BTreeSet<String> = ledger.ids().into_iter().collect();
             for d in doc.difference(&twin) {
-                ledger_problems.push(format!("{d}: in docs/divergences.md but not in the ledger twin"));
+                ledger_problems.push(format!(
+                    "{d}: in docs/divergences.md but not in the ledger twin"
+                ));
             }
             for d in twin.difference(&doc) {
-                ledger_problems.push(format!("{d}: in the ledger twin but not in docs/divergences.md"));
+                ledger_problems.push(format!(
+                    "{d}: in the ledger twin but not in docs/divergences.md"
+                ));
             }
         }
     }
@@ -362,7 +382,10 @@ pub fn run(opts: &Options) -> i32 {
         println!("\nInterop matrix (one process, both libraries, data checked byte for byte):");
         println!("{}", interop::render(&cells));
     }
-    let pass = outcomes.iter().filter(|o| o.verdict == Verdict::Pass).count();
+    let pass = outcomes
+        .iter()
+        .filter(|o| o.verdict == Verdict::Pass)
+        .count();
     let div = outcomes
         .iter()
         .filter(|o| matches!(o.verdict, Verdict::Diverges(_)))
@@ -465,7 +488,10 @@ fn write_reports(
         ));
     }
     for p in ledger_problems {
-        md.push_str(&format!("| FAIL | ledger | - | {} |\n", p.replace('|', "\\|")));
+        md.push_str(&format!(
+            "| FAIL | ledger | - | {} |\n",
+            p.replace('|', "\\|")
+        ));
     }
     if !cells.is_empty() {
         md.push_str("\n## Interop matrix\n\n");

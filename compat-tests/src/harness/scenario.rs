@@ -224,7 +224,11 @@ pub fn run_flow(ctx: &mut Ctx, f: &Flow) {
         }
         send_syncs.push((i, s));
     }
-    ctx.settle_recv(expected, Duration::from_millis(150), Duration::from_secs(20));
+    ctx.settle_recv(
+        expected,
+        Duration::from_millis(150),
+        Duration::from_secs(20),
+    );
     if let Delivery::Held(order) = f.delivery {
         let mut v = ctx.take_held();
         order.apply(&mut v);
@@ -243,7 +247,11 @@ pub fn run_flow(ctx: &mut Ctx, f: &Flow) {
     }
     for (i, s) in &send_syncs {
         if let Some(s) = s {
-            let t = if f.untimed && started[*i] { None } else { Some(f.wait_ms) };
+            let t = if f.untimed && started[*i] {
+                None
+            } else {
+                Some(f.wait_ms)
+            };
             ctx.wait(Side::Send, s, t);
         }
     }
@@ -363,10 +371,11 @@ pub fn catalogue() -> Vec<Scenario> {
     ));
     v.push(Scenario::flow(
         "dup-send-cr",
-        "6 MiB + 5, the loopback duplicates the first CR (WRITE of chunk 0)",
+        "6 MiB + 5, the loopback duplicates CR #3, the local completion of SEND_IMM 0 (chunk id 7)",
         setup_for(6 * MIB + 5),
         Flow {
-            knobs: "dup_cr=1".into(),
+            knobs: "dup_cr=3".into(),
+            delivery: Delivery::Held(Order::Fifo),
             xfers: one(6 * MIB + 5, 0x13, 0x23),
             ..Default::default()
         },
@@ -398,13 +407,41 @@ pub fn catalogue() -> Vec<Scenario> {
     ));
     // --- post failures and error CRs ---
     for (id, desc, knobs) in [
-        ("post-fail-first", "the first WRITE post fails (URMA_EAGAIN)", "fail_post=1:11"),
-        ("post-fail-mid-write", "the WRITE of chunk 1 (send WR #3) fails to post (URMA_FAIL)", "fail_post=3:-1"),
-        ("post-fail-send-imm", "the SEND_IMM of chunk 0 (send WR #2) fails to post (URMA_ENOMEM)", "fail_post=2:12"),
-        ("error-cr", "the WRITE of chunk 0 completes with URMA_CR_LOC_ACCESS_ERR", "fail_cr=1:4"),
-        ("error-cr-mid", "the WRITE of chunk 1 (send WR #3) completes with URMA_CR_REM_ACCESS_ABORT_ERR", "fail_cr=3:8"),
-        ("error-cr-send-imm", "the SEND_IMM of chunk 0 (send WR #2) completes with URMA_CR_WR_FLUSH_ERR", "fail_cr=2:11"),
-        ("recv-post-fail", "the first recv WR of the prefill fails to post (URMA_FAIL)", "fail_recv_post=1:-1"),
+        (
+            "post-fail-first",
+            "the first WRITE post fails (URMA_EAGAIN)",
+            "fail_post=1:11",
+        ),
+        (
+            "post-fail-mid-write",
+            "the WRITE of chunk 1 (send WR #3) fails to post (URMA_FAIL)",
+            "fail_post=3:-1",
+        ),
+        (
+            "post-fail-send-imm",
+            "the SEND_IMM of chunk 0 (send WR #2) fails to post (URMA_ENOMEM)",
+            "fail_post=2:12",
+        ),
+        (
+            "error-cr",
+            "the WRITE of chunk 0 completes with URMA_CR_LOC_ACCESS_ERR",
+            "fail_cr=1:4",
+        ),
+        (
+            "error-cr-mid",
+            "the WRITE of chunk 1 (send WR #3) completes with URMA_CR_REM_ACCESS_ABORT_ERR",
+            "fail_cr=3:8",
+        ),
+        (
+            "error-cr-send-imm",
+            "the SEND_IMM of chunk 0 (send WR #2) completes with URMA_CR_WR_FLUSH_ERR",
+            "fail_cr=2:11",
+        ),
+        (
+            "recv-post-fail",
+            "the first recv WR of the prefill fails to post (URMA_FAIL)",
+            "fail_recv_post=1:-1",
+        ),
     ] {
         v.push(Scenario::flow(
             id,
@@ -419,6 +456,13 @@ pub fn catalogue() -> Vec<Scenario> {
             },
         ));
     }
+    v.push(Scenario::custom(
+        "recv-post-fail-retry",
+        "a recv whose prefill fails, then a recv with the same key, its transfer and waits",
+        setup_for(4 * MIB + 1),
+        sc_recv_post_fail_retry,
+        &["recv_post_fail"],
+    ));
     v.push(Scenario::flow(
         "recv-post-fail-enomem",
         "6 MiB + 5: the third recv WR of the prefill fails with URMA_ENOMEM (tolerated)",
@@ -436,7 +480,9 @@ pub fn catalogue() -> Vec<Scenario> {
     for k in [0u8, 2] {
         v.push(Scenario::flow(
             &format!("cb-fail-chunk{k}"),
-            &format!("8 MiB: notify_callback returns 1 for chunk {k}; later chunks still delivered"),
+            &format!(
+                "8 MiB: notify_callback returns 1 for chunk {k}; later chunks still delivered"
+            ),
             setup_for(8 * MIB),
             Flow {
                 delivery: Delivery::Held(Order::Fifo),
@@ -650,7 +696,11 @@ pub fn catalogue() -> Vec<Scenario> {
             xfers: (0..8u64)
                 .map(|i| Xfer {
                     off: i as usize * 6 * MIB as usize,
-                    ..Xfer::new(2 * MIB + 1 + (i as u32) * (3 * MIB / 4), 0x3000 + i, 0x4000 + i)
+                    ..Xfer::new(
+                        2 * MIB + 1 + (i as u32) * (3 * MIB / 4),
+                        0x3000 + i,
+                        0x4000 + i,
+                    )
                 })
                 .collect(),
             ..Default::default()
@@ -698,12 +748,35 @@ fn sc_unknown_cr(ctx: &mut Ctx) {
     let mut c2 = cr;
     // SAFETY: as above, NULL handle.
     let b = unsafe {
-        (ctx.slib.lib.os_transport_wake_up_task)(std::ptr::null_mut(), (&mut c2 as *mut urma_sys::urma_cr_t).cast())
+        (ctx.slib.lib.os_transport_wake_up_task)(
+            std::ptr::null_mut(),
+            (&mut c2 as *mut urma_sys::urma_cr_t).cast(),
+        )
     };
     ctx.rec.api(format!("wake_up_task(NULL, cr) = {b}"));
     if let Some(s) = s {
         ctx.wait(Side::Recv, &s, Some(20));
     }
+}
+
+fn sc_recv_post_fail_retry(ctx: &mut Ctx) {
+    if ctx.init(Side::Send, 1, 4) != 0 {
+        return;
+    }
+    ctx.start_pollers(Delivery::Held(Order::Fifo));
+    let _ = ctl::apply_knobs("fail_recv_post=1:-1");
+    ctx.recv(4 * MIB + 1, 0x45, 0);
+    let (_, r) = ctx.recv(4 * MIB + 1, 0x45, 0);
+    let (_, s) = ctx.send(4 * MIB + 1, 0x46, 0x45, 0);
+    ctx.settle_recv(3, Duration::from_millis(150), Duration::from_secs(5));
+    ctx.deliver_held(Order::Fifo);
+    if let Some(s) = s {
+        ctx.wait(Side::Send, &s, Some(5000));
+    }
+    if let Some(r) = r {
+        ctx.wait(Side::Recv, &r, Some(100));
+    }
+    ctx.check_data("data ck=0x45", 0, 4 * MIB as usize + 1);
 }
 
 fn sc_timeout_0(ctx: &mut Ctx) {
@@ -825,9 +898,9 @@ fn sc_destroy_inflight(ctx: &mut Ctx) {
             "[waiter] wait_and_free_sync(H, {r}) = {} status={st}",
             super::ctx::r32(rv)
         )),
-        Err(_) => ctx
-            .rec
-            .api(format!("[waiter] wait_and_free_sync(H, {r}) still blocked 500 ms after destroy")),
+        Err(_) => ctx.rec.api(format!(
+            "[waiter] wait_and_free_sync(H, {r}) still blocked 500 ms after destroy"
+        )),
     }
     ctx.destroy(Side::Send);
 }
@@ -879,12 +952,25 @@ fn sc_bad_inputs(ctx: &mut Ctx) {
     if ctx.init(Side::Send, 2, 4) != 0 {
         return;
     }
-    for w in ["handle", "jetty_info", "local_src", "remote_dst", "ret_sync"] {
+    for w in [
+        "handle",
+        "jetty_info",
+        "local_src",
+        "remote_dst",
+        "ret_sync",
+    ] {
         ctx.send_null(w, 4 * MIB, 0x11, 0x12);
     }
     ctx.send(0, 0x13, 0x14, 0);
     ctx.send(14 * MIB + 1, 0x15, 0x16, 0);
-    for w in ["handle", "host_src", "device_dst", "ret_sync", "callback", "no_queue"] {
+    for w in [
+        "handle",
+        "host_src",
+        "device_dst",
+        "ret_sync",
+        "callback",
+        "no_queue",
+    ] {
         ctx.recv_null(w, 4 * MIB, 0x17);
     }
     ctx.recv(0, 0x18, 0);
@@ -893,11 +979,25 @@ fn sc_bad_inputs(ctx: &mut Ctx) {
         ctx.wait_null(w);
     }
     // SAFETY: NULL handle is part of the contract.
-    let r = unsafe { (ctx.slib.lib.os_transport_reg_jfc)(std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut()) };
-    ctx.rec.api(format!("reg_jfc(NULL, NULL, NULL) = {}", super::ctx::r32(r)));
+    let r = unsafe {
+        (ctx.slib.lib.os_transport_reg_jfc)(
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        )
+    };
+    ctx.rec.api(format!(
+        "reg_jfc(NULL, NULL, NULL) = {}",
+        super::ctx::r32(r)
+    ));
     // SAFETY: NULL handle.
-    let r = unsafe { (ctx.slib.lib.os_transport_cancel_tasks)(std::ptr::null_mut(), std::ptr::null_mut(), 1) };
-    ctx.rec.api(format!("cancel_tasks(NULL, NULL, 1) = {}", super::ctx::r32(r)));
+    let r = unsafe {
+        (ctx.slib.lib.os_transport_cancel_tasks)(std::ptr::null_mut(), std::ptr::null_mut(), 1)
+    };
+    ctx.rec.api(format!(
+        "cancel_tasks(NULL, NULL, 1) = {}",
+        super::ctx::r32(r)
+    ));
     ctx.destroy_null(Side::Send);
 }
 
