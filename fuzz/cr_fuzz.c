@@ -187,6 +187,12 @@ static void poll_feed(uint8_t mode)
     }
 }
 
+/* Destroys the instance (replay driver and valgrind runs; libFuzzer never calls it). */
+int cr_fuzz_teardown(void)
+{
+    return L.destroy(g_h) == 0 && L.destroy(g_h) == (uint32_t)-1 ? 0 : 1;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     rd_t r = { data, size };

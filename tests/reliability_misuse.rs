@@ -223,7 +223,6 @@ static CB_SYNC: AtomicUsize = AtomicUsize::new(0);
 static CB_WAIT: AtomicU32 = AtomicU32::new(7);
 static CB_WAIT_T: AtomicU32 = AtomicU32::new(7);
 static CB_DESTROY: AtomicU32 = AtomicU32::new(7);
-static CB_SEND: AtomicU32 = AtomicU32::new(7);
 static CB_CANCEL: AtomicU32 = AtomicU32::new(7);
 static CB_CALLS: AtomicI32 = AtomicI32::new(0);
 

@@ -1,0 +1,57 @@
+# reliability.mk - issue 9 targets (include from the top-level Makefile with `-include reliability.mk`).
+#
+#   make reliability-check   memcheck (gating) + helgrind (report) + fuzz smoke; part of `make test`
+#   make reliability-memcheck  C consumer and the fuzz scenarios (fuzz/seeds) under valgrind memcheck:
+#                            fails on any error or any byte definitely/indirectly lost
+#   make reliability-helgrind  the fuzz scenarios under helgrind with tests/reliability_c/helgrind.supp;
+#                            prints the reports left in os_transport code (HELGRIND_STRICT=1 makes them fatal)
+#   make stress              long variants: 8 threads x 10 000 pairs with faults, and 10^7 fuzzed CRs (release)
+#   make fuzz / fuzz-smoke   libFuzzer target (fuzz/fuzz.mk)
+#
+# The short variants of the Rust suites (tests/reliability_*.rs) run with every `cargo test`.
+
+REL_DIR        := $(TARGET_DIR)/reliability
+REL_CC         ?= cc
+VALGRIND       ?= valgrind
+HELGRIND_STRICT ?= 0
+STRESS_REQS    ?= 10000
+STRESS_FUZZ_CRS ?= 10000000
+MEMCHECK       := $(VALGRIND) -q --leak-check=full --show-leak-kinds=definite,indirect \
+                  --errors-for-leak-kinds=definite,indirect --error-exitcode=99
+
+.PHONY: reliability-check reliability-memcheck reliability-helgrind reliability-bins stress
+
+-include fuzz/fuzz.mk
+
+reliability-bins: build
+	mkdir -p $(REL_DIR)/lib
+	ln -sf $(PROFILE_DIR)/libos_transport.so $(REL_DIR)/lib/libos_transport.so
+	ln -sf $(PROFILE_DIR)/libos_transport.so $(REL_DIR)/lib/libos_transport.so.1
+	$(REL_CC) -g -O1 -std=gnu99 -Wall -Werror -Iinclude -Iurma-sys/include -Iurma-sys/loopback/include \
+	  -DOST_FUZZ_LIB_DEFAULT='"$(PROFILE_DIR)/libos_transport.so"' fuzz/cr_fuzz.c fuzz/replay_main.c \
+	  -L$(PROFILE_DIR) -l:liburma.so.0 -ldl -lpthread -o $(REL_DIR)/replay
+	$(REL_CC) -g -std=c99 -pthread -Iinclude -Iurma-sys/include tests/c/consumer.c \
+	  -L$(REL_DIR)/lib -los_transport -L$(PROFILE_DIR) -lurma -lpthread -ldl -o $(REL_DIR)/consumer
+
+reliability-memcheck: reliability-bins
+	LD_LIBRARY_PATH=$(REL_DIR)/lib:$(PROFILE_DIR) $(MEMCHECK) $(REL_DIR)/consumer
+	$(MEMCHECK) $(REL_DIR)/replay fuzz/seeds
+	@echo "memcheck: 0 errors, 0 bytes definitely/indirectly lost (consumer + fuzz/seeds replay)"
+
+reliability-helgrind: reliability-bins
+	-$(VALGRIND) --tool=helgrind --suppressions=tests/reliability_c/helgrind.supp \
+	  $(REL_DIR)/replay fuzz/seeds > $(REL_DIR)/helgrind.log 2>&1
+	@grep "ERROR SUMMARY" $(REL_DIR)/helgrind.log
+	@n=$$(grep -c "Possible data race" $(REL_DIR)/helgrind.log); \
+	 echo "helgrind: $$n race reports left after suppressions (see docs/reliability.md; log: $(REL_DIR)/helgrind.log)"; \
+	 grep -A3 "Possible data race" $(REL_DIR)/helgrind.log | grep -o "os_transport::[a-z_:]*[A-Za-z_]* ([a-z_]*\.rs:[0-9]*)" | sort | uniq -c || true; \
+	 if [ "$(HELGRIND_STRICT)" = 1 ] && [ "$$n" != 0 ]; then exit 1; fi
+
+reliability-check: reliability-memcheck reliability-helgrind fuzz-smoke
+
+stress: build
+	$(CARGO) build --release -p urma-loopback
+	LD_LIBRARY_PATH=$(TARGET_DIR)/release OST_STRESS_REQS=$(STRESS_REQS) \
+	  $(CARGO) test --release --test reliability_stress -- --nocapture
+	LD_LIBRARY_PATH=$(TARGET_DIR)/release OST_FUZZ_CRS=$(STRESS_FUZZ_CRS) OST_FUZZ_PAIRS=50000 \
+	  $(CARGO) test --release --test reliability_fuzz_cr -- --nocapture
