@@ -2,7 +2,7 @@
 //! the matching task (§5.4), with D3 (failed completions fail their request) and D4 (early
 //! receive completions are kept).
 
-use crate::instance::{apply, apply_locked, settle, Instance};
+use crate::instance::{apply_locked, settle, Instance};
 use crate::log::{debug, error, warning};
 use crate::pool::{EnqueueError, WorkerCtx};
 use crate::recv::{expected_key, repost};
@@ -81,6 +81,19 @@ fn lookup(t: &ReqTable, rid: u64) -> Option<(u32, u32, u32)> {
     (r.live && r.gen == g && !r.done).then_some((s, g, r.worker))
 }
 
+/// The request under `rid` has ended but its table entry is not cleaned up yet: its receive
+/// completions are dropped like those of a tombstoned id. Workers, `fail_request` and cancel settle
+/// and clean up under the table lock, so only a waiter that ended a request without success
+/// (timeout, failure, cancellation) leaves such a window (between its `settle`, which may free the
+/// slot, and its cleanup).
+fn ended_pending_cleanup(t: &ReqTable, rid: u64) -> bool {
+    let Some((s, g)) = t.get(rid) else {
+        return false;
+    };
+    let r = table().slot(s).lock();
+    !(r.live && r.gen == g) || (r.done && !r.succeeded())
+}
+
 fn deliver(inst: &Instance, rid: u64, ud: u64, recv_side: bool) -> i32 {
     let mut t = inst.reqs();
     match lookup(&t, rid) {
@@ -96,7 +109,7 @@ fn deliver(inst: &Instance, rid: u64, ud: u64, recv_side: bool) -> i32 {
             Err(EnqueueError::Gone) => -1,
         },
         None if recv_side && !t.closing => {
-            if t.is_tombstoned(rid) {
+            if t.is_tombstoned(rid) || ended_pending_cleanup(&t, rid) {
                 debug!(
                     2,
                     "no context for request_id {:#x} (ended), completion dropped", rid
@@ -189,11 +202,16 @@ pub fn on_wake(ctx: &WorkerCtx, reqs: &Mutex<ReqTable>, idx: u32, gen: u32, ud: 
             ctx.shared.busy.store(true, Ordering::Relaxed);
             let st = send::run_task(&sctx, sk, n, k);
             ctx.shared.busy.store(false, Ordering::Relaxed);
+            if st == URMA_SUCCESS {
+                debug!(2, "request {:#x}: task {} completed", sk, k);
+            }
+            // The request table is locked first (lock order) and across `settle` + cleanup, so a
+            // completion racing the end of the request sees it either live or cleaned up.
+            let mut t = reqs.lock().unwrap_or_else(|e| e.into_inner());
             let mut r = slot.lock();
             r.running = false;
             if st == URMA_SUCCESS {
                 r.completed += 1;
-                debug!(2, "request {:#x}: task {} completed", sk, k);
             } else {
                 r.record_status(st);
                 r.canceled += 1;
@@ -201,7 +219,7 @@ pub fn on_wake(ctx: &WorkerCtx, reqs: &Mutex<ReqTable>, idx: u32, gen: u32, ud: 
             }
             let c = settle(idx, slot, &mut r);
             drop(r);
-            apply(reqs, c);
+            apply_locked(&mut t, c);
         }
         Kind::Recv => {
             let i = UserData::from_raw(ud).chunk_id;
@@ -226,10 +244,7 @@ pub fn on_wake(ctx: &WorkerCtx, reqs: &Mutex<ReqTable>, idx: u32, gen: u32, ud: 
                 None => -1,
             };
             ctx.shared.busy.store(false, Ordering::Relaxed);
-            let mut r = slot.lock();
-            r.running = false;
             if ret == 0 {
-                r.completed += 1;
                 debug!(2, "request {:#x}: chunk {} completed", ck, i);
             } else {
                 warning!(
@@ -238,12 +253,20 @@ pub fn on_wake(ctx: &WorkerCtx, reqs: &Mutex<ReqTable>, idx: u32, gen: u32, ud: 
                     ret,
                     i
                 );
+            }
+            // As for send tasks: table, then slot, held across `settle` + cleanup.
+            let mut t = reqs.lock().unwrap_or_else(|e| e.into_inner());
+            let mut r = slot.lock();
+            r.running = false;
+            if ret == 0 {
+                r.completed += 1;
+            } else {
                 r.canceled += 1;
                 r.fail();
             }
             let c = settle(idx, slot, &mut r);
             drop(r);
-            apply(reqs, c);
+            apply_locked(&mut t, c);
         }
     }
 }
