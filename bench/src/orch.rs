@@ -33,7 +33,7 @@ impl Opts {
         let mut o = Opts {
             full,
             out: compat_tests::target_dir().join("bench"),
-            reps: 3,
+            reps: 5,
             secs: 0.4,
             cg_requests: 200,
             cg_reps: 3,
@@ -593,15 +593,16 @@ const MEMCPY_SHAPES: [(usize, usize); 3] = [(1, 1), (8, 1), (8, 2)];
 /// that the transfer could use (1 at depth 1, where a request's chunks are copied one after the
 /// other; 2 otherwise).
 fn memcpy_limit(ctx: &Ctx, depth: usize) -> f64 {
+    // The physical limit is the best memcpy rate observed (max over the repetitions).
+    let best = |c: Cfg| {
+        ctx.values("memcpy", "memcpy", c, "mib_s")
+            .into_iter()
+            .fold(f64::NAN, f64::max)
+    };
     if depth == 1 {
-        ctx.med("memcpy", "memcpy", mc(1, 1), "mib_s")
+        best(mc(1, 1))
     } else {
-        ctx.med("memcpy", "memcpy", mc(8, 1), "mib_s").max(ctx.med(
-            "memcpy",
-            "memcpy",
-            mc(8, 2),
-            "mib_s",
-        ))
+        best(mc(8, 1)).max(best(mc(8, 2)))
     }
 }
 
