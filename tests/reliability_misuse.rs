@@ -58,10 +58,8 @@ fn stale_foreign_and_null_syncs_are_refused() {
     // NULL sync.
     assert_eq!(rc::wait(h, null_mut(), 0), (ERR, URMA_SUCCESS));
     // SAFETY: NULL status pointer is allowed.
-    assert_eq!(
-        unsafe { wait_and_free_sync(h, null_mut(), null_mut()) },
-        ERR
-    );
+    let r = unsafe { wait_and_free_sync(h, null_mut(), null_mut()) };
+    assert_eq!(r, ERR);
     assert_eq!(
         rc::cancel(h, null_mut(), 12345),
         (0, null_mut()),
@@ -231,7 +229,7 @@ unsafe extern "C" fn reentrant_cb(_ud: *mut c_void) -> i32 {
     let h = CB_H.load(Ordering::SeqCst) as *mut c_void;
     let sy = CB_SYNC.load(Ordering::SeqCst) as *mut task_sync_t;
     let mut st = 0;
-    // SAFETY (block): plain C-ABI calls with valid out-pointers.
+    // SAFETY: plain C-ABI calls with valid out-pointers.
     unsafe {
         CB_WAIT.store(wait_and_free_sync(h, sy, &mut st), Ordering::SeqCst);
         CB_WAIT_T.store(

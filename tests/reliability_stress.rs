@@ -215,7 +215,7 @@ fn stress_with_faults() {
                 while !stop.load(Ordering::Acquire) {
                     std::thread::sleep(Duration::from_millis(5));
                     let c = rc::counters();
-                    // SAFETY (block): loopback control calls with plain values.
+                    // SAFETY: loopback control calls with plain values.
                     unsafe {
                         match r.below(30) {
                             0 => {
