@@ -1,7 +1,7 @@
 # mlcachedirect: top-level build, test and packaging entry points.
 #
 #   make compat   the C-vs-Rust conformance report (target/compat/report.md)
-#   make test     every test: Rust, C, layout, conformance, packaging, quick bench
+#   make test     every test: Rust, C, layout, conformance, reliability, quick bench, packaging
 #   make lint     cargo fmt --check and clippy -D warnings
 #   make deps     install missing system packages (root: apt-get or dnf), else list them
 
@@ -34,6 +34,9 @@ build: deps-check
 test: build
 	$(CARGO) test --workspace --no-fail-fast
 	$(MAKE) --no-print-directory compat
+	$(MAKE) --no-print-directory reliability-check
+	$(MAKE) --no-print-directory bench-quick
+	$(MAKE) --no-print-directory rpm-test
 
 compat: build
 	$(CARGO) run -q -p compat-tests --bin compat -- $(COMPAT_ARGS)
@@ -58,3 +61,4 @@ clean:
 
 -include packaging/rpm.mk
 -include bench/bench.mk
+-include reliability.mk
