@@ -265,8 +265,17 @@ fn timeout_cancel_destroy_and_stale_handles() {
     // D5: destroy with a waiter blocked
     let hv = h as usize;
     let lv = live as usize;
-    let waiter = std::thread::spawn(move || wait(hv as *mut c_void, lv as *mut task_sync_t, -1));
-    std::thread::sleep(std::time::Duration::from_millis(50));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        // SAFETY: plain syscall wrapper.
+        tx.send(unsafe { libc::gettid() }).unwrap();
+        wait(hv as *mut c_void, lv as *mut task_sync_t, -1)
+    });
+    let tid = rx.recv().unwrap();
+    assert!(
+        lb::until_blocked(tid, std::time::Duration::from_secs(5)),
+        "waiter blocked in the wait"
+    );
     assert_eq!(os_transport_destroy(h), 0);
     assert_eq!(
         waiter.join().unwrap(),
@@ -612,7 +621,7 @@ fn d4_early_completion_is_kept_and_d6_jfr_only_prefills() {
     let _g = serial();
     let ep = lb::ep();
     let h = lb::init(1, 2);
-    let (stop, pj) = lb::poller(h as usize, ep.jfc as usize);
+    let (stop, pj, handled) = lb::poller_counted(h as usize, ep.jfc as usize);
     let s = lb::buf(&ep, 4096);
     let d = lb::buf(&ep, 4096);
     let mut io = io(&ep, &s, &d);
@@ -634,11 +643,15 @@ fn d4_early_completion_is_kept_and_d6_jfr_only_prefills() {
     assert_eq!(wait(h, ss, 5000).0, 0);
     assert_eq!(wait(h, rs, 5000).0, 0);
     // D4: the sender runs first; its notification reaches wake_up_task before the recv exists.
+    let base = handled.load(Ordering::Acquire);
     // SAFETY: live endpoints.
     let (r, ss, _) = unsafe { send(h, &mut io, 4096, 503, 502) };
     assert_eq!(r, 0);
     assert_eq!(wait(h, ss, 5000).0, 0);
-    std::thread::sleep(std::time::Duration::from_millis(100));
+    // WRITE CR, SEND_IMM receive CR and SEND_IMM send CR all went through wake_up_task.
+    assert!(lb::until(std::time::Duration::from_secs(5), || {
+        handled.load(Ordering::Acquire) >= base + 3
+    }));
     // SAFETY: live endpoints.
     let (r, rs) = unsafe { recv(h, &mut io, 4096, 502) };
     assert_eq!(r, 0);
@@ -685,6 +698,164 @@ fn d8_first_chunk_failure_status_reported_by_wait_and_d11_cancel_by_id() {
         (u32::MAX, URMA_SUCCESS),
         "D11: no hang, ERR at once"
     );
+    assert_eq!(live_syncs(), 0);
+    assert_eq!(os_transport_destroy(h), 0);
+}
+
+type FailPost = unsafe extern "C" fn(i32, u64, i32) -> i32;
+
+fn send_wrs() -> u64 {
+    let f: GetCounters = lb::ctl("urma_loopback_get_counters");
+    let mut c = Counters::default();
+    // SAFETY: valid out-pointer of the loopback's counters layout (26 u64).
+    unsafe { f(&mut c) };
+    c.v[0]
+}
+
+#[test]
+fn d9_prefill_failure_releases_the_request() {
+    let _g = serial();
+    let ep = lb::ep();
+    let h = lb::init(1, 2);
+    let s = lb::buf(&ep, 64);
+    let d = lb::buf(&ep, 64);
+    let mut io = io(&ep, &s, &d);
+    let reset: Reset = lb::ctl("urma_loopback_reset");
+    let fail: FailPost = lb::ctl("urma_loopback_fail_post");
+    // SAFETY: loopback control calls; the 3rd recv WR (queue 2 = recv) is rejected.
+    unsafe {
+        reset();
+        assert_eq!(fail(2, 3, URMA_EINVAL), 0);
+    }
+    // SAFETY: live endpoints.
+    let (r, rs) = unsafe { recv(h, &mut io, 64, 700) };
+    assert_eq!(
+        (r, rs),
+        (u32::MAX, null_mut()),
+        "prefill failure: ERR, no sync"
+    );
+    assert_eq!(recv_wrs(), 2, "two prefill WRs went in before the failure");
+    assert_eq!(live_syncs(), 0, "D9: the request was released");
+    // The id is free again and the prefill is retried (the jetty was not recorded).
+    // SAFETY: live endpoints.
+    let (r, rs) = unsafe { recv(h, &mut io, 64, 700) };
+    assert_eq!(r, 0);
+    assert_eq!(recv_wrs(), 2 + 8);
+    assert_eq!(live_syncs(), 1);
+    assert_eq!(wait(h, rs, 0), (1, URMA_SUCCESS));
+    assert_eq!(live_syncs(), 0);
+    assert_eq!(os_transport_destroy(h), 0);
+}
+
+/// (handle, own sync) for `self_waiting_cb`, and what it saw: (wait result, status, destroy
+/// result, wait duration).
+static SELF_WAIT: Mutex<(usize, usize)> = Mutex::new((0, 0));
+static SELF_SEEN: Mutex<Vec<(u32, i32, u32, std::time::Duration)>> = Mutex::new(Vec::new());
+
+unsafe extern "C" fn self_waiting_cb(_ud: *mut c_void) -> i32 {
+    let (h, sy) = *SELF_WAIT.lock().unwrap();
+    let t0 = std::time::Instant::now();
+    let mut st: urma_status_t = -7;
+    // SAFETY: the live handle and this request's own sync; valid out-pointer.
+    let r = unsafe {
+        wait_and_free_sync_timeout(h as *mut c_void, sy as *mut task_sync_t, 5000, &mut st)
+    };
+    let took = t0.elapsed();
+    let d = os_transport_destroy(h as *mut c_void);
+    SELF_SEEN.lock().unwrap().push((r, st, d, took));
+    0
+}
+
+#[test]
+fn d10_callback_waiting_on_its_own_request_gets_err() {
+    let _g = serial();
+    SELF_SEEN.lock().unwrap().clear();
+    let ep = lb::ep();
+    let h = lb::init(2, 2);
+    let (stop, pj) = lb::poller(h as usize, ep.jfc as usize);
+    let s = lb::buf(&ep, 4096);
+    let d = lb::buf(&ep, 4096);
+    let mut io = io(&ep, &s, &d);
+    let mut rs: *mut task_sync_t = null_mut();
+    // SAFETY: live endpoints and valid out-pointer.
+    let r = unsafe {
+        os_transport_recv(
+            h,
+            &mut io.host,
+            &mut io.dev,
+            4096,
+            800,
+            &mut rs,
+            Some(self_waiting_cb),
+        )
+    };
+    assert_eq!(r, 0);
+    *SELF_WAIT.lock().unwrap() = (h as usize, rs as usize);
+    // SAFETY: live endpoints.
+    let (r, ss, _) = unsafe { send(h, &mut io, 4096, 801, 800) };
+    assert_eq!(r, 0);
+    assert_eq!(wait(h, ss, 5000), (0, URMA_SUCCESS));
+    assert_eq!(
+        wait(h, rs, 5000),
+        (0, URMA_SUCCESS),
+        "D10: the sync stayed with its owner"
+    );
+    let seen = SELF_SEEN.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1);
+    let (r, st, dr, took) = seen[0];
+    assert_eq!(
+        (r, st, dr),
+        (u32::MAX, URMA_SUCCESS, u32::MAX),
+        "wait and destroy from the callback: ERR"
+    );
+    assert!(
+        took < std::time::Duration::from_secs(1),
+        "no deadlock: {took:?}"
+    );
+    assert_eq!(live_syncs(), 0);
+    stop.store(true, Ordering::Release);
+    pj.join().unwrap();
+    assert_eq!(os_transport_destroy(h), 0);
+}
+
+#[test]
+fn d12_request_limit_posts_nothing_and_recovers() {
+    let _g = serial();
+    let ep = lb::ep();
+    let h = lb::init(2, 2);
+    let s = lb::buf(&ep, 64);
+    let d = lb::buf(&ep, 64);
+    let mut io = io(&ep, &s, &d);
+    let cap = os_transport::testing::SYNC_CAPACITY as u64;
+    let mut syncs = Vec::new();
+    for i in 0..cap {
+        // SAFETY: live endpoints.
+        let (r, sy) = unsafe { recv(h, &mut io, 64, 0x1000 + i) };
+        assert_eq!(r, 0, "recv {i}");
+        syncs.push((0x1000 + i, sy));
+    }
+    assert_eq!(live_syncs(), cap as usize);
+    let (rw, sw) = (recv_wrs(), send_wrs());
+    // SAFETY: live endpoints.
+    let (r, sy) = unsafe { recv(h, &mut io, 64, 0x9999) };
+    assert_eq!((r, sy), (u32::MAX, null_mut()), "D12: table full");
+    // SAFETY: live endpoints.
+    let (r, ss, st) = unsafe { send(h, &mut io, 64, 0x9998, 0x9997) };
+    assert_eq!((r, ss, st), (u32::MAX, null_mut(), URMA_SUCCESS));
+    assert_eq!((recv_wrs(), send_wrs()), (rw, sw), "nothing posted");
+    assert_eq!(live_syncs(), cap as usize);
+    // One request ends: one new request fits.
+    let (id, mut sy) = syncs.pop().unwrap();
+    // SAFETY: valid pointer to a sync of this instance.
+    assert_eq!(unsafe { os_transport_cancel_tasks(h, &mut sy, id) }, 0);
+    // SAFETY: live endpoints.
+    let (r, sy) = unsafe { recv(h, &mut io, 64, 0x9999) };
+    assert_eq!(r, 0);
+    syncs.push((0x9999, sy));
+    for (id, mut sy) in syncs {
+        // SAFETY: as above.
+        assert_eq!(unsafe { os_transport_cancel_tasks(h, &mut sy, id) }, 0);
+    }
     assert_eq!(live_syncs(), 0);
     assert_eq!(os_transport_destroy(h), 0);
 }

@@ -6,7 +6,7 @@
 use os_transport::abi::*;
 use os_transport::ffi::*;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use urma_sys::*;
 
@@ -120,13 +120,24 @@ pub fn buf(ep: &Ep, len: usize) -> Buf {
     }
 }
 
+/// Join handle of a poller: every CR's (status, wake_up_task result).
+pub type PollerJoin = std::thread::JoinHandle<Vec<(u32, i32)>>;
+
 /// Poller: feeds every CR of `jfc` to wake_up_task until stopped. Returns (stop flag, join).
-pub fn poller(
+pub fn poller(handle: usize, jfc: usize) -> (Arc<AtomicBool>, PollerJoin) {
+    let (stop, j, _) = poller_counted(handle, jfc);
+    (stop, j)
+}
+
+/// [`poller`] that also counts the CRs it has handed to wake_up_task (counted after the call).
+pub fn poller_counted(
     handle: usize,
     jfc: usize,
-) -> (Arc<AtomicBool>, std::thread::JoinHandle<Vec<(u32, i32)>>) {
+) -> (Arc<AtomicBool>, PollerJoin, Arc<AtomicUsize>) {
     let stop = Arc::new(AtomicBool::new(false));
     let s = stop.clone();
+    let done = Arc::new(AtomicUsize::new(0));
+    let d = done.clone();
     let j = std::thread::spawn(move || {
         let mut seen = Vec::new();
         // SAFETY: zeroed CR array is a valid out-buffer.
@@ -144,11 +155,35 @@ pub fn poller(
                     os_transport_wake_up_task(handle as *mut c_void, (cr as *mut urma_cr_t).cast())
                 };
                 seen.push((cr.status, r));
+                d.fetch_add(1, Ordering::AcqRel);
             }
         }
         seen
     });
-    (stop, j)
+    (stop, j, done)
+}
+
+/// Awaits `f()` for at most `t`.
+pub fn until(t: std::time::Duration, f: impl Fn() -> bool) -> bool {
+    let end = std::time::Instant::now() + t;
+    while !f() {
+        if std::time::Instant::now() >= end {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+    true
+}
+
+/// Awaits thread `tid` of this process being blocked (state `S`, e.g. in a condvar wait).
+pub fn until_blocked(tid: i32, t: std::time::Duration) -> bool {
+    let path = format!("/proc/self/task/{tid}/stat");
+    until(t, || {
+        std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| rest.starts_with('S')))
+            .unwrap_or(false)
+    })
 }
 
 pub fn cfg(workers: u32, cap: u32) -> os_transport_cfg_t {
