@@ -341,18 +341,18 @@ impl Ctx {
     /// `os_transport_init` for `side` (both handles when the context has one library).
     pub fn init(&mut self, side: Side, workers: u32, capacity: u32) -> u32 {
         let mut cfg = self.cfg(workers, capacity);
-        let mut h: *mut c_void = 0x1 as *mut c_void;
+        let mut h: *mut c_void = std::ptr::dangling_mut::<c_void>();
         // SAFETY: valid cfg and out-pointer; the loopback context is live.
         let r =
             unsafe { (self.lib(side).os_transport_init)(Loopback::get().ctx, &mut cfg, &mut h) };
         let hn = if h.is_null() {
             "NULL".to_string()
-        } else if h == 0x1 as *mut c_void {
+        } else if h == std::ptr::dangling_mut::<c_void>() {
             "untouched".to_string()
         } else {
             "set".to_string()
         };
-        let live = r == 0 && !h.is_null() && h != 0x1 as *mut c_void;
+        let live = r == 0 && !h.is_null() && h != std::ptr::dangling_mut::<c_void>();
         if live {
             if self.single() {
                 self.hs = h;
@@ -390,14 +390,14 @@ impl Ctx {
         workers: u32,
     ) -> (u32, String) {
         let mut cfg = self.cfg(workers, 16);
-        let mut h: *mut c_void = 0x1 as *mut c_void;
+        let mut h: *mut c_void = std::ptr::dangling_mut::<c_void>();
         let pc: *mut OsTransportCfg = if cfg_null { null_mut() } else { &mut cfg };
         let ph: *mut *mut c_void = if handle_null { null_mut() } else { &mut h };
         // SAFETY: NULL or valid pointers.
         let r = unsafe { (self.lib(side).os_transport_init)(Loopback::get().ctx, pc, ph) };
         let hn = if h.is_null() {
             "NULL"
-        } else if h == 0x1 as *mut c_void {
+        } else if h == std::ptr::dangling_mut::<c_void>() {
             "untouched"
         } else {
             "set"
@@ -409,7 +409,7 @@ impl Ctx {
             if handle_null { "NULL" } else { "&h" },
             r32(r)
         ));
-        if r == 0 && !handle_null && !h.is_null() && h != 0x1 as *mut c_void {
+        if r == 0 && !handle_null && !h.is_null() && h != std::ptr::dangling_mut::<c_void>() {
             // Unexpected live instance: tear it down at once.
             // SAFETY: live handle just created.
             let d = unsafe { (self.lib(side).os_transport_destroy)(h) };
@@ -467,26 +467,67 @@ impl Ctx {
         }
     }
 
+    /// Holds (true) or stops holding send-side CRs in the send poller.
+    pub fn set_send_hold(&self, on: bool) {
+        if let Some(p) = self.send_poller.as_ref() {
+            p.set_hold(on);
+        }
+    }
+
+    /// Takes the held send-side CRs (poll order).
+    pub fn take_send_held(&self) -> Vec<u::urma_cr_t> {
+        self.send_poller
+            .as_ref()
+            .map(|p| p.take_held())
+            .unwrap_or_default()
+    }
+
+    /// Send-side CRs seen so far.
+    pub fn send_seen(&self) -> u64 {
+        self.send_poller.as_ref().map(|p| p.seen()).unwrap_or(0)
+    }
+
+    /// Waits until the loopback's posted send-WR count did not change for `quiet` (at most
+    /// 5 s); returns it.
+    pub fn settle_send_wrs(&self, quiet: Duration) -> u64 {
+        let end = Instant::now() + Duration::from_secs(5);
+        let mut last = ctl::counters().send_wrs;
+        let mut since = Instant::now();
+        loop {
+            std::thread::sleep(Duration::from_millis(2));
+            let now = ctl::counters().send_wrs;
+            if now != last {
+                last = now;
+                since = Instant::now();
+            } else if since.elapsed() >= quiet || Instant::now() >= end {
+                return now;
+            }
+        }
+    }
+
     /// Receive-side CRs seen (held or handed over) so far.
     pub fn recv_seen(&self) -> u64 {
         self.recv_poller.as_ref().map(|p| p.seen()).unwrap_or(0)
     }
 
-    /// Waits until `n` receive-side CRs were seen, or until nothing new arrived for `quiet`
-    /// (at most `max` in all). Returns the count.
+    /// Waits until `n` receive-side CRs were seen and nothing new arrived for 25 ms (a
+    /// duplicated CR may follow), or until nothing new arrived for `quiet` (at most `max` in
+    /// all). Returns the count.
     pub fn settle_recv(&self, n: u64, quiet: Duration, max: Duration) -> u64 {
         let end = Instant::now() + max;
         let mut last = self.recv_seen();
         let mut since = Instant::now();
         loop {
             let now = self.recv_seen();
-            if now >= n || Instant::now() >= end {
-                return now;
-            }
             if now != last {
                 last = now;
                 since = Instant::now();
-            } else if since.elapsed() >= quiet {
+            }
+            let idle = since.elapsed();
+            if (now >= n && idle >= Duration::from_millis(25))
+                || idle >= quiet
+                || Instant::now() >= end
+            {
                 return now;
             }
             std::thread::sleep(Duration::from_micros(200));
@@ -590,7 +631,7 @@ impl Ctx {
             addr: self.rdst.addr + off as u64,
             tseg: self.rdst.tseg,
         };
-        let mut sync: *mut TaskSync = 0x1 as *mut TaskSync;
+        let mut sync: *mut TaskSync = std::ptr::dangling_mut::<TaskSync>();
         let mut st: u::urma_status_t = -77;
         let h = self.hs;
         // SAFETY: valid pointers to live endpoint/buffer descriptions.
@@ -599,7 +640,7 @@ impl Ctx {
                 h, &mut ji, &mut s, &mut d, len, sk, ck, &mut sync, &mut st,
             )
         };
-        let sn = if sync == 0x1 as *mut TaskSync {
+        let sn = if sync == std::ptr::dangling_mut::<TaskSync>() {
             "untouched".to_string()
         } else {
             self.name_sync(sync)
@@ -625,7 +666,7 @@ impl Ctx {
         let mut ji = self.pair.jetty_info();
         let mut s = self.src.info();
         let mut d = self.rdst.info();
-        let mut sync: *mut TaskSync = 0x1 as *mut TaskSync;
+        let mut sync: *mut TaskSync = std::ptr::dangling_mut::<TaskSync>();
         let mut st: u::urma_status_t = -77;
         let h = if which == "handle" {
             null_mut()
@@ -660,7 +701,7 @@ impl Ctx {
         // SAFETY: NULL or valid pointers.
         let r =
             unsafe { (self.slib.lib.os_transport_send)(h, pji, ps, pd, len, sk, ck, psync, pst) };
-        let sn = if sync == 0x1 as *mut TaskSync {
+        let sn = if sync == std::ptr::dangling_mut::<TaskSync>() {
             "untouched".to_string()
         } else {
             self.name_sync(sync)
@@ -681,7 +722,7 @@ impl Ctx {
         let mut dev = self
             .pair
             .device_info((self.dst.addr() + off as u64) as *mut c_void);
-        let mut sync: *mut TaskSync = 0x1 as *mut TaskSync;
+        let mut sync: *mut TaskSync = std::ptr::dangling_mut::<TaskSync>();
         let h = self.hr;
         // SAFETY: valid pointers to live endpoint/buffer descriptions; NOTIFY is a static fn.
         let r = unsafe {
@@ -695,7 +736,7 @@ impl Ctx {
                 record::NOTIFY,
             )
         };
-        let sn = if sync == 0x1 as *mut TaskSync {
+        let sn = if sync == std::ptr::dangling_mut::<TaskSync>() {
             "untouched".to_string()
         } else {
             self.name_sync(sync)
@@ -723,7 +764,7 @@ impl Ctx {
                 dst: dev.dst,
             };
         }
-        let mut sync: *mut TaskSync = 0x1 as *mut TaskSync;
+        let mut sync: *mut TaskSync = std::ptr::dangling_mut::<TaskSync>();
         let h = if which == "handle" {
             null_mut()
         } else {
@@ -751,7 +792,7 @@ impl Ctx {
         };
         // SAFETY: NULL or valid pointers.
         let r = unsafe { (self.rlib.lib.os_transport_recv)(h, ph, pd, len, ck, ps, cb) };
-        let sn = if sync == 0x1 as *mut TaskSync {
+        let sn = if sync == std::ptr::dangling_mut::<TaskSync>() {
             "untouched".to_string()
         } else {
             self.name_sync(sync)

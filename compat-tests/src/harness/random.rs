@@ -24,7 +24,7 @@ impl Rng {
         Rng(seed)
     }
     /// Next value.
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -33,7 +33,7 @@ impl Rng {
     }
     /// Uniform in `0..n`.
     pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
+        self.next_u64() % n.max(1)
     }
     /// True with probability `pct` %.
     pub fn chance(&mut self, pct: u64) -> bool {
@@ -107,7 +107,7 @@ pub fn scenario(seed: u64) -> Scenario {
         0 => Delivery::Pass,
         1 => Delivery::Held(Order::Fifo),
         2 => Delivery::Held(Order::Reverse),
-        _ => Delivery::Held(Order::Shuffle(r.next())),
+        _ => Delivery::Held(Order::Shuffle(r.next_u64())),
     };
     let mut f = Flow {
         workers,
@@ -140,11 +140,9 @@ pub fn scenario(seed: u64) -> Scenario {
             2 => f.knobs = format!("drop_cr={}", 1 + r.below(3 * wrs / 2)),
             3 => {
                 // CR n of a single request: 3k+1 = WRITE k, 3k+2 = its SEND_IMM's receive-side
-                // CR, 3k+3 = that SEND_IMM's local CR. A duplicated WRITE CR runs the next send
-                // task early, and whether the last spurious wake-up finds the request still
-                // registered is timing (in both libraries), so only the other two are used.
+                // CR, 3k+3 = that SEND_IMM's local CR.
                 let k = r.below(wrs / 2);
-                f.knobs = format!("dup_cr={}", 3 * k + 2 + r.below(2));
+                f.knobs = format!("dup_cr={}", 3 * k + 1 + r.below(3));
             }
             4 | 5 => {
                 let i = r.below(f.xfers.len() as u64) as usize;

@@ -213,7 +213,7 @@ fn line(o: &Outcome) -> String {
     if let Verdict::Fail(why) = &o.verdict {
         s.push_str(&format!("\n    -> {why}"));
         if let Some(seed) = o.seed {
-            s.push_str(&format!("\n    -> replay: compat --seed {seed} --random 1"));
+            s.push_str(&format!("\n    -> replay: compat --scenario rand-{seed}"));
         }
     }
     s

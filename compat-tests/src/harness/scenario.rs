@@ -181,7 +181,20 @@ pub fn flow_features(setup: &Setup, f: &Flow) -> BTreeSet<String> {
             "fail_recv_post" => add("recv_post_fail"),
             "fail_cr" => add("error_cr"),
             "drop_cr" => add("drop_cr"),
-            "dup_cr" => add("dup_cr"),
+            "dup_cr" => {
+                add("dup_cr");
+                // CR 3(N-1)+2 of a single request is its last receive-side CR: its duplicate
+                // arrives after the request completed.
+                if let (Some(x), Ok(n)) = (f.xfers.first(), v.parse::<u64>()) {
+                    if f.xfers.len() == 1 && n == 3 * (chunks(x.len).max(1) as u64 - 1) + 2 {
+                        add("cr_after_completion");
+                    }
+                    // CR 3k+1 is the local completion of WRITE k.
+                    if f.xfers.len() == 1 && n % 3 == 1 {
+                        add("dup_write_cr");
+                    }
+                }
+            }
             _ => {}
         }
     }
@@ -379,6 +392,20 @@ pub fn catalogue() -> Vec<Scenario> {
             xfers: one(6 * MIB + 5, 0x13, 0x23),
             ..Default::default()
         },
+    ));
+    v.push(Scenario::custom(
+        "dup-write-cr",
+        "6 MiB + 5, send CRs handed over one at a time; WRITE 0's CR is handed over twice",
+        setup_for(6 * MIB + 5),
+        sc_dup_write_cr,
+        &["dup_write_cr"],
+    ));
+    v.push(Scenario::custom(
+        "dup-last-recv-cr",
+        "6 MiB + 5: the last receive-side CR is handed over again after the recv completed, then a new recv reuses the key",
+        setup_for(6 * MIB + 5),
+        sc_dup_last_recv_cr,
+        &["cr_after_completion"],
     ));
     v.push(Scenario::custom(
         "unknown-cr",
@@ -715,6 +742,84 @@ pub fn catalogue() -> Vec<Scenario> {
         &[],
     ));
     v
+}
+
+fn sc_dup_write_cr(ctx: &mut Ctx) {
+    if ctx.init(Side::Send, 2, 16) != 0 {
+        return;
+    }
+    ctx.start_pollers(Delivery::Held(Order::Fifo));
+    ctx.set_send_hold(true);
+    let len = 6 * MIB + 5;
+    let (_, r) = ctx.recv(len, 0x17, 0);
+    let (_, s) = ctx.send(len, 0x16, 0x17, 0);
+    let end = std::time::Instant::now() + Duration::from_secs(2);
+    while ctx.send_seen() < 1 && std::time::Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let mut first = true;
+    // Hand send CRs over one at a time, in poll order, letting the worker settle each time.
+    for _ in 0..64 {
+        let v = ctx.take_send_held();
+        if v.is_empty() {
+            break;
+        }
+        for cr in v {
+            ctx.deliver(Side::Send, cr, Duration::from_millis(0));
+            if first {
+                first = false;
+                ctx.deliver(Side::Send, cr, Duration::from_millis(0));
+                let n = ctx.settle_send_wrs(Duration::from_millis(40));
+                ctx.rec.note(format!(
+                    "send WRs posted once WRITE 0's CR was handed over twice: {n}"
+                ));
+            } else {
+                ctx.settle_send_wrs(Duration::from_millis(20));
+            }
+        }
+    }
+    ctx.set_send_hold(false);
+    ctx.settle_recv(4, Duration::from_millis(150), Duration::from_secs(5));
+    ctx.deliver_held(Order::Fifo);
+    if let Some(s) = s {
+        ctx.wait(Side::Send, &s, Some(1000));
+    }
+    if let Some(r) = r {
+        ctx.wait(Side::Recv, &r, Some(1000));
+    }
+    ctx.check_data("data ck=0x17", 0, len as usize);
+}
+
+fn sc_dup_last_recv_cr(ctx: &mut Ctx) {
+    if ctx.init(Side::Send, 2, 16) != 0 {
+        return;
+    }
+    ctx.start_pollers(Delivery::Held(Order::Fifo));
+    let len = 6 * MIB + 5;
+    let (_, r) = ctx.recv(len, 0x14, 0);
+    let (_, s) = ctx.send(len, 0x15, 0x14, 0);
+    ctx.settle_recv(4, Duration::from_millis(150), Duration::from_secs(5));
+    let held = ctx.take_held();
+    for cr in &held {
+        ctx.deliver(Side::Recv, *cr, Duration::from_millis(500));
+    }
+    if let Some(s) = s {
+        ctx.wait(Side::Send, &s, Some(5000));
+    }
+    if let Some(r) = r {
+        ctx.wait(Side::Recv, &r, Some(5000));
+    }
+    ctx.check_data("data ck=0x14", 0, len as usize);
+    // The stray duplicate of the last chunk's completion.
+    if let Some(last) = held.last() {
+        ctx.deliver(Side::Recv, *last, Duration::from_millis(200));
+    }
+    // A later request reusing the client key: does the stray completion reach it?
+    let (_, r2) = ctx.recv(len, 0x14, 0);
+    std::thread::sleep(Duration::from_millis(50));
+    if let Some(r2) = r2 {
+        ctx.wait(Side::Recv, &r2, Some(50));
+    }
 }
 
 fn sc_unknown_cr(ctx: &mut Ctx) {
