@@ -135,7 +135,10 @@ fn cfg(workers: u32, cap: u32) -> OsTransportCfg {
 }
 
 fn init_with(lib: &OsTransportLib, workers: u32, cap: u32) -> *mut c_void {
-    let mut c = cfg(workers, cap);
+    init_cfg(lib, cfg(workers, cap))
+}
+
+fn init_cfg(lib: &OsTransportLib, mut c: OsTransportCfg) -> *mut c_void {
     let mut h = null_mut();
     // SAFETY: valid pointers.
     let r = unsafe { (lib.os_transport_init)(null_mut(), &mut c, &mut h) };
@@ -170,6 +173,8 @@ cases!(
     wr_trace_jetty_fallback_and_no_queue,
     wr_trace_recv_jfr_only,
     recv_queue_capacity,
+    recv_queue_switching,
+    event_mode_configuration,
     recv_out_of_order,
     duplicate_cr,
     cr_for_unknown_request,
@@ -228,7 +233,14 @@ impl Sess {
         let lb = Loopback::get();
         reset();
         let pair = EndpointPair::new(lb, &ep);
-        let h = init_with(&lib, workers, cap);
+        let mut c = cfg(workers, cap);
+        if ep.event_mode {
+            // Recorded, never used by either library (§1.3, §10 #16).
+            c.urma_event_mode = true;
+            c.jfce = pair.receiver.cq.jfce;
+            c.jfc = pair.receiver.cq.jfc;
+        }
+        let h = init_cfg(&lib, c);
         let mut s = Sess {
             lib,
             h: Arc::new(AtomicUsize::new(h as usize)),
@@ -246,13 +258,18 @@ impl Sess {
     }
 
     fn start_pollers(&mut self) {
+        let mode = if self.pair.cfg.event_mode {
+            PollMode::Event
+        } else {
+            PollMode::Poll
+        };
         let mk = |cq: Cq| {
             let (wake, h, wakes) = (
                 self.lib.os_transport_wake_up_task,
                 self.h.clone(),
                 self.wakes.clone(),
             );
-            Poller::start(&cq, PollMode::Poll, move |cr| {
+            Poller::start(&cq, mode, move |cr| {
                 call_wake(wake, h.load(Ordering::SeqCst), &wakes, cr);
             })
         };
@@ -1045,17 +1062,99 @@ fn recv_queue_capacity(which: Which) {
         return;
     };
     let b = Buffer::new(Loopback::get(), 4096);
-    for cap in [0u32, 1, 64] {
+    // 0x4000_0001 × 4 wraps to 4 in 32 bits (§10 #13), on both libraries.
+    for cap in [0u32, 1, 64, 0x4000_0001] {
         s.reinit(2, cap);
         let ((r1, r2), lines) = capture_trace(|| (s.recv(&b, 4096, 1), s.recv(&b, 4096, 2)));
         assert_eq!((r1.0, r2.0), (0, 0), "capacity {cap}");
-        let want: Vec<String> = (0..cap * 4)
+        let want: Vec<String> = (0..cap.wrapping_mul(4))
             .map(|_| exp_prefill("jetty1", &b, "seg1", 1))
             .collect();
         assert_eq!(recv_posts(&lines), want, "capacity {cap}");
         assert_eq!(s.cancel(r1.1, 1), (0, null_mut()));
         assert_eq!(s.cancel(r2.1, 2), (0, null_mut()));
     }
+}
+
+/// §4.1 with two receivers A and B (B's jetty shares its JFR): the single recorded-jetty slot
+/// prefills at every switch (A, B, A), re-posts go to the recorded jetty whichever queue the CR
+/// came from, and a switch to jfr-only prefills once on the JFR (legacy then records NULL, Rust
+/// the JFR: the same posts here; they differ on later re-posts, D6).
+fn recv_queue_switching(which: Which) {
+    let _g = serial();
+    let Some(s) = Sess::std(which) else { return };
+    let b_pair = EndpointPair::new(
+        Loopback::get(),
+        &EndpointCfg {
+            recv: RecvKind::JettySharedJfr,
+            ..Default::default()
+        },
+    );
+    let len = CHUNK + 64;
+    let (src, dst, remote) = buffers(len as usize, 61);
+    let on_a = s.pair.device_info(dst.as_ptr().cast());
+    let on_b = b_pair.device_info(dst.as_ptr().cast());
+    let mut b_jfr_only = on_b;
+    b_jfr_only.jetty = null_mut();
+    let mut syncs = Vec::new();
+    let ((), lines) = capture_trace(|| {
+        for (ck, dev) in [(1u64, on_a), (2, on_b)] {
+            let (r, sy) = s.recv_dev(&dst, dev, 4096, ck);
+            assert_eq!(r, 0);
+            syncs.push((ck, sy));
+        }
+        // B is recorded: a transfer arriving on A's jetty re-posts on B's.
+        let (r, rs) = s.recv_dev(&dst, on_b, len, CK);
+        assert_eq!(r, 0);
+        let (r, ss, _) = s.send(&src, &remote, len, SK, CK);
+        assert_eq!(r, 0);
+        assert_eq!(s.wait(ss, LONG_MS), (0, 0));
+        assert_eq!(s.wait(rs, LONG_MS), (0, 0));
+        for (ck, dev) in [(4u64, on_a), (5, on_a), (6, b_jfr_only), (7, b_jfr_only)] {
+            let (r, sy) = s.recv_dev(&dst, dev, 4096, ck);
+            assert_eq!(r, 0);
+            syncs.push((ck, sy));
+        }
+    });
+    assert_eq!(dst.verify_pattern(61, 0..len as usize), Ok(()));
+    let prefill = |q: &str, ck: u64| -> Vec<String> {
+        (0..8).map(|_| exp_prefill(q, &dst, "seg2", ck)).collect()
+    };
+    // The loopback traces the receive queue of B's jetty (shared JFR) under the JFR's name.
+    let mut want = prefill("jetty1", 1);
+    want.extend(prefill("jfr1", 2));
+    want.extend((0..2).map(|_| exp_repost("jfr1")));
+    want.extend(prefill("jetty1", 4));
+    want.extend(prefill("jfr1", 6));
+    assert_eq!(recv_posts(&lines), want);
+    for (ck, sy) in syncs {
+        assert_eq!(s.cancel(sy, ck), (0, null_mut()));
+    }
+}
+
+/// `urma_event_mode`, `jfce` and `jfc` in the configuration are only recorded: a transfer with
+/// event-driven pollers (JFCE wait, ack, rearm) behaves exactly as with polling.
+fn event_mode_configuration(which: Which) {
+    let _g = serial();
+    let ep = EndpointCfg {
+        event_mode: true,
+        ..Default::default()
+    };
+    let Some(s) = Sess::new(which, 2, 2, ep) else {
+        return;
+    };
+    let len = 3 * CHUNK;
+    let (src, dst, remote) = buffers(len as usize, 67);
+    // SAFETY: reg_jfc only records the pointers.
+    let r =
+        unsafe { (s.lib.os_transport_reg_jfc)(s.pair.sender.cq.jfce, s.pair.sender.cq.jfc, s.h()) };
+    assert_eq!(r, 0);
+    let ((), lines) = capture_trace(|| s.transfer(&src, &dst, &remote, len, SK, CK, 67));
+    assert_eq!(send_posts(&lines), exp_send_seq("jfs1", SK, CK, len));
+    assert!(
+        counters().events_reported > 0,
+        "the pollers ran in event mode"
+    );
 }
 
 // ------------------------------------------------------------------------------------------------
