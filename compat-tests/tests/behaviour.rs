@@ -177,6 +177,8 @@ cases!(
     event_mode_configuration,
     recv_out_of_order,
     duplicate_cr,
+    duplicated_write_completion,
+    concurrent_transfers,
     cr_for_unknown_request,
     error_status_cr_send,
     error_status_cr_recv,
@@ -1159,6 +1161,93 @@ fn event_mode_configuration(which: Which) {
 
 // ------------------------------------------------------------------------------------------------
 // Completion handling.
+
+/// D14: a duplicated completion of WRITE 0. Legacy runs task 1 on it (SEND_IMM 1 and WRITE 2 are
+/// posted before WRITE 1 completed, §3.2/§10 #7); Rust discards it. Both finish the transfer.
+fn duplicated_write_completion(which: Which) {
+    let _g = serial();
+    let Some(s) = Sess::std(which) else { return };
+    let len = 2 * CHUNK + 10;
+    let (src, dst, remote) = buffers(len as usize, 71);
+    s.sp().set_hold(true);
+    let (r, rs) = s.recv(&dst, len, CK);
+    assert_eq!(r, 0);
+    let ((), lines) = capture_trace(|| {
+        let (r, ss, _) = s.send(&src, &remote, len, SK, CK);
+        assert_eq!(r, 0);
+        assert!(s.sp().wait_seen(1, LONG));
+        let mut w0 = s.sp().take_held();
+        assert_eq!(w0.len(), 1);
+        let mut dup = w0[0];
+        assert_eq!(s.wake(&mut w0[0]), 0);
+        assert_eq!(
+            s.wake(&mut dup),
+            0,
+            "queued (legacy runs task 1, Rust discards it)"
+        );
+        // Local CRs of what the worker(s) posted on these two wake-ups: S0, W1 (+ S1, W2).
+        let more = match which {
+            Which::Rust => 2,
+            Which::Legacy => 4,
+        };
+        assert!(s.sp().wait_seen(1 + more, LONG));
+        assert!(!until(Duration::from_millis(20), || s.sp().seen() > 1 + more));
+        s.sp().set_hold(false);
+        s.sp().release_held();
+        assert_eq!(s.wait(ss, LONG_MS), (0, 0));
+        assert_eq!(s.wait(rs, LONG_MS), (0, 0));
+    });
+    assert_eq!(dst.verify_pattern(71, 0..len as usize), Ok(()));
+    assert_eq!(send_posts(&lines), exp_send_seq("jfs1", SK, CK, len));
+    let evs: Vec<Ev> = lines.iter().map(|l| Ev::parse(l)).collect();
+    let pos = |f: &dyn Fn(&Ev) -> bool| evs.iter().position(f).expect("event in trace");
+    let w1_polled = pos(&|e| {
+        e.get("ev") == "poll" && e.get("user_ctx") == format!("{:#018x}", ud(SK, false, 1))
+    });
+    let s1_posted = pos(&|e| {
+        e.get("ev") == "post_send" && e.get("imm") == format!("{:#018x}", ud(enc(CK), false, 1))
+    });
+    match which {
+        Which::Rust => assert!(
+            w1_polled < s1_posted,
+            "D14: SEND_IMM 1 only after WRITE 1 completed"
+        ),
+        Which::Legacy => assert!(
+            s1_posted < w1_polled,
+            "legacy: SEND_IMM 1 before WRITE 1 completed"
+        ),
+    }
+}
+
+/// Several threads transferring at once (distinct ids): every byte and every callback arrives.
+fn concurrent_transfers(which: Which) {
+    let _g = serial();
+    let Some(s) = Sess::new(which, 3, 4, EndpointCfg::default()) else {
+        return;
+    };
+    const THREADS: u64 = 4;
+    const ROUNDS: u64 = 3;
+    let len = 2 * CHUNK + 4097;
+    let bufs: Vec<_> = (0..THREADS)
+        .map(|t| buffers(len as usize, 100 + t))
+        .collect();
+    std::thread::scope(|sc| {
+        for (t, (src, dst, remote)) in bufs.iter().enumerate() {
+            let s = &s;
+            sc.spawn(move || {
+                for round in 0..ROUNDS {
+                    let id = 0x1000 * (t as u64 + 1) + round;
+                    s.transfer(src, dst, remote, len, id, id + 0x800, 100 + t as u64);
+                }
+            });
+        }
+    });
+    assert_eq!(notes().len() as u64, THREADS * ROUNDS * 3);
+    let c = counters();
+    assert_eq!(c.send_wrs, THREADS * ROUNDS * 6);
+    assert_eq!(c.crs_error, 0);
+    assert!(s.wakes().iter().all(|w| w.ret == 0), "every CR accepted");
+}
 
 /// Receive completions in reverse order: each runs its own chunk's task (§4.2).
 fn recv_out_of_order(which: Which) {
