@@ -807,6 +807,9 @@ fn key_limit(which: Which) {
     // The largest keys are fine (ck travels encoded). sk != ck: they share one namespace (D7).
     let max = (1u64 << 40) - 1;
     s.transfer(&src, &dst, &remote, CHUNK + 1, max - 1, max, 1);
+    // Key 0 is valid too (its chunk-0 immediate is 0).
+    s.transfer(&src, &dst, &remote, CHUNK + 1, 1, 0, 1);
+    assert_eq!(notes()[2..], [ud(0, false, 0), ud(0, true, 1)]);
 }
 
 /// Log callback: registration, the level value `(level & 0xFF) | (vlevel << 8)` for INFO, WARN,
@@ -1597,6 +1600,17 @@ fn cancel_before_and_after_completion(which: Which) {
         Which::Rust => assert_eq!(s.wait(rs, LONG_MS), (OST_ERR, 0)),
         // D11: legacy only removed the queued tasks; the sync never completes (timed wait: 1).
         Which::Legacy => assert_eq!(s.wait(rs, SHORT_MS), (1, 0)),
+    }
+    // A sync passed with another request's id: that sync is consumed, the id's request cancelled.
+    let (r, a) = s.recv(&dst, len, 0x73);
+    assert_eq!(r, 0);
+    let (r, b) = s.recv(&dst, len, 0x74);
+    assert_eq!(r, 0);
+    assert_eq!(s.cancel(a, 0x74), (0, null_mut()));
+    match which {
+        Which::Rust => assert_eq!(s.wait(b, LONG_MS), (OST_ERR, 0)),
+        // D11: legacy moved B's removed count onto A's sync; B's own sync never completes.
+        Which::Legacy => assert_eq!(s.wait(b, SHORT_MS), (1, 0)),
     }
 }
 
