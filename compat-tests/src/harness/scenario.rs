@@ -183,10 +183,11 @@ pub fn flow_features(setup: &Setup, f: &Flow) -> BTreeSet<String> {
             "drop_cr" => add("drop_cr"),
             "dup_cr" => {
                 add("dup_cr");
-                // CR 3(N-1)+2 of a single request is its last receive-side CR: its duplicate
-                // arrives after the request completed.
-                if let (Some(x), Ok(n)) = (f.xfers.first(), v.parse::<u64>()) {
-                    if f.xfers.len() == 1 && n == 3 * (chunks(x.len).max(1) as u64 - 1) + 2 {
+                // CR 3k+2 of a single request is a receive-side CR: its duplicate may be handed
+                // over after the request completed (always for the last chunk; for any chunk
+                // when held CRs are delivered reversed or shuffled).
+                if let Ok(n) = v.parse::<u64>() {
+                    if f.xfers.len() == 1 && n % 3 == 2 {
                         add("cr_after_completion");
                     }
                     // CR 3k+1 is the local completion of WRITE k.
