@@ -269,16 +269,36 @@ pub struct Cleanup {
     tomb: bool,
 }
 
+/// Result of [`settle`]: the request-table cleanup to apply (once per request) and whether a
+/// waiter must be woken. Wake it with [`Settled::wake`] after every lock is released, so that the
+/// woken waiter does not block on a lock the settling thread still holds.
+#[must_use]
+#[derive(Clone, Copy, Debug)]
+pub struct Settled {
+    c: Option<Cleanup>,
+    wake: bool,
+}
+
+impl Settled {
+    /// Wakes the waiter of `slot` if `settle` ended its wait (call with no lock held).
+    pub fn wake(&self, slot: &sync::Slot) {
+        if self.wake {
+            slot.cv.notify_all();
+        }
+    }
+}
+
 /// Call with the slot locked after any state change: sets `done` when every task is accounted,
-/// wakes waiters, frees the slot if it is terminal and released. Returns the request-table
-/// cleanup the caller must apply (once per request) after dropping the slot lock.
-pub fn settle(idx: u32, slot: &sync::Slot, r: &mut Req) -> Option<Cleanup> {
+/// frees the slot if it is terminal and released. Returns the request-table cleanup the caller must
+/// apply after dropping the slot lock, and whether a waiter must be woken (see [`Settled`]).
+pub fn settle(idx: u32, slot: &sync::Slot, r: &mut Req) -> Settled {
+    let _ = slot;
     if r.accounted() {
         r.done = true;
     }
-    slot.cv.notify_all();
+    let wake = r.waiting && r.done;
     if !r.terminal() {
-        return None;
+        return Settled { c: None, wake };
     }
     let c = (!r.cleaned).then_some(Cleanup {
         rid: r.rid,
@@ -290,12 +310,12 @@ pub fn settle(idx: u32, slot: &sync::Slot, r: &mut Req) -> Option<Cleanup> {
     if r.released {
         table().free(idx, r);
     }
-    c
+    Settled { c, wake }
 }
 
 /// Applies a cleanup with the request table already locked.
-pub fn apply_locked(t: &mut ReqTable, c: Option<Cleanup>) {
-    if let Some(c) = c {
+pub fn apply_locked(t: &mut ReqTable, s: &Settled) {
+    if let Some(c) = s.c {
         t.remove_if(c.rid, c.slot, c.gen);
         if c.tomb {
             t.tombstone(c.rid);
@@ -304,8 +324,8 @@ pub fn apply_locked(t: &mut ReqTable, c: Option<Cleanup>) {
 }
 
 /// Applies a cleanup (takes the request-table lock).
-pub fn apply(reqs: &Mutex<ReqTable>, c: Option<Cleanup>) {
-    if c.is_some() {
-        apply_locked(&mut reqs.lock().unwrap_or_else(|e| e.into_inner()), c);
+pub fn apply(reqs: &Mutex<ReqTable>, s: &Settled) {
+    if s.c.is_some() {
+        apply_locked(&mut reqs.lock().unwrap_or_else(|e| e.into_inner()), s);
     }
 }

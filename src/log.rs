@@ -4,6 +4,7 @@
 
 use std::ffi::c_char;
 use std::fmt::{self, Write as _};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Mutex;
 
 /// `log_callback_t`.
@@ -57,6 +58,16 @@ static STATE: Mutex<State> = Mutex::new(State {
     backend: Backend::Unset,
     syslog_open: false,
 });
+
+/// Copy of `State::threshold` readable without the lock, so that a filtered-out message costs one
+/// load and no formatting (the macros test it before building their arguments).
+static THRESHOLD: AtomicI32 = AtomicI32::new(Level::Debug as i32);
+
+/// `true` when a message of `level` passes the current threshold.
+#[inline(always)]
+pub fn enabled(level: Level) -> bool {
+    level as i32 >= THRESHOLD.load(Ordering::Relaxed)
+}
 
 fn lock() -> std::sync::MutexGuard<'static, State> {
     STATE.lock().unwrap_or_else(|e| e.into_inner())
@@ -117,6 +128,7 @@ pub fn register(level: i32, cb: Option<LogCallback>) -> i32 {
     let mut st = lock();
     close_backend(&mut st);
     st.threshold = level;
+    THRESHOLD.store(level, Ordering::Relaxed);
     st.backend = Backend::Callback(cb);
     0
 }
@@ -271,15 +283,17 @@ fn names(level: Level) -> (&'static str, i32) {
     }
 }
 
+/// Line at `level` with verbosity `v`, skipped without formatting when the level is filtered out.
+macro_rules! log_at { ($l:expr, $v:expr, $($a:tt)*) => { if $crate::log::enabled($l) { $crate::log::write($l, $v, file!(), line!(), format_args!($($a)*)) } } }
 /// INFO line.
-macro_rules! info { ($($a:tt)*) => { $crate::log::write($crate::log::Level::Info, -1, file!(), line!(), format_args!($($a)*)) } }
+macro_rules! info { ($($a:tt)*) => { $crate::log::log_at!($crate::log::Level::Info, -1, $($a)*) } }
 /// WARN line.
-macro_rules! warning { ($($a:tt)*) => { $crate::log::write($crate::log::Level::Warn, -1, file!(), line!(), format_args!($($a)*)) } }
+macro_rules! warning { ($($a:tt)*) => { $crate::log::log_at!($crate::log::Level::Warn, -1, $($a)*) } }
 /// ERROR line.
-macro_rules! error { ($($a:tt)*) => { $crate::log::write($crate::log::Level::Error, -1, file!(), line!(), format_args!($($a)*)) } }
+macro_rules! error { ($($a:tt)*) => { $crate::log::log_at!($crate::log::Level::Error, -1, $($a)*) } }
 /// DEBUG line with verbosity v (1 or 2).
-macro_rules! debug { ($v:expr, $($a:tt)*) => { $crate::log::write($crate::log::Level::Debug, $v, file!(), line!(), format_args!($($a)*)) } }
-pub(crate) use {debug, error, info, warning};
+macro_rules! debug { ($v:expr, $($a:tt)*) => { $crate::log::log_at!($crate::log::Level::Debug, $v, $($a)*) } }
+pub(crate) use {debug, error, info, log_at, warning};
 
 #[cfg(test)]
 mod tests {

@@ -1,10 +1,12 @@
 //! Worker pool (spec §5): `worker_thread_num` threads named `ost_wkr_<n>`, one bounded wake-up queue
-//! each, least-loaded worker selection at submit. Idle workers block in `recv` (no polling).
+//! each, least-loaded worker selection at submit. Idle workers block on a condvar (no spinning, no
+//! yielding): a submitter signals only when the worker has announced that it is going to sleep,
+//! and signals after releasing the queue lock.
 
-use crossbeam_channel::{bounded, Receiver, Sender, TrySendError};
 use std::cell::Cell;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 /// Capacity of each worker's wake-up queue. A request has at most 7 meaningful wake-ups and at most
@@ -14,20 +16,13 @@ pub const WORKER_QUEUE_CAPACITY: usize = 8192;
 /// Most worker threads one instance may have (init returns ERR above it).
 pub const MAX_WORKERS: u32 = 1024;
 
-/// A message to a worker.
+/// A queued wake-up: completion for the request in `slot` (generation `gen`) carrying user data
+/// `ud` (send side: user_ctx, receive side: decoded imm_data).
 #[derive(Clone, Copy, Debug)]
-pub enum Msg {
-    /// Completion for the request in `slot` (generation `gen`) carrying user data `ud`.
-    Wake {
-        /// sync-table slot
-        slot: u32,
-        /// generation of that slot when the wake-up was queued
-        gen: u32,
-        /// user data (send side: user_ctx, receive side: decoded imm_data)
-        ud: u64,
-    },
-    /// Exit the loop.
-    Stop,
+struct Wake {
+    slot: u32,
+    gen: u32,
+    ud: u64,
 }
 
 /// Load counters a worker shares with submitters.
@@ -39,8 +34,88 @@ pub struct WorkerShared {
     pub busy: AtomicBool,
 }
 
+struct QState {
+    /// Preallocated to [`WORKER_QUEUE_CAPACITY`]: pushing never allocates.
+    ring: VecDeque<Wake>,
+    /// The worker is blocked (or about to block) on `cv`.
+    sleeping: bool,
+    /// Stop requested: the worker exits before its next wake-up.
+    stop: bool,
+    /// The worker thread has exited: enqueue fails with [`EnqueueError::Gone`].
+    gone: bool,
+}
+
+/// One worker's bounded queue.
+struct Queue {
+    m: Mutex<QState>,
+    cv: Condvar,
+    /// Queued wake-ups (read without the lock by [`Pool::select`]).
+    len: AtomicU32,
+}
+
+impl Queue {
+    fn new() -> Queue {
+        Queue {
+            m: Mutex::new(QState {
+                ring: VecDeque::with_capacity(WORKER_QUEUE_CAPACITY),
+                sleeping: false,
+                stop: false,
+                gone: false,
+            }),
+            cv: Condvar::new(),
+            len: AtomicU32::new(0),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, QState> {
+        self.m.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Worker side: the next wake-up, blocking while the queue is empty; `None` once stopped.
+    fn next(&self, stopping: &AtomicBool) -> Option<Wake> {
+        let mut q = self.lock();
+        loop {
+            if q.stop || stopping.load(Ordering::Acquire) {
+                return None;
+            }
+            if let Some(w) = q.ring.pop_front() {
+                self.len.fetch_sub(1, Ordering::Relaxed);
+                return Some(w);
+            }
+            q.sleeping = true;
+            q = self.cv.wait(q).unwrap_or_else(|e| e.into_inner());
+            q.sleeping = false;
+        }
+    }
+
+    fn push(&self, w: Wake) -> Result<(), EnqueueError> {
+        let mut q = self.lock();
+        if q.gone {
+            return Err(EnqueueError::Gone);
+        }
+        if q.ring.len() >= WORKER_QUEUE_CAPACITY {
+            return Err(EnqueueError::Full);
+        }
+        q.ring.push_back(w);
+        self.len.fetch_add(1, Ordering::Relaxed);
+        let wake = std::mem::replace(&mut q.sleeping, false);
+        drop(q);
+        if wake {
+            self.cv.notify_one();
+        }
+        Ok(())
+    }
+
+    fn stop(&self) {
+        let mut q = self.lock();
+        q.stop = true;
+        drop(q);
+        self.cv.notify_one();
+    }
+}
+
 struct Worker {
-    tx: Sender<Msg>,
+    q: Arc<Queue>,
     shared: Arc<WorkerShared>,
     join: Mutex<Option<JoinHandle<()>>>,
 }
@@ -86,6 +161,19 @@ pub enum EnqueueError {
     Gone,
 }
 
+/// Marks the queue gone when the worker thread exits (also on a panic in the handler).
+struct GoneOnExit(Arc<Queue>);
+
+impl Drop for GoneOnExit {
+    fn drop(&mut self) {
+        let mut q = self.0.lock();
+        q.gone = true;
+        let n = q.ring.len() as u32;
+        q.ring.clear();
+        self.0.len.fetch_sub(n, Ordering::Relaxed);
+    }
+}
+
 impl Pool {
     /// Starts `n` workers (n ≥ 1) running `handler` for every message.
     pub fn start<H>(n: u32, instance: u64, handler: H) -> std::io::Result<Pool>
@@ -98,7 +186,7 @@ impl Pool {
             stopping: stopping.clone(),
         };
         for index in 0..n {
-            let (tx, rx): (Sender<Msg>, Receiver<Msg>) = bounded(WORKER_QUEUE_CAPACITY);
+            let q = Arc::new(Queue::new());
             let shared = Arc::new(WorkerShared::default());
             let ctx = WorkerCtx {
                 id: WorkerId { instance, index },
@@ -106,24 +194,20 @@ impl Pool {
             };
             let stop = stopping.clone();
             let h = handler.clone();
+            let wq = q.clone();
             let spawned = std::thread::Builder::new()
                 .name(format!("ost_wkr_{index}"))
                 .spawn(move || {
+                    let guard = GoneOnExit(wq);
                     CURRENT.with(|c| c.set(Some(ctx.id)));
-                    while let Ok(msg) = rx.recv() {
-                        if stop.load(Ordering::Acquire) {
-                            break;
-                        }
-                        match msg {
-                            Msg::Stop => break,
-                            Msg::Wake { slot, gen, ud } => h(&ctx, slot, gen, ud),
-                        }
+                    while let Some(w) = guard.0.next(&stop) {
+                        h(&ctx, w.slot, w.gen, w.ud);
                     }
                     CURRENT.with(|c| c.set(None));
                 });
             match spawned {
                 Ok(join) => pool.workers.push(Worker {
-                    tx,
+                    q,
                     shared,
                     join: Mutex::new(Some(join)),
                 }),
@@ -142,7 +226,8 @@ impl Pool {
         let mut best = 0usize;
         let mut best_key = (u64::MAX, true);
         for (i, w) in self.workers.iter().enumerate() {
-            let load = u64::from(w.shared.tasks.load(Ordering::Relaxed)) + w.tx.len() as u64;
+            let load = u64::from(w.shared.tasks.load(Ordering::Relaxed))
+                + u64::from(w.q.len.load(Ordering::Relaxed));
             let busy = w.shared.busy.load(Ordering::Relaxed);
             if load == 0 && !busy {
                 return i;
@@ -162,11 +247,7 @@ impl Pool {
 
     /// Queues a wake-up to worker `i` without blocking.
     pub fn enqueue(&self, i: usize, slot: u32, gen: u32, ud: u64) -> Result<(), EnqueueError> {
-        match self.workers[i].tx.try_send(Msg::Wake { slot, gen, ud }) {
-            Ok(()) => Ok(()),
-            Err(TrySendError::Full(_)) => Err(EnqueueError::Full),
-            Err(TrySendError::Disconnected(_)) => Err(EnqueueError::Gone),
-        }
+        self.workers[i].q.push(Wake { slot, gen, ud })
     }
 
     /// Number of workers.
@@ -180,8 +261,7 @@ impl Pool {
     pub fn stop(&self) {
         self.stopping.store(true, Ordering::Release);
         for w in &self.workers {
-            // A full queue already keeps the worker awake; it sees `stopping` at its next message.
-            let _ = w.tx.try_send(Msg::Stop);
+            w.q.stop();
         }
         for w in &self.workers {
             let j = w.join.lock().unwrap_or_else(|e| e.into_inner()).take();

@@ -132,7 +132,9 @@ pub unsafe fn recv(
             r.released = true;
             let c = settle(idx, slot, &mut r);
             drop(r);
-            apply_locked(&mut t, c);
+            apply_locked(&mut t, &c);
+            drop(t);
+            c.wake(slot);
         }
         return ERR;
     }

@@ -3,6 +3,29 @@
 //! Lock order: the request table lock is taken before any slot lock, never the other way round.
 
 use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// Hasher for request ids (≤ 40-bit keys, not attacker-chosen in a way that matters: a bad key set
+/// only slows the table down). One folded 64×64→128 multiply instead of SipHash.
+#[derive(Default, Clone, Copy)]
+pub struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        let m = u128::from(self.0) * 0x9E37_79B9_7F4A_7C15u128;
+        (m >> 64) as u64 ^ m as u64
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 ^= v;
+    }
+}
+
+type IdMap = HashMap<u64, (u32, u32), BuildHasherDefault<IdHasher>>;
 
 /// Receive-side completions kept for requests that are not registered yet (D4). When full, the
 /// oldest kept completion is dropped to make room (FIFO), so completions that never find a request
@@ -23,7 +46,7 @@ pub struct Early {
 
 /// The table, guarded by one mutex in the instance.
 pub struct ReqTable {
-    map: HashMap<u64, (u32, u32)>,
+    map: IdMap,
     stash: VecDeque<Early>,
     tombs: [u64; TOMBSTONES],
     tomb_valid: [bool; TOMBSTONES],
@@ -42,7 +65,10 @@ impl ReqTable {
     /// Preallocates everything, so registration and lookup never allocate.
     pub fn new() -> Self {
         ReqTable {
-            map: HashMap::with_capacity(crate::sync::SYNC_CAPACITY * 2),
+            map: IdMap::with_capacity_and_hasher(
+                crate::sync::SYNC_CAPACITY * 2,
+                Default::default(),
+            ),
             stash: VecDeque::with_capacity(STASH_CAPACITY),
             tombs: [0; TOMBSTONES],
             tomb_valid: [false; TOMBSTONES],

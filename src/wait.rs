@@ -14,7 +14,11 @@ fn usable(r: &Req, gen: u32, inst: &Instance) -> bool {
 }
 
 fn log_live() {
-    if std::env::var_os("OST_DEBUG_LIVE_SYNCS").is_some() {
+    // The environment is read once per process, and only when DEBUG lines are wanted at all.
+    static LIVE_SYNCS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if crate::log::enabled(crate::log::Level::Debug)
+        && *LIVE_SYNCS.get_or_init(|| std::env::var_os("OST_DEBUG_LIVE_SYNCS").is_some())
+    {
         debug!(2, "live syncs: {}", table().live());
     }
 }
@@ -94,7 +98,8 @@ pub unsafe fn wait(
     let st = r.status;
     let c = settle(idx, slot, &mut r);
     drop(r);
-    apply(&inst.reqs, c);
+    apply(&inst.reqs, &c);
+    c.wake(slot);
     if !status.is_null() {
         // SAFETY: valid out-pointer (caller contract).
         unsafe { *status = st };
@@ -132,6 +137,7 @@ pub unsafe fn cancel(inst: &Instance, sync_handle: *mut *mut task_sync_t, rid: u
         }
     };
     let mut t = inst.reqs();
+    let (mut woken, mut woken_sync) = (None, None);
     if let Some((s, g)) = t.get(rid) {
         let slot = table().slot(s);
         let mut r = slot.lock();
@@ -144,7 +150,8 @@ pub unsafe fn cancel(inst: &Instance, sync_handle: *mut *mut task_sync_t, rid: u
             );
             let c = settle(s, slot, &mut r);
             drop(r);
-            apply_locked(&mut t, c);
+            apply_locked(&mut t, &c);
+            woken = Some((slot, c));
         }
     } else {
         debug!(1, "cancel request {:#x}: no queued tasks", rid);
@@ -158,12 +165,16 @@ pub unsafe fn cancel(inst: &Instance, sync_handle: *mut *mut task_sync_t, rid: u
             r.released = true;
             let c = settle(idx, slot, &mut r);
             drop(r);
-            apply_locked(&mut t, c);
+            apply_locked(&mut t, &c);
+            woken_sync = Some((slot, c));
         }
         // SAFETY: valid pointer (checked above).
         unsafe { *sync_handle = std::ptr::null_mut() };
     }
     drop(t);
+    for (slot, c) in [woken, woken_sync].into_iter().flatten() {
+        c.wake(slot);
+    }
     log_live();
     0
 }

@@ -159,7 +159,9 @@ fn fail_request(inst: &Instance, rid: u64, status: u32) -> i32 {
     r.fail();
     let c = settle(s, slot, &mut r);
     drop(r);
-    apply_locked(&mut t, c);
+    apply_locked(&mut t, &c);
+    drop(t);
+    c.wake(slot);
     0
 }
 
@@ -219,7 +221,9 @@ pub fn on_wake(ctx: &WorkerCtx, reqs: &Mutex<ReqTable>, idx: u32, gen: u32, ud: 
             }
             let c = settle(idx, slot, &mut r);
             drop(r);
-            apply_locked(&mut t, c);
+            apply_locked(&mut t, &c);
+            drop(t);
+            c.wake(slot);
         }
         Kind::Recv => {
             let i = UserData::from_raw(ud).chunk_id;
@@ -266,7 +270,9 @@ pub fn on_wake(ctx: &WorkerCtx, reqs: &Mutex<ReqTable>, idx: u32, gen: u32, ud: 
             }
             let c = settle(idx, slot, &mut r);
             drop(r);
-            apply_locked(&mut t, c);
+            apply_locked(&mut t, &c);
+            drop(t);
+            c.wake(slot);
         }
     }
 }
