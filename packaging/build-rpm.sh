@@ -31,8 +31,14 @@ sys.exit(0 if any(t["name"] == "compat" and "bin" in t["kind"]
     opts+=(--without harness)
 fi
 
+# openeuler.spec is the source of truth; the source RPM carries it as <Name>.spec, the name
+# openEuler's package repositories (and rpmlint) expect.
+name=$(awk '$1 == "Name:" { print $2; exit }' "$src/openeuler.spec")
+mkdir -p "$topdir/SPECS"
+cp "$src/openeuler.spec" "$topdir/SPECS/$name.spec"
+
 # The Makefile's CARGO_TARGET_DIR / LD_LIBRARY_PATH are for the developer's build, not rpmbuild's.
 # shellcheck disable=SC2086
 env -u CARGO_TARGET_DIR -u LD_LIBRARY_PATH \
-    rpmbuild -ba "${opts[@]}" ${RPMBUILD_OPTS:-} "$src/openeuler.spec"
+    rpmbuild -ba "${opts[@]}" ${RPMBUILD_OPTS:-} "$topdir/SPECS/$name.spec"
 echo "build-rpm: $(cd "$topdir" && ls RPMS/*/*.rpm SRPMS/*.rpm | tr '\n' ' ')"

@@ -6,10 +6,14 @@
 #   --out DIR          where report.md and the traces go (default: ./mlcachedirect-compat-report)
 #   --rust-lib PATH    library under test (default: the installed @LIBDIR@/libos_transport.so.1)
 #   --legacy-lib PATH  reference C library 1.0 (default: the copy shipped in @PRIVDIR@/legacy/)
-# Any other option is passed to the harness unchanged. Exit status: the harness's (non-zero on FAIL).
+# Any other option is passed to the harness unchanged (--scenario ID, --random N, --seed S, --list,
+# --no-interop; see `@PRIVDIR@/compat --help`). Exit status: the harness's: 0 when nothing FAILs,
+# 1 otherwise, 2 on usage or set-up errors.
 #
 # The loopback liburma.so.0 and the reference library are private to this package: they are found
 # only through the LD_LIBRARY_PATH set here, never by other programs on the system.
+# The installed harness runs the in-process scenarios and the C <-> Rust interop matrix; the C-runner
+# scenarios of `make compat` compile compat-tests/c/runner.c from the source tree and are left out.
 set -eu
 privdir=@PRIVDIR@
 rust_lib=@LIBDIR@/libos_transport.so.1
@@ -24,17 +28,19 @@ while [ $# -gt 0 ]; do
         --rust-lib=*) rust_lib=${1#--rust-lib=}; shift ;;
         --legacy-lib) legacy_lib=${2:?--legacy-lib needs a path}; shift 2 ;;
         --legacy-lib=*) legacy_lib=${1#--legacy-lib=}; shift ;;
-        -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) break ;;
     esac
 done
 
-for f in "$rust_lib" "$legacy_lib" "$privdir/liburma.so.0" "$privdir/compat"; do
+for f in "$rust_lib" "$legacy_lib" "$privdir/liburma.so.0" "$privdir/compat" "$privdir/ledger.json"; do
     [ -e "$f" ] || { echo "mlcachedirect-compat: missing $f" >&2; exit 2; }
 done
 mkdir -p "$out"
 
 # liburma.so.0 = the loopback provider, for the harness and both libraries under test.
 LD_LIBRARY_PATH=$privdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export LD_LIBRARY_PATH
-exec "$privdir/compat" --rust-lib "$rust_lib" --legacy-lib "$legacy_lib" --out "$out" "$@"
+COMPAT_URMA_DIR=$privdir
+export LD_LIBRARY_PATH COMPAT_URMA_DIR
+exec "$privdir/compat" --rust-lib "$rust_lib" --legacy-lib "$legacy_lib" --out "$out" \
+    --ledger "$privdir/ledger.json" --no-c-runner "$@"
