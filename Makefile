@@ -42,6 +42,7 @@ compat: build
 	$(CARGO) run -q -p compat-tests --bin compat -- $(COMPAT_ARGS)
 
 lint:
+	$(CARGO) metadata --locked --format-version 1 > /dev/null   # Cargo.lock matches the manifests
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
