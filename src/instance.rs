@@ -162,7 +162,7 @@ pub fn destroy(handle: *mut c_void) -> u32 {
             swept += 1;
             r.cancel_queued();
             r.cancel_flag = true;
-            r.running = false;
+            r.running = 0;
             r.done = true;
             slot.cv.notify_all();
             if !r.waiting {

@@ -115,8 +115,9 @@ pub struct Req {
     pub next_send: u8,
     /// Recv: bit i set = chunk task i still queued.
     pub pending: u8,
-    /// A task of this request is executing on its worker.
-    pub running: bool,
+    /// Tasks of this request executing now (a receive task on its worker, a send task on the thread
+    /// that delivered its WRITE completion, D15); the slot is not freed while it is non-zero.
+    pub running: u8,
     /// Tasks that succeeded.
     pub completed: u8,
     /// Tasks cancelled or failed.
@@ -156,7 +157,7 @@ impl Req {
             wshared: None,
             next_send: 0,
             pending: 0,
-            running: false,
+            running: 0,
             completed: 0,
             canceled: 0,
             done: false,
@@ -199,7 +200,7 @@ impl Req {
 
     /// Nothing will ever touch the request again: all accounted and nothing running.
     pub fn terminal(&self) -> bool {
-        self.accounted() && !self.running
+        self.accounted() && self.running == 0
     }
 
     /// Records the first non-success status.
@@ -367,10 +368,10 @@ mod tests {
         r.pending = 0b111;
         assert_eq!(r.queued(), 3);
         r.pending = 0b101;
-        r.running = true;
+        r.running = 1;
         assert_eq!(r.cancel_queued(), 2);
         assert!(!r.accounted());
-        r.running = false;
+        r.running = 0;
         r.completed = 1;
         assert!(r.terminal());
         assert!(!r.succeeded());

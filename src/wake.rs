@@ -97,6 +97,13 @@ fn ended_pending_cleanup(t: &ReqTable, rid: u64) -> bool {
 fn deliver(inst: &Instance, rid: u64, ud: u64, recv_side: bool) -> i32 {
     let mut t = inst.reqs();
     match lookup(&t, rid) {
+        Some((s, g, _)) if !recv_side => {
+            // D15: the send pipeline step (SEND_IMM k, WRITE k+1: URMA posts only, no user code)
+            // runs here, on the delivering thread, instead of on the bound worker.
+            drop(t);
+            send_step(&inst.reqs, inst.seq, s, g, ud);
+            0
+        }
         Some((s, g, w)) => match inst.pool.enqueue(w as usize, s, g, ud) {
             Ok(()) => 0,
             Err(EnqueueError::Full) => {
@@ -165,6 +172,71 @@ fn fail_request(inst: &Instance, rid: u64, status: u32) -> i32 {
     0
 }
 
+/// One step of the send pipeline: if `ud` is the completion of the WRITE that the next task of the
+/// send in `idx` waits for, runs that task (SEND_IMM k, then WRITE k+1) on the calling thread and
+/// accounts it. Called by `os_transport_wake_up_task` for send completions (D15).
+fn send_step(reqs: &Mutex<ReqTable>, instance: u64, idx: u32, gen: u32, ud: u64) {
+    let slot = table().slot(idx);
+    let mut r = slot.lock();
+    if !r.live || r.gen != gen || r.instance != instance || r.kind != Kind::Send {
+        debug!(2, "wake-up for a finished request dropped");
+        return;
+    }
+    if r.next_send >= r.n {
+        warning!(
+            "Wakeup received without matching queued task (request {:#x})",
+            r.rid
+        );
+        return;
+    }
+    let k = r.next_send;
+    // Task k is triggered by the completion of WRITE chunk k only (§3.2). A duplicated,
+    // replayed or forged completion naming another chunk must not run task k early: its
+    // SEND_IMM would tell the peer that chunk k landed before its WRITE completed.
+    let write_k = UserData::new(r.rid, u8::from(k + 1 == r.n), k).raw();
+    if ud != write_k {
+        warning!(
+            "request {:#x}: completion {:#018x} does not match the WRITE of chunk {}, discarded",
+            r.rid,
+            ud,
+            k
+        );
+        return;
+    }
+    r.next_send += 1;
+    r.running += 1;
+    if let Some(w) = &r.wshared {
+        w.tasks.fetch_sub(1, Ordering::Relaxed);
+    }
+    let (sctx, sk, n) = (r.send, r.rid, r.n);
+    drop(r);
+    let st = send::run_task(&sctx, sk, n, k);
+    if st == URMA_SUCCESS {
+        debug!(2, "request {:#x}: task {} completed", sk, k);
+    }
+    // The request table is locked first (lock order) and across `settle` + cleanup, so a
+    // completion racing the end of the request sees it either live or cleaned up.
+    let mut t = reqs.lock().unwrap_or_else(|e| e.into_inner());
+    let mut r = slot.lock();
+    if !(r.live && r.gen == gen) {
+        // Destroy swept the request while the task ran.
+        return;
+    }
+    r.running = r.running.saturating_sub(1);
+    if st == URMA_SUCCESS {
+        r.completed += 1;
+    } else {
+        r.record_status(st);
+        r.canceled += 1;
+        r.fail();
+    }
+    let c = settle(idx, slot, &mut r);
+    drop(r);
+    apply_locked(&mut t, &c);
+    drop(t);
+    c.wake(slot);
+}
+
 /// Worker handler for one wake-up.
 pub fn on_wake(ctx: &WorkerCtx, reqs: &Mutex<ReqTable>, idx: u32, gen: u32, ud: u64) {
     let slot = table().slot(idx);
@@ -175,55 +247,8 @@ pub fn on_wake(ctx: &WorkerCtx, reqs: &Mutex<ReqTable>, idx: u32, gen: u32, ud: 
     }
     match r.kind {
         Kind::Send => {
-            if r.next_send >= r.n {
-                warning!(
-                    "Wakeup received without matching queued task (request {:#x})",
-                    r.rid
-                );
-                return;
-            }
-            let k = r.next_send;
-            // Task k is triggered by the completion of WRITE chunk k only (§3.2). A duplicated,
-            // replayed or forged completion naming another chunk must not run task k early: its
-            // SEND_IMM would tell the peer that chunk k landed before its WRITE completed.
-            let write_k = UserData::new(r.rid, u8::from(k + 1 == r.n), k).raw();
-            if ud != write_k {
-                warning!(
-                    "request {:#x}: completion {:#018x} does not match the WRITE of chunk {}, discarded",
-                    r.rid,
-                    ud,
-                    k
-                );
-                return;
-            }
-            r.next_send += 1;
-            r.running = true;
-            let (sctx, sk, n) = (r.send, r.rid, r.n);
             drop(r);
-            ctx.shared.tasks.fetch_sub(1, Ordering::Relaxed);
-            ctx.shared.busy.store(true, Ordering::Relaxed);
-            let st = send::run_task(&sctx, sk, n, k);
-            ctx.shared.busy.store(false, Ordering::Relaxed);
-            if st == URMA_SUCCESS {
-                debug!(2, "request {:#x}: task {} completed", sk, k);
-            }
-            // The request table is locked first (lock order) and across `settle` + cleanup, so a
-            // completion racing the end of the request sees it either live or cleaned up.
-            let mut t = reqs.lock().unwrap_or_else(|e| e.into_inner());
-            let mut r = slot.lock();
-            r.running = false;
-            if st == URMA_SUCCESS {
-                r.completed += 1;
-            } else {
-                r.record_status(st);
-                r.canceled += 1;
-                r.fail();
-            }
-            let c = settle(idx, slot, &mut r);
-            drop(r);
-            apply_locked(&mut t, &c);
-            drop(t);
-            c.wake(slot);
+            send_step(reqs, ctx.id.instance, idx, gen, ud);
         }
         Kind::Recv => {
             let i = UserData::from_raw(ud).chunk_id;
@@ -233,7 +258,7 @@ pub fn on_wake(ctx: &WorkerCtx, reqs: &Mutex<ReqTable>, idx: u32, gen: u32, ud: 
                 return;
             }
             r.pending &= !(1 << i);
-            r.running = true;
+            r.running += 1;
             let cb = r.cb;
             drop(r);
             ctx.shared.tasks.fetch_sub(1, Ordering::Relaxed);
@@ -261,7 +286,7 @@ pub fn on_wake(ctx: &WorkerCtx, reqs: &Mutex<ReqTable>, idx: u32, gen: u32, ud: 
             // As for send tasks: table, then slot, held across `settle` + cleanup.
             let mut t = reqs.lock().unwrap_or_else(|e| e.into_inner());
             let mut r = slot.lock();
-            r.running = false;
+            r.running = r.running.saturating_sub(1);
             if ret == 0 {
                 r.completed += 1;
             } else {
