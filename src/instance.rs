@@ -313,6 +313,54 @@ pub fn settle(idx: u32, slot: &sync::Slot, r: &mut Req) -> Settled {
     Settled { c, wake }
 }
 
+/// Accounts the end of a task of the request in `idx` (generation `gen`) that ran with the slot
+/// unlocked: `running` -1, then `completed` +1 on success or `on_fail` on failure, and settles.
+/// The request-table lock is taken (before the slot lock: lock order) only when the request can
+/// end here, so that its end and its table cleanup stay atomic for a racing completion; the
+/// common case (more tasks to come) touches only the slot. Nothing happens if destroy swept the
+/// request meanwhile.
+pub fn end_task(
+    reqs: &Mutex<ReqTable>,
+    idx: u32,
+    gen: u32,
+    ok: bool,
+    on_fail: impl FnOnce(&mut Req),
+) {
+    let slot = table().slot(idx);
+    if ok {
+        let mut r = slot.lock();
+        if !(r.live && r.gen == gen) {
+            return;
+        }
+        let may_end = r.running <= 1 && r.completed + 1 + r.canceled >= r.n;
+        if !may_end {
+            r.running = r.running.saturating_sub(1);
+            r.completed += 1;
+            let c = settle(idx, slot, &mut r);
+            drop(r);
+            apply(reqs, &c); // no cleanup: the request is not terminal
+            c.wake(slot);
+            return;
+        }
+    }
+    let mut t = reqs.lock().unwrap_or_else(|e| e.into_inner());
+    let mut r = slot.lock();
+    if !(r.live && r.gen == gen) {
+        return;
+    }
+    r.running = r.running.saturating_sub(1);
+    if ok {
+        r.completed += 1;
+    } else {
+        on_fail(&mut r);
+    }
+    let c = settle(idx, slot, &mut r);
+    drop(r);
+    apply_locked(&mut t, &c);
+    drop(t);
+    c.wake(slot);
+}
+
 /// Applies a cleanup with the request table already locked.
 pub fn apply_locked(t: &mut ReqTable, s: &Settled) {
     if let Some(c) = s.c {

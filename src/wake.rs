@@ -2,7 +2,7 @@
 //! the matching task (§5.4), with D3 (failed completions fail their request) and D4 (early
 //! receive completions are kept).
 
-use crate::instance::{apply_locked, settle, Instance};
+use crate::instance::{apply_locked, end_task, settle, Instance};
 use crate::log::{debug, error, warning};
 use crate::pool::{EnqueueError, WorkerCtx};
 use crate::recv::{expected_key, repost};
@@ -214,27 +214,11 @@ fn send_step(reqs: &Mutex<ReqTable>, instance: u64, idx: u32, gen: u32, ud: u64)
     if st == URMA_SUCCESS {
         debug!(2, "request {:#x}: task {} completed", sk, k);
     }
-    // The request table is locked first (lock order) and across `settle` + cleanup, so a
-    // completion racing the end of the request sees it either live or cleaned up.
-    let mut t = reqs.lock().unwrap_or_else(|e| e.into_inner());
-    let mut r = slot.lock();
-    if !(r.live && r.gen == gen) {
-        // Destroy swept the request while the task ran.
-        return;
-    }
-    r.running = r.running.saturating_sub(1);
-    if st == URMA_SUCCESS {
-        r.completed += 1;
-    } else {
+    end_task(reqs, idx, gen, st == URMA_SUCCESS, |r| {
         r.record_status(st);
         r.canceled += 1;
         r.fail();
-    }
-    let c = settle(idx, slot, &mut r);
-    drop(r);
-    apply_locked(&mut t, &c);
-    drop(t);
-    c.wake(slot);
+    });
 }
 
 /// Worker handler for one wake-up.
@@ -283,21 +267,10 @@ pub fn on_wake(ctx: &WorkerCtx, reqs: &Mutex<ReqTable>, idx: u32, gen: u32, ud: 
                     i
                 );
             }
-            // As for send tasks: table, then slot, held across `settle` + cleanup.
-            let mut t = reqs.lock().unwrap_or_else(|e| e.into_inner());
-            let mut r = slot.lock();
-            r.running = r.running.saturating_sub(1);
-            if ret == 0 {
-                r.completed += 1;
-            } else {
+            end_task(reqs, idx, gen, ret == 0, |r| {
                 r.canceled += 1;
                 r.fail();
-            }
-            let c = settle(idx, slot, &mut r);
-            drop(r);
-            apply_locked(&mut t, &c);
-            drop(t);
-            c.wake(slot);
+            });
         }
     }
 }
