@@ -51,6 +51,8 @@ pub struct ReqTable {
     tombs: [u64; TOMBSTONES],
     tomb_valid: [bool; TOMBSTONES],
     tomb_next: usize,
+    /// Number of set `tomb_valid` entries (lets the common no-tombstone case skip the scans).
+    tomb_count: usize,
     /// Destroy has started: no new registrations.
     pub closing: bool,
 }
@@ -73,6 +75,7 @@ impl ReqTable {
             tombs: [0; TOMBSTONES],
             tomb_valid: [false; TOMBSTONES],
             tomb_next: 0,
+            tomb_count: 0,
             closing: false,
         }
     }
@@ -131,6 +134,9 @@ impl ReqTable {
         if self.is_tombstoned(rid) {
             return;
         }
+        if !self.tomb_valid[self.tomb_next] {
+            self.tomb_count += 1;
+        }
         self.tombs[self.tomb_next] = rid;
         self.tomb_valid[self.tomb_next] = true;
         self.tomb_next = (self.tomb_next + 1) % TOMBSTONES;
@@ -138,17 +144,23 @@ impl ReqTable {
 
     /// `true` if `rid` is tombstoned.
     pub fn is_tombstoned(&self, rid: u64) -> bool {
-        self.tombs
-            .iter()
-            .zip(self.tomb_valid.iter())
-            .any(|(&t, &v)| v && t == rid)
+        self.tomb_count != 0
+            && self
+                .tombs
+                .iter()
+                .zip(self.tomb_valid.iter())
+                .any(|(&t, &v)| v && t == rid)
     }
 
     /// Forgets the tombstone of `rid` (a new receive registered it).
     pub fn clear_tombstone(&mut self, rid: u64) {
+        if self.tomb_count == 0 {
+            return;
+        }
         for (t, v) in self.tombs.iter().zip(self.tomb_valid.iter_mut()) {
             if *v && *t == rid {
                 *v = false;
+                self.tomb_count -= 1;
             }
         }
     }
@@ -217,10 +229,15 @@ mod tests {
         assert!(t.is_tombstoned(7));
         t.clear_tombstone(7);
         assert!(!t.is_tombstoned(7));
+        assert_eq!(t.tomb_count, 0);
         for i in 0..(TOMBSTONES as u64 + 1) {
             t.tombstone(100 + i);
         }
         assert!(!t.is_tombstoned(100), "oldest tombstone was overwritten");
         assert!(t.is_tombstoned(100 + TOMBSTONES as u64));
+        assert_eq!(t.tomb_count, TOMBSTONES);
+        t.clear_tombstone(101);
+        assert_eq!(t.tomb_count, TOMBSTONES - 1);
+        assert!(!t.is_tombstoned(101));
     }
 }
