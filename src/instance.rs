@@ -7,9 +7,10 @@ use crate::pool::{current_worker, Pool, MAX_WORKERS};
 use crate::post::RecvQueue;
 use crate::request::ReqTable;
 use crate::sync::{self, table, Kind, Req};
+use crate::sync_annotate::{Mutex, MutexGuard, RwLock};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::Arc;
 
 const HANDLE_TAG: u64 = 0x5A << 40;
 

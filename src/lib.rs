@@ -6,6 +6,7 @@
 pub mod abi;
 pub mod chunk;
 pub mod ffi;
+mod hb;
 mod instance;
 mod log;
 mod pool;
@@ -14,6 +15,7 @@ mod recv;
 mod request;
 mod send;
 mod sync;
+mod sync_annotate;
 pub mod user_data;
 mod wait;
 mod wake;

@@ -2,10 +2,10 @@
 //!
 //! Lines are formatted into fixed stack buffers, so logging never allocates.
 
+use crate::sync_annotate::{Mutex, MutexGuard};
 use std::ffi::c_char;
 use std::fmt::{self, Write as _};
 use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::Mutex;
 
 /// `log_callback_t`.
 pub type LogCallback = unsafe extern "C" fn(level: i32, msg: *const c_char);
@@ -69,7 +69,7 @@ pub fn enabled(level: Level) -> bool {
     level as i32 >= THRESHOLD.load(Ordering::Relaxed)
 }
 
-fn lock() -> std::sync::MutexGuard<'static, State> {
+fn lock() -> MutexGuard<'static, State> {
     STATE.lock().unwrap_or_else(|e| e.into_inner())
 }
 

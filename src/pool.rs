@@ -3,10 +3,11 @@
 //! yielding): a submitter signals only when the worker has announced that it is going to sleep,
 //! and signals after releasing the queue lock.
 
+use crate::sync_annotate::{Condvar, Mutex, MutexGuard};
 use std::cell::Cell;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 /// Capacity of each worker's wake-up queue. A request has at most 7 meaningful wake-ups and at most

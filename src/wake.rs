@@ -9,10 +9,10 @@ use crate::recv::{expected_key, repost};
 use crate::request::{Early, ReqTable};
 use crate::send;
 use crate::sync::{table, Kind};
+use crate::sync_annotate::Mutex;
 use crate::user_data::{dec, UserData, SENTINEL_CHUNK_ID};
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
-use std::sync::Mutex;
 use urma_sys::flags::CR_FLAG_S_R;
 use urma_sys::{
     urma_cr_t, URMA_CR_OPC_SEND_WITH_IMM, URMA_CR_SUCCESS, URMA_CR_WR_FLUSH_ERR_DONE,
