@@ -34,6 +34,8 @@ RACY=(duplicated_write_completion)
 for f in "$BIN" "$LIB" "$ASAN_DIR/libstrip_deepbind.so" "$LOOPBACK_DIR/liburma.so.0"; do
     [ -e "$f" ] || { echo "asan_suite: missing $f" >&2; exit 1; }
 done
+# The library must really be the instrumented build, not a copy or link of the plain one.
+readelf -d "$LIB" | grep -q 'NEEDED.*libasan' || { echo "asan_suite: $LIB is not an ASan build" >&2; exit 1; }
 LIBASAN=$($CC -print-file-name=libasan.so)
 LIBUBSAN=$($CC -print-file-name=libubsan.so)
 [ -e "$LIBASAN" ] && [ -e "$LIBUBSAN" ] || { echo "asan_suite: $CC has no libasan/libubsan" >&2; exit 1; }
