@@ -34,6 +34,7 @@ build: deps-check
 test: build
 	$(CARGO) test --workspace --no-fail-fast
 	$(MAKE) --no-print-directory compat
+	$(MAKE) --no-print-directory legacy-asan-suite
 	$(MAKE) --no-print-directory reliability-check
 	$(MAKE) --no-print-directory bench-quick
 	$(MAKE) --no-print-directory rpm-test
@@ -63,3 +64,4 @@ clean:
 -include packaging/rpm.mk
 -include bench/bench.mk
 -include reliability.mk
+-include legacy-c/legacy.mk
