@@ -13,6 +13,7 @@
 
 use std::ffi::c_void;
 use std::ptr::null_mut;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -26,7 +27,7 @@ use crate::fixture::{
 };
 use crate::lib_under_test::{
     OsTransportCfg, OsTransportLib, OstBufferInfo, OstDeviceInfo, TaskSync, UrmaJettyInfo,
-    DEFAULT_CHUNK_SIZE,
+    UserData, DEFAULT_CHUNK_SIZE,
 };
 use crate::loopback_ctl as ctl;
 
@@ -196,6 +197,9 @@ pub enum SendVia {
     /// Both NULL.
     None,
 }
+
+/// Longest wait of the send poller for the receive side to catch up (Pass mode).
+const PACE_MAX: Duration = Duration::from_millis(100);
 
 const PATTERN_LEN: usize = 15 * 1024 * 1024 + 7;
 
@@ -425,6 +429,19 @@ impl Ctx {
         } else {
             PollMode::Poll
         };
+        // Pass mode: the receiving application keeps up with the sender. The loopback has no
+        // RNR retry (a SEND_IMM finding no recv WR completes with RNR_RETRY_CNT_EXC_ERR), and
+        // each receive-side CR re-posts its recv WR inside wake_up_task (§4.1, §4.3), so
+        // whether a fast sender overruns the cap x 4 prefilled WRs would depend on how the two
+        // poller threads are scheduled (recv-capacity-1 FAILed on a loaded machine). Before
+        // handing over a send-side CR, the send poller waits until the receive poller has
+        // handed over the receive-side CR of every SEND_IMM whose successful local CR it saw
+        // (the loopback emits the receive-side CR first). A receive-side CR that never comes
+        // (dropped by a knob) is written off after a bounded wait.
+        let pace = matches!(delivery, Delivery::Pass);
+        let recv_done = Arc::new(AtomicU64::new(0));
+        let mut imm_ok: u64 = 0;
+        let mut written_off: u64 = 0;
         for side in [Side::Send, Side::Recv] {
             let lib = self.lib(side);
             let wake = lib.os_transport_wake_up_task;
@@ -435,12 +452,32 @@ impl Ctx {
                 Side::Send => self.pair.sender.cq,
                 Side::Recv => self.pair.receiver.cq,
             };
+            let done = recv_done.clone();
             let p = Poller::start(&cq, mode, move |cr| {
+                if pace && side == Side::Send {
+                    let target = imm_ok.saturating_sub(written_off);
+                    let end = Instant::now() + PACE_MAX;
+                    while done.load(Ordering::Acquire) < target {
+                        if Instant::now() >= end {
+                            written_off += target - done.load(Ordering::Acquire).min(target);
+                            break;
+                        }
+                        std::thread::sleep(Duration::from_micros(50));
+                    }
+                    if UserData::decode(cr.user_ctx).chunk_id == 7
+                        && cr.status == u::URMA_CR_SUCCESS
+                    {
+                        imm_ok += 1;
+                    }
+                }
                 let h = &h;
                 // SAFETY: the handle is live while the pollers run (they stop before destroy);
                 // cr is a CR just polled.
                 let r = unsafe { wake(h.0, (cr as *mut u::urma_cr_t).cast()) };
                 rec.push(json!({"k": "wake", "key": cr_key(cr), "line": format!("{tag}wake {} -> {r}", cr_line(cr))}));
+                if side == Side::Recv {
+                    done.fetch_add(1, Ordering::Release);
+                }
             });
             if side == Side::Recv && matches!(delivery, Delivery::Held(_)) {
                 p.set_hold(true);
