@@ -198,6 +198,52 @@ pub enum SendVia {
     None,
 }
 
+/// Waits (at most `max`) until every library worker thread (`ost_wkr_<n>`, both libraries)
+/// of this process is sleeping (state `S`/`D`, i.e. waiting for work or blocked) in two
+/// samples in a row. Returns false on timeout.
+pub fn wait_workers_idle(max: Duration) -> bool {
+    let end = Instant::now() + max;
+    let mut idle_samples = 0;
+    loop {
+        if workers_sleeping() {
+            idle_samples += 1;
+            if idle_samples >= 2 {
+                return true;
+            }
+        } else {
+            idle_samples = 0;
+        }
+        if Instant::now() >= end {
+            return false;
+        }
+        std::thread::sleep(Duration::from_micros(300));
+    }
+}
+
+/// True when no `ost_wkr_*` thread of this process is running or runnable.
+fn workers_sleeping() -> bool {
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return true;
+    };
+    for e in dir.flatten() {
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // "<tid> (<comm>) <state> ...": comm may contain spaces, so split at the last ')'.
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        if !stat[open + 1..close].starts_with("ost_wkr_") {
+            continue;
+        }
+        let state = stat[close + 1..].trim_start().chars().next().unwrap_or('S');
+        if !matches!(state, 'S' | 'D' | 'Z' | 'X' | 'I' | 't' | 'T') {
+            return false;
+        }
+    }
+    true
+}
+
 /// Longest wait of the send poller for the receive side to catch up (Pass mode).
 const PACE_MAX: Duration = Duration::from_millis(100);
 
@@ -597,8 +643,14 @@ impl Ctx {
             (self.lib(side).os_transport_wake_up_task)(h, (&mut cr as *mut u::urma_cr_t).cast())
         };
         self.rec.push(json!({"k": "wake", "key": cr_key(&cr), "line": format!("{}wake {} -> {r}", self.side_tag(side), cr_line(&cr))}));
-        if r == 0 && cr.is_recv() {
-            self.rec.wait_notifies(before + 1, notify_wait);
+        if r == 0 && cr.is_recv() && self.rec.wait_notifies(before + 1, notify_wait) {
+            // The notify counter moves inside the callback; the worker then still does the
+            // task's accounting (and, for the last chunk, ends the request). A CR delivered in
+            // that window (a duplicate of the last chunk's CR) would find the request still
+            // registered or already gone depending on scheduling: on both libraries that is
+            // 0 with a discard WARN versus -1 (legacy) or kept (Rust, D4). Wait until the
+            // workers are idle again so the next delivery always sees the ended request.
+            wait_workers_idle(Duration::from_millis(200));
         }
         r
     }
