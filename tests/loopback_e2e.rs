@@ -574,14 +574,14 @@ type Reset = unsafe extern "C" fn();
 #[repr(C)]
 #[derive(Default)]
 struct Counters {
-    v: [u64; 26],
+    v: [u64; 29],
 }
 type GetCounters = unsafe extern "C" fn(*mut Counters) -> i32;
 
 fn recv_wrs() -> u64 {
     let f: GetCounters = lb::ctl("urma_loopback_get_counters");
     let mut c = Counters::default();
-    // SAFETY: valid out-pointer of the loopback's counters layout (26 u64).
+    // SAFETY: valid out-pointer of the loopback's counters layout (29 u64).
     unsafe { f(&mut c) };
     c.v[1]
 }
@@ -707,7 +707,7 @@ type FailPost = unsafe extern "C" fn(i32, u64, i32) -> i32;
 fn send_wrs() -> u64 {
     let f: GetCounters = lb::ctl("urma_loopback_get_counters");
     let mut c = Counters::default();
-    // SAFETY: valid out-pointer of the loopback's counters layout (26 u64).
+    // SAFETY: valid out-pointer of the loopback's counters layout (29 u64).
     unsafe { f(&mut c) };
     c.v[0]
 }

@@ -61,6 +61,9 @@ pub struct Counters {
     pub live_segs: u64,
     pub live_imported_segs: u64,
     pub live_token_ids: u64,
+    pub rnr_parked: u64,
+    pub rnr_delivered_late: u64,
+    pub rnr_expired: u64,
 }
 
 struct Api {
@@ -74,6 +77,7 @@ struct Api {
     set_cr_delay: unsafe extern "C" fn(u32),
     set_nocopy: unsafe extern "C" fn(bool),
     set_delete_timeout: unsafe extern "C" fn(u32),
+    set_rnr_timeout: unsafe extern "C" fn(u32),
     apply_knobs: unsafe extern "C" fn(*const c_char) -> c_int,
     trace_open: unsafe extern "C" fn(*const c_char) -> c_int,
     trace_capture: unsafe extern "C" fn(bool),
@@ -123,6 +127,7 @@ fn api() -> &'static Api {
             set_cr_delay: f!("urma_loopback_set_cr_delay"),
             set_nocopy: f!("urma_loopback_set_nocopy"),
             set_delete_timeout: f!("urma_loopback_set_delete_timeout"),
+            set_rnr_timeout: f!("urma_loopback_set_rnr_timeout"),
             apply_knobs: f!("urma_loopback_apply_knobs"),
             trace_open: f!("urma_loopback_trace_open"),
             trace_capture: f!("urma_loopback_trace_capture"),
@@ -192,6 +197,14 @@ pub fn set_cr_delay(ms: u32) {
 pub fn set_nocopy(on: bool) {
     // SAFETY: plain value.
     unsafe { (api().set_nocopy)(on) }
+}
+
+/// Receiver-not-ready timeout: a SEND/SEND_IMM/WRITE_IMM finding no recv WR is parked and
+/// delivered by a later recv post, or fails with `URMA_CR_RNR_RETRY_CNT_EXC_ERR` after `ms`
+/// (default 200; 0 = fail at once, the old behaviour).
+pub fn set_rnr_timeout(ms: u32) {
+    // SAFETY: plain value.
+    unsafe { (api().set_rnr_timeout)(ms) }
 }
 
 /// Bound of `urma_delete_jfc` waiting for unacked events.

@@ -210,7 +210,7 @@ pub type CrAction = unsafe extern "C" fn(u64, i32) -> i32;
 pub type SetBool = unsafe extern "C" fn(bool);
 pub type SetU32 = unsafe extern "C" fn(u32);
 
-/// `urma_loopback_counters_t` (26 × u64).
+/// `urma_loopback_counters_t` (29 × u64).
 #[repr(C)]
 #[derive(Default, Clone, Copy, Debug)]
 pub struct Counters {
@@ -231,6 +231,9 @@ pub struct Counters {
     pub events_acked: u64,
     pub crs_in_flight: u64,
     pub live: [u64; 10],
+    pub rnr_parked: u64,
+    pub rnr_delivered_late: u64,
+    pub rnr_expired: u64,
 }
 pub type GetCounters = unsafe extern "C" fn(*mut Counters) -> i32;
 

@@ -44,7 +44,7 @@ typedef struct urma_loopback_counters {
     uint64_t crs_held;          /* CRs currently held (urma_loopback_hold_crs) */
     uint64_t crs_overflow;      /* CRs pushed into a JFC already holding `depth` CRs (kept) */
     uint64_t crs_error;         /* generated CRs with status != URMA_CR_SUCCESS */
-    uint64_t rnr_errors;        /* sends/write-imms that found no posted recv WR */
+    uint64_t rnr_errors;        /* sends/write-imms failed with RNR_RETRY_CNT_EXC (immediate or expired) */
     uint64_t bytes_copied;      /* payload bytes actually copied */
     uint64_t bytes_transferred; /* payload bytes of successful transfers (also in no-copy mode) */
     uint64_t events_reported;   /* completion events returned by urma_wait_jfc */
@@ -60,6 +60,9 @@ typedef struct urma_loopback_counters {
     uint64_t live_segs;         /* registered segments */
     uint64_t live_imported_segs;
     uint64_t live_token_ids;
+    uint64_t rnr_parked;        /* sends/write-imms parked because no recv WR was posted */
+    uint64_t rnr_delivered_late; /* parked messages delivered by a later recv post */
+    uint64_t rnr_expired;       /* parked messages failed (RNR CR) after the RNR timeout */
 } urma_loopback_counters_t;
 
 /* Clears knobs (held CRs are first released in FIFO order), counters, the trace (file closed,
@@ -99,9 +102,14 @@ void urma_loopback_set_nocopy(bool on);
  * urma_delete_jfc returns URMA_EAGAIN and the JFC stays alive. */
 void urma_loopback_set_delete_timeout(uint32_t ms);
 
+/* Receiver-not-ready retry: a SEND/SEND_IMM/WRITE_IMM finding no recv WR at its target is parked
+ * (FIFO per receive queue) and delivered by the next recv post there; after ms milliseconds
+ * (default 200) it fails with URMA_CR_RNR_RETRY_CNT_EXC_ERR at the sender. 0 = fail at once. */
+void urma_loopback_set_rnr_timeout(uint32_t ms);
+
 /* Applies a knob spec: comma-separated items
  *   fail_post=N:STATUS  fail_recv_post=N:STATUS  fail_cr=N:CR_STATUS  drop_cr=N  dup_cr=N
- *   hold=0|1  delay_ms=N  nocopy=0|1  delete_timeout_ms=N
+ *   hold=0|1  delay_ms=N  nocopy=0|1  delete_timeout_ms=N  rnr_timeout_ms=N
  * (numbers decimal or 0x-hex). Returns the number of items applied, or -1 at the first item that
  * does not parse (earlier items stay applied). */
 int urma_loopback_apply_knobs(const char *spec);

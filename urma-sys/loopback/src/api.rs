@@ -733,7 +733,7 @@ fn make_rq(name: &str, cfg: &u::urma_jfr_cfg_t) -> Option<Arc<RecvQ>> {
         depth: cfg.depth,
         max_sge,
         jfc,
-        q: Mutex::new(VecDeque::new()),
+        q: Mutex::new(Default::default()),
     }))
 }
 

@@ -25,6 +25,9 @@ pub struct Counters {
     pub bytes_transferred: AtomicU64,
     pub events_reported: AtomicU64,
     pub events_acked: AtomicU64,
+    pub rnr_parked: AtomicU64,
+    pub rnr_delivered_late: AtomicU64,
+    pub rnr_expired: AtomicU64,
 }
 
 pub static COUNTERS: Counters = Counters {
@@ -43,6 +46,9 @@ pub static COUNTERS: Counters = Counters {
     bytes_transferred: AtomicU64::new(0),
     events_reported: AtomicU64::new(0),
     events_acked: AtomicU64::new(0),
+    rnr_parked: AtomicU64::new(0),
+    rnr_delivered_late: AtomicU64::new(0),
+    rnr_expired: AtomicU64::new(0),
 };
 
 /// C mirror of `urma_loopback_counters_t` (see the header for field meanings).
@@ -75,6 +81,9 @@ pub struct UrmaLoopbackCounters {
     pub live_segs: u64,
     pub live_imported_segs: u64,
     pub live_token_ids: u64,
+    pub rnr_parked: u64,
+    pub rnr_delivered_late: u64,
+    pub rnr_expired: u64,
 }
 
 fn snapshot() -> UrmaLoopbackCounters {
@@ -108,6 +117,9 @@ fn snapshot() -> UrmaLoopbackCounters {
         live_segs: l[Kind::Seg as usize],
         live_imported_segs: l[Kind::ISeg as usize],
         live_token_ids: l[Kind::TokenId as usize],
+        rnr_parked: r(&c.rnr_parked),
+        rnr_delivered_late: r(&c.rnr_delivered_late),
+        rnr_expired: r(&c.rnr_expired),
     }
 }
 
@@ -128,6 +140,9 @@ fn reset_counters() {
         &c.bytes_transferred,
         &c.events_reported,
         &c.events_acked,
+        &c.rnr_parked,
+        &c.rnr_delivered_late,
+        &c.rnr_expired,
     ] {
         a.store(0, Ordering::Relaxed);
     }
@@ -155,6 +170,7 @@ pub fn apply_env() {
 pub extern "C" fn urma_loopback_reset() {
     guard((), || {
         knobs::reset();
+        crate::datapath::clear_parked();
         reset_counters();
         trace::reset();
         crate::registry::reset_names();
@@ -244,6 +260,15 @@ pub extern "C" fn urma_loopback_set_nocopy(on: bool) {
 pub extern "C" fn urma_loopback_set_delete_timeout(ms: u32) {
     guard((), || {
         knobs::DELETE_TIMEOUT_MS.store(ms as u64, Ordering::Release)
+    })
+}
+
+/// Receiver-not-ready timeout: how long a SEND/SEND_IMM/WRITE_IMM that finds no recv WR waits
+/// (parked) for one before failing with `URMA_CR_RNR_RETRY_CNT_EXC_ERR`. 0 = fail at once.
+#[no_mangle]
+pub extern "C" fn urma_loopback_set_rnr_timeout(ms: u32) {
+    guard((), || {
+        crate::datapath::RNR_TIMEOUT_MS.store(ms as u64, Ordering::Release)
     })
 }
 

@@ -12,18 +12,19 @@
 //! * error CRs (always generated, whatever `complete_enable` says): bounds/access/token failures,
 //!   receiver not ready, target deleted, unsupported operations, injected failures.
 
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use urma_sys as u;
 use urma_sys::flags;
 
 use crate::ctl::COUNTERS;
 use crate::knobs::{self, Fate};
-use crate::queues::{Jfc, RecvQ, RecvWr};
+use crate::queues::{Jfc, RecvPost, RecvQ, RecvWr};
 use crate::registry::{get_any_seg, get_tjetty, AnySeg, Seg, SendQ, TJetty, Target};
 use crate::trace;
-use crate::util::zeroed;
+use crate::util::{lock, zeroed};
 
 /// One SGE after handle validation.
 #[derive(Clone)]
@@ -33,6 +34,7 @@ pub struct Sge {
     pub seg: Option<AnySeg>,
 }
 
+#[derive(Clone)]
 struct Plan {
     opcode: u32,
     flags: u32,
@@ -164,6 +166,7 @@ pub unsafe fn post_send_chain(
     mut wr: *mut u::urma_jfs_wr_t,
     bad_wr: *mut *mut u::urma_jfs_wr_t,
 ) -> u::urma_status_t {
+    expire_parked();
     while !wr.is_null() {
         // SAFETY: wr is non-NULL and part of the caller's chain.
         let w = unsafe { &*wr };
@@ -420,11 +423,10 @@ fn execute(sq: &SendQ, p: &Plan, injected: Option<u32>) {
                     sg_copy(&p.src, &p.dst, n);
                     bytes = n as u32;
                 } else {
-                    let t = p.tjetty.as_ref().expect("validated");
-                    status = two_sided(sq, p, t, n, |_recv| {
-                        sg_copy(&p.src, &p.dst, n);
-                        u::URMA_CR_SUCCESS
-                    });
+                    let Some(st) = two_sided(sq, p, n) else {
+                        return; // parked: completes on a later recv post or expires
+                    };
+                    status = st;
                     bytes = n as u32;
                 }
             }
@@ -447,23 +449,21 @@ fn execute(sq: &SendQ, p: &Plan, injected: Option<u32>) {
                 if !check_sges(&p.src, false, 0) {
                     status = u::URMA_CR_LOC_ACCESS_ERR;
                 } else {
-                    let t = p.tjetty.as_ref().expect("validated");
-                    status = two_sided(sq, p, t, n, |recv| {
-                        if !check_sges(&recv.sges, false, 0) {
-                            u::URMA_CR_LOC_ACCESS_ERR
-                        } else if n > total(&recv.sges) {
-                            u::URMA_CR_LOC_LEN_ERR
-                        } else {
-                            sg_copy(&p.src, &recv.sges, n);
-                            u::URMA_CR_SUCCESS
-                        }
-                    });
+                    let Some(st) = two_sided(sq, p, n) else {
+                        return; // parked: completes on a later recv post or expires
+                    };
+                    status = st;
                     bytes = n as u32;
                 }
             }
             _ => {} // NOP
         }
     }
+    finish_send(sq, p, status, bytes);
+}
+
+/// Generates the send-side CR of a WR whose execution ended with `status`.
+fn finish_send(sq: &SendQ, p: &Plan, status: u32, mut bytes: u32) {
     if status != u::URMA_CR_SUCCESS {
         bytes = 0;
     }
@@ -482,24 +482,147 @@ fn execute(sq: &SendQ, p: &Plan, injected: Option<u32>) {
     }
 }
 
-/// Consumes one recv WR at the target, runs `deliver` (the data movement, returns the receive
-/// status), emits the recv CR and returns the sender-side status.
-fn two_sided(
-    sq: &SendQ,
-    p: &Plan,
-    t: &TJetty,
+/// Moves the payload of a two-sided WR into `recv` (SEND/SEND_IMM) or into `rw.dst`
+/// (WRITE_IMM) and returns the receive status.
+fn move_data(p: &Plan, recv: &RecvWr, n: u64) -> u32 {
+    if p.opcode == u::URMA_OPC_WRITE_IMM {
+        sg_copy(&p.src, &p.dst, n);
+        u::URMA_CR_SUCCESS
+    } else if !check_sges(&recv.sges, false, 0) {
+        u::URMA_CR_LOC_ACCESS_ERR
+    } else if n > total(&recv.sges) {
+        u::URMA_CR_LOC_LEN_ERR
+    } else {
+        sg_copy(&p.src, &recv.sges, n);
+        u::URMA_CR_SUCCESS
+    }
+}
+
+/// Default receiver-not-ready timeout (ms) of a parked message.
+pub const DEFAULT_RNR_TIMEOUT_MS: u64 = 200;
+/// Receiver-not-ready timeout in ms (0 = a message finding no recv WR fails at once).
+pub static RNR_TIMEOUT_MS: AtomicU64 = AtomicU64::new(DEFAULT_RNR_TIMEOUT_MS);
+/// Messages currently parked on any receive queue (fast path of [`expire_parked`]).
+static PARKED_TOTAL: AtomicU64 = AtomicU64::new(0);
+/// Receive queues that (may) hold parked messages. Lock order: `PARKED_QS` → `RecvQ::q`;
+/// nobody takes `PARKED_QS` while holding a `RecvQ::q`.
+static PARKED_QS: Mutex<Vec<Arc<RecvQ>>> = Mutex::new(Vec::new());
+
+/// A two-sided message (SEND/SEND_IMM/WRITE_IMM) that found no recv WR at its target and waits
+/// (receiver-not-ready retry) for one, until `deadline`.
+pub struct Parked {
+    sq: SendQ,
+    plan: Plan,
     n: u64,
-    deliver: impl FnOnce(&RecvWr) -> u32,
-) -> u32 {
+    deadline: Instant,
+}
+
+/// Whether messages are parked anywhere (used to bound blocking waits).
+pub fn any_parked() -> bool {
+    PARKED_TOTAL.load(Ordering::Acquire) > 0
+}
+
+/// Fails every parked message whose deadline has passed: the sender gets its
+/// `URMA_CR_RNR_RETRY_CNT_EXC_ERR` CR now (no recv CR). Called at the start of every post and
+/// poll and from `urma_wait_jfc`, so no timer thread is needed.
+pub fn expire_parked() {
+    if !any_parked() {
+        return;
+    }
+    let now = Instant::now();
+    let mut expired = Vec::new();
+    {
+        let mut qs = lock(&PARKED_QS);
+        qs.retain(|rq| {
+            let mut st = lock(&rq.q);
+            let before = st.parked.len();
+            let (due, keep): (Vec<Parked>, Vec<Parked>) =
+                st.parked.drain(..).partition(|m| m.deadline <= now);
+            st.parked = keep.into();
+            PARKED_TOTAL.fetch_sub((before - st.parked.len()) as u64, Ordering::AcqRel);
+            expired.extend(due);
+            !st.parked.is_empty()
+        });
+    }
+    for m in expired {
+        COUNTERS.rnr_errors.fetch_add(1, Ordering::Relaxed);
+        COUNTERS.rnr_expired.fetch_add(1, Ordering::Relaxed);
+        finish_send(&m.sq, &m.plan, u::URMA_CR_RNR_RETRY_CNT_EXC_ERR, 0);
+    }
+}
+
+/// Drops every parked message without any CR (`urma_loopback_reset`).
+pub fn clear_parked() {
+    let mut qs = lock(&PARKED_QS);
+    for rq in qs.drain(..) {
+        let n = std::mem::take(&mut lock(&rq.q).parked).len();
+        PARKED_TOTAL.fetch_sub(n as u64, Ordering::AcqRel);
+    }
+}
+
+fn register_parked(rq: &Arc<RecvQ>) {
+    let mut qs = lock(&PARKED_QS);
+    if !qs.iter().any(|q| Arc::ptr_eq(q, rq)) {
+        qs.push(rq.clone());
+    }
+}
+
+/// Delivers a parked message with the recv WR that was just posted for it: recv CR, then the
+/// sender's CR, exactly as an immediate delivery would have produced them.
+fn deliver_parked(m: Parked, recv: RecvWr) {
+    COUNTERS.rnr_delivered_late.fetch_add(1, Ordering::Relaxed);
+    let t = m.plan.tjetty.as_ref().expect("validated");
+    let end = recv_end(t);
+    let st = complete_recv(&m.sq, &m.plan, &end, recv, m.n);
+    finish_send(&m.sq, &m.plan, st, m.n as u32);
+}
+
+/// Consumes one recv WR at the target (or parks the message when none is posted and the RNR
+/// timeout is not 0), moves the data, emits the recv CR and returns the sender-side status.
+/// `None` = parked (the sender's CR comes later).
+fn two_sided(sq: &SendQ, p: &Plan, n: u64) -> Option<u32> {
+    let t = p.tjetty.as_ref().expect("validated");
     let end = recv_end(t);
     if !end.alive {
-        return u::URMA_CR_ACK_TIMEOUT_ERR;
+        return Some(u::URMA_CR_ACK_TIMEOUT_ERR);
     }
-    let Some(recv) = end.rq.take() else {
-        COUNTERS.rnr_errors.fetch_add(1, Ordering::Relaxed);
-        return u::URMA_CR_RNR_RETRY_CNT_EXC_ERR;
+    let recv = {
+        let mut st = lock(&end.rq.q);
+        // Per-queue order: while messages are parked, newcomers queue behind them.
+        let w = if st.parked.is_empty() {
+            st.wrs.pop_front()
+        } else {
+            None
+        };
+        match w {
+            Some(w) => w,
+            None => {
+                let to = RNR_TIMEOUT_MS.load(Ordering::Acquire);
+                if to == 0 {
+                    drop(st);
+                    COUNTERS.rnr_errors.fetch_add(1, Ordering::Relaxed);
+                    return Some(u::URMA_CR_RNR_RETRY_CNT_EXC_ERR);
+                }
+                st.parked.push_back(Parked {
+                    sq: sq.clone(),
+                    plan: p.clone(),
+                    n,
+                    deadline: Instant::now() + Duration::from_millis(to),
+                });
+                PARKED_TOTAL.fetch_add(1, Ordering::AcqRel);
+                drop(st);
+                COUNTERS.rnr_parked.fetch_add(1, Ordering::Relaxed);
+                register_parked(end.rq);
+                return None;
+            }
+        }
     };
-    let rstatus = deliver(&recv);
+    Some(complete_recv(sq, p, &end, recv, n))
+}
+
+/// Moves the data into `recv`, emits the recv CR, returns the sender-side status.
+fn complete_recv(sq: &SendQ, p: &Plan, end: &RecvEnd<'_>, recv: RecvWr, n: u64) -> u32 {
+    let rstatus = move_data(p, &recv, n);
     let mut cr: u::urma_cr_t = zeroed();
     cr.status = rstatus;
     cr.user_ctx = recv.user_ctx;
@@ -576,6 +699,7 @@ pub unsafe fn post_recv_chain(
     mut wr: *mut u::urma_jfr_wr_t,
     bad_wr: *mut *mut u::urma_jfr_wr_t,
 ) -> u::urma_status_t {
+    expire_parked();
     while !wr.is_null() {
         // SAFETY: wr is non-NULL and part of the caller's chain.
         let w = unsafe { &*wr };
@@ -630,15 +754,20 @@ fn post_one_recv(rq: &RecvQ, w: &u::urma_jfr_wr_t) -> u::urma_status_t {
             })
             .collect(),
     };
-    let ret = match rq.post(rw) {
-        Ok(()) => {
-            COUNTERS.recv_wrs.fetch_add(1, Ordering::Relaxed);
-            u::URMA_SUCCESS
-        }
-        Err(_) => u::URMA_ENOMEM,
+    let (ret, matched) = match rq.post(rw) {
+        RecvPost::Posted => (u::URMA_SUCCESS, None),
+        RecvPost::Matched(m, rw) => (u::URMA_SUCCESS, Some((m, rw))),
+        RecvPost::Full => (u::URMA_ENOMEM, None),
     };
+    if ret == u::URMA_SUCCESS {
+        COUNTERS.recv_wrs.fetch_add(1, Ordering::Relaxed);
+    }
     if let Some(s) = sges_for_trace {
         trace_recv(rq, w.user_ctx, &s, ret);
+    }
+    if let Some((m, rw)) = matched {
+        PARKED_TOTAL.fetch_sub(1, Ordering::AcqRel);
+        deliver_parked(*m, rw);
     }
     ret
 }
@@ -661,6 +790,7 @@ fn trace_recv(rq: &RecvQ, user_ctx: u64, sges: &[Sge], ret: i32) {
 /// # Safety
 /// `out` must have room for `n` CRs.
 pub unsafe fn poll(jfc: &Jfc, n: usize, out: *mut u::urma_cr_t) -> i32 {
+    expire_parked();
     let mut v = Vec::with_capacity(n.min(256));
     jfc.pop(n, &mut v);
     for (i, cr) in v.iter().enumerate() {

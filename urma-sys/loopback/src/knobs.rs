@@ -74,6 +74,8 @@ pub fn reset() {
     release_held(ORDER_FIFO, 0, 0);
     NOCOPY.store(false, Ordering::Release);
     DELETE_TIMEOUT_MS.store(DEFAULT_DELETE_TIMEOUT_MS, Ordering::Release);
+    crate::datapath::RNR_TIMEOUT_MS
+        .store(crate::datapath::DEFAULT_RNR_TIMEOUT_MS, Ordering::Release);
     SEND_SEQ.store(0, Ordering::Release);
     RECV_SEQ.store(0, Ordering::Release);
     CR_SEQ.store(0, Ordering::Release);
@@ -277,7 +279,7 @@ fn delay_thread() {
 /// Applies a knob spec: comma-separated `key=value` items.
 ///
 /// Keys: `fail_post=N:STATUS`, `fail_recv_post=N:STATUS`, `fail_cr=N:CR_STATUS`, `drop_cr=N`,
-/// `dup_cr=N`, `hold=0|1`, `delay_ms=N`, `nocopy=0|1`, `delete_timeout_ms=N`.
+/// `dup_cr=N`, `hold=0|1`, `delay_ms=N`, `nocopy=0|1`, `delete_timeout_ms=N`, `rnr_timeout_ms=N`.
 /// Returns the number of items applied, or Err(item) for the first item that does not parse.
 pub fn apply_spec(spec: &str) -> Result<usize, String> {
     let mut n = 0;
@@ -324,6 +326,7 @@ pub fn apply_spec(spec: &str) -> Result<usize, String> {
             }
             "nocopy" => NOCOPY.store(num(v)? != 0, Ordering::Release),
             "delete_timeout_ms" => DELETE_TIMEOUT_MS.store(num(v)?, Ordering::Release),
+            "rnr_timeout_ms" => crate::datapath::RNR_TIMEOUT_MS.store(num(v)?, Ordering::Release),
             _ => return Err(item.to_string()),
         }
         n += 1;

@@ -145,6 +145,9 @@ impl Jfc {
     }
 }
 
+/// Longest single sleep of `urma_wait_jfc` while RNR parking is enabled.
+const RNR_WAIT_SLICE_MS: i32 = 20;
+
 /// Completion event channel, backed by an eventfd.
 ///
 /// Invariant (kept under `pending`'s lock): the eventfd counter is non-zero exactly when
@@ -207,6 +210,8 @@ impl Jfce {
         let deadline =
             (timeout_ms > 0).then(|| Instant::now() + Duration::from_millis(timeout_ms as u64));
         loop {
+            // Parked (receiver-not-ready) messages expire on posts, polls and here.
+            crate::datapath::expire_parked();
             {
                 let mut p = lock(&self.pending);
                 if !p.is_empty() {
@@ -237,6 +242,15 @@ impl Jfce {
                     ms.min(i32::MAX as u128) as i32
                 }
             };
+            // While messages are parked (or may be parked by another thread), wake up
+            // periodically so their RNR expiry reaches an armed JFC without a timer thread.
+            let rnr = crate::datapath::any_parked()
+                || crate::datapath::RNR_TIMEOUT_MS.load(Ordering::Relaxed) > 0;
+            let wait_ms = match wait_ms {
+                w if !rnr => w,
+                w if w < 0 => RNR_WAIT_SLICE_MS,
+                w => w.min(RNR_WAIT_SLICE_MS),
+            };
             let mut pfd = libc::pollfd {
                 fd: self.efd,
                 events: libc::POLLIN,
@@ -261,28 +275,46 @@ pub struct RecvWr {
     pub sges: Vec<crate::datapath::Sge>,
 }
 
+/// Posted recv WRs and parked (receiver-not-ready) messages of one receive queue.
+///
+/// Invariant: `parked` is non-empty only while `wrs` is empty (a recv WR posted while messages
+/// are parked is matched with the oldest parked message at once).
+#[derive(Default)]
+pub struct RecvState {
+    pub wrs: VecDeque<RecvWr>,
+    pub parked: VecDeque<crate::datapath::Parked>,
+}
+
+/// What a recv post did.
+pub enum RecvPost {
+    /// The WR is queued.
+    Posted,
+    /// `depth` WRs are already posted.
+    Full,
+    /// The WR was matched with the oldest parked message (to be delivered by the caller).
+    Matched(Box<crate::datapath::Parked>, RecvWr),
+}
+
 /// Receive queue (of a JFR, or of a jetty with its own JFR).
 pub struct RecvQ {
     pub name: String,
     pub depth: u32,
     pub max_sge: u32,
     pub jfc: Arc<Jfc>,
-    pub q: Mutex<VecDeque<RecvWr>>,
+    pub q: Mutex<RecvState>,
 }
 
 impl RecvQ {
-    /// Appends, or `Err(URMA_ENOMEM)` when `depth` WRs are already posted.
-    pub fn post(&self, wr: RecvWr) -> Result<(), RecvWr> {
+    /// Queues a WR, or matches it with the oldest parked message.
+    pub fn post(&self, wr: RecvWr) -> RecvPost {
         let mut q = lock(&self.q);
-        if q.len() >= self.depth as usize {
-            return Err(wr);
+        if let Some(p) = q.parked.pop_front() {
+            return RecvPost::Matched(Box::new(p), wr);
         }
-        q.push_back(wr);
-        Ok(())
-    }
-
-    /// Consumes the oldest posted WR.
-    pub fn take(&self) -> Option<RecvWr> {
-        lock(&self.q).pop_front()
+        if q.wrs.len() >= self.depth as usize {
+            return RecvPost::Full;
+        }
+        q.wrs.push_back(wr);
+        RecvPost::Posted
     }
 }

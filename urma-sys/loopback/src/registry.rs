@@ -94,6 +94,7 @@ pub struct TokenIdObj {
 }
 
 /// Send side shared by JFS and jetty.
+#[derive(Clone)]
 pub struct SendQ {
     pub name: String,
     pub id: u32,

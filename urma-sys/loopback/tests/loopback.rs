@@ -179,6 +179,9 @@ fn send_imm_consumes_recv_bit_exact() {
 #[test]
 fn receiver_not_ready_and_recv_queue_full() {
     let _g = serial();
+    // RNR timeout 0: a message finding no recv WR fails at once (no parking).
+    // SAFETY: control function with its dlsym-resolved C prototype, plain value.
+    unsafe { (ctl().set_rnr_timeout)(0) };
     let p = Pair::new(64, 4);
     // No recv WR: the send CR carries RNR even without complete_enable.
     let mut wr = send_wr(u::URMA_OPC_SEND_IMM, None, p.tjetty, 33, 1, false);
@@ -187,7 +190,8 @@ fn receiver_not_ready_and_recv_queue_full() {
     assert_eq!(s[0].status, u::URMA_CR_RNR_RETRY_CNT_EXC_ERR);
     assert_eq!(s[0].user_ctx, 33);
     assert!(poll(p.rjfc, 4).is_empty());
-    assert_eq!(counters().rnr_errors, 1);
+    let c = counters();
+    assert_eq!((c.rnr_errors, c.rnr_parked, c.rnr_expired), (1, 0, 0));
     // Depth 4: a chain of 5 fails at the 5th with ENOMEM and *bad_wr = 5th.
     let mut wrs: Vec<u::urma_jfr_wr_t> = (0..5)
         .map(|i| u::urma_jfr_wr_t {
@@ -403,9 +407,178 @@ fn wrong_token_and_out_of_bounds() {
     }
 }
 
+/// RNR retry model: a SEND_IMM / SEND / WRITE_IMM finding no recv WR is parked (FIFO per
+/// receive queue) and delivered by later recv posts, with the same CRs (recv CR first) and trace
+/// lines as an immediate delivery.
+#[test]
+fn rnr_parked_messages_are_delivered_late_in_order() {
+    let _g = serial();
+    // SAFETY: control function with its dlsym-resolved C prototype, plain value.
+    unsafe { (ctl().set_rnr_timeout)(5000) };
+    let p = Pair::new(64, 8);
+    let mut src = Seg::rw(256);
+    src.buf.fill(0xC3);
+    let rbuf = Seg::rw(256);
+    let dst = Seg::rw(256);
+    let rdst = dst.import(TOKEN);
+    // SAFETY: control function with its dlsym-resolved C prototype, boolean argument.
+    unsafe { (ctl().trace_capture)(true) };
+    // Three messages, no recv WR posted: all parked, no CR anywhere yet.
+    for i in 1..=2u64 {
+        let mut wr = send_wr(u::URMA_OPC_SEND_IMM, None, p.tjetty, 10 + i, 100 + i, true);
+        assert_eq!(post(p.jfs, &mut wr).0, 0);
+    }
+    let mut ss = sge(src.addr(), 40, src.tseg);
+    let mut dd = sge(dst.addr(), 40, rdst);
+    let mut wr = rw_wr(u::URMA_OPC_WRITE_IMM, &mut ss, &mut dd, p.tjetty, 13, true);
+    wr.__bindgen_anon_1.rw.notify_data = 103;
+    assert_eq!(post(p.jfs, &mut wr).0, 0);
+    assert!(poll(p.sjfc, 8).is_empty() && poll(p.rjfc, 8).is_empty());
+    assert!(
+        dst.buf.iter().all(|&b| b == 0),
+        "WRITE_IMM data moves on delivery"
+    );
+    let c = counters();
+    assert_eq!(
+        (c.rnr_parked, c.rnr_errors, c.rnr_delivered_late),
+        (3, 0, 0)
+    );
+    // One recv WR: the oldest parked message is delivered, recv CR then send CR.
+    assert_eq!(p.post_recv(1, None), 0);
+    let r = poll(p.rjfc, 8);
+    assert_eq!(r.len(), 1);
+    assert_eq!((r[0].status, r[0].user_ctx, imm(&r[0])), (0, 1, 101));
+    assert_eq!(r[0].opcode, u::URMA_CR_OPC_SEND_WITH_IMM);
+    let s = poll(p.sjfc, 8);
+    assert_eq!(s.len(), 1);
+    assert_eq!((s[0].status, s[0].user_ctx), (0, 11));
+    // A new message queues behind the parked ones (per-queue order), even once a WR exists.
+    let mut ps = sge(src.addr(), 64, src.tseg);
+    let mut wr = send_wr(u::URMA_OPC_SEND, Some(&mut ps), p.tjetty, 14, 0, true);
+    assert_eq!(post(p.jfs, &mut wr).0, 0);
+    assert!(poll(p.sjfc, 8).is_empty());
+    assert_eq!(p.post_recv(2, None), 0);
+    assert_eq!(p.post_recv(3, None), 0);
+    assert_eq!(p.post_recv(4, Some((&rbuf, 256))), 0);
+    let r = poll(p.rjfc, 8);
+    let got: Vec<(u64, u64, u32)> = r
+        .iter()
+        .map(|c| (c.user_ctx, imm(c), c.completion_len))
+        .collect();
+    assert_eq!(got, vec![(2, 102, 0), (3, 103, 40), (4, 0, 64)]);
+    assert_eq!(r[1].opcode, u::URMA_CR_OPC_WRITE_WITH_IMM);
+    assert_eq!(r[2].opcode, u::URMA_CR_OPC_SEND);
+    let s = poll(p.sjfc, 8);
+    let got: Vec<(u32, u64)> = s.iter().map(|c| (c.status, c.user_ctx)).collect();
+    assert_eq!(got, vec![(0, 12), (0, 13), (0, 14)]);
+    assert!(dst.buf[..40].iter().all(|&b| b == 0xC3) && dst.buf[40] == 0);
+    assert!(rbuf.buf[..64].iter().all(|&b| b == 0xC3) && rbuf.buf[64] == 0);
+    // Nothing parked any more: the next recv WR is simply queued.
+    assert_eq!(p.post_recv(5, None), 0);
+    assert!(poll(p.rjfc, 8).is_empty());
+    let c = counters();
+    assert_eq!(
+        (
+            c.rnr_parked,
+            c.rnr_delivered_late,
+            c.rnr_expired,
+            c.rnr_errors
+        ),
+        (4, 4, 0, 0)
+    );
+    // SAFETY: control function with its dlsym-resolved C prototype, boolean argument.
+    unsafe { (ctl().trace_capture)(false) };
+    // Trace: each post_recv that delivers is followed by the recv CR then the send CR, exactly
+    // like a post_send followed by its CRs in an immediate delivery.
+    let lines = trace_take();
+    let ev = |l: &str| l.split('"').nth(3).unwrap_or("").to_string();
+    let i = lines
+        .iter()
+        .position(|l| l.contains("\"ev\":\"post_recv\"") && l.contains("0x0000000000000001"))
+        .expect("first post_recv traced");
+    assert_eq!(ev(&lines[i + 1]), "cr", "{lines:#?}");
+    assert!(lines[i + 1].contains("\"s_r\":1"), "{}", lines[i + 1]);
+    assert_eq!(ev(&lines[i + 2]), "cr");
+    assert!(lines[i + 2].contains("\"s_r\":0"), "{}", lines[i + 2]);
+    assert!(
+        lines[..i].iter().all(|l| !l.contains("\"ev\":\"cr\"")),
+        "no CR while parked: {lines:#?}"
+    );
+    // SAFETY: `rdst` was imported above, is unimported exactly once and not used afterwards;
+    // the WRITE_IMM naming it has completed (its CRs were polled).
+    unsafe { u::urma_unimport_seg(rdst) };
+}
+
+/// A parked message that gets no recv WR fails after the RNR timeout with
+/// `URMA_CR_RNR_RETRY_CNT_EXC_ERR` at the sender (no recv CR), seen by a thread that only polls
+/// the sender's JFC; a recv WR posted after the expiry is simply queued.
+#[test]
+fn rnr_parked_message_expires_after_the_timeout() {
+    let _g = serial();
+    let spec = std::ffi::CString::new("rnr_timeout_ms=150").unwrap();
+    // SAFETY: `spec` is a NUL-terminated CString alive for the call; apply_knobs only reads it.
+    assert_eq!(unsafe { (ctl().apply_knobs)(spec.as_ptr()) }, 1);
+    let p = Pair::new(64, 8);
+    let t0 = Instant::now();
+    let mut wr = send_wr(u::URMA_OPC_SEND_IMM, None, p.tjetty, 21, 1, false);
+    assert_eq!(post(p.jfs, &mut wr).0, 0);
+    let mut wr = send_wr(u::URMA_OPC_SEND_IMM, None, p.tjetty, 22, 2, true);
+    assert_eq!(post(p.jfs, &mut wr).0, 0);
+    // Only the sender's JFC is polled, from another thread.
+    let sjfc = p.sjfc as usize;
+    let h = std::thread::spawn(move || poll_n(sjfc as *mut u::urma_jfc_t, 2, T));
+    let s = h.join().unwrap();
+    let el = t0.elapsed();
+    assert_eq!(s.len(), 2, "both expired within {T:?}");
+    assert!(
+        el >= Duration::from_millis(150),
+        "expired too early: {el:?}"
+    );
+    assert!(el < Duration::from_millis(2000), "expired too late: {el:?}");
+    let got: Vec<(u32, u64, u32)> = s
+        .iter()
+        .map(|c| (c.status, c.user_ctx, c.completion_len))
+        .collect();
+    let rnr = u::URMA_CR_RNR_RETRY_CNT_EXC_ERR;
+    assert_eq!(got, vec![(rnr, 21, 0), (rnr, 22, 0)]);
+    assert!(
+        poll(p.rjfc, 8).is_empty(),
+        "no recv CR for an expired message"
+    );
+    // A later recv WR is queued, not matched with the expired messages.
+    assert_eq!(p.post_recv(7, None), 0);
+    assert!(poll(p.rjfc, 8).is_empty());
+    let c = counters();
+    assert_eq!(
+        (
+            c.rnr_parked,
+            c.rnr_expired,
+            c.rnr_errors,
+            c.rnr_delivered_late
+        ),
+        (2, 2, 2, 0)
+    );
+    // ... and consumed by the next send, at once.
+    let mut wr = send_wr(u::URMA_OPC_SEND_IMM, None, p.tjetty, 23, 3, true);
+    assert_eq!(post(p.jfs, &mut wr).0, 0);
+    assert_eq!(poll(p.rjfc, 8).len(), 1);
+    assert_eq!(poll(p.sjfc, 8)[0].status, 0);
+    // Reset drops parked messages without CRs.
+    let mut wr = send_wr(u::URMA_OPC_SEND_IMM, None, p.tjetty, 24, 4, true);
+    assert_eq!(post(p.jfs, &mut wr).0, 0);
+    assert_eq!(counters().rnr_parked, 2 + 1);
+    // SAFETY: loopback control function without arguments.
+    unsafe { (ctl().reset)() };
+    assert_eq!(p.post_recv(8, None), 0);
+    assert!(poll(p.rjfc, 8).is_empty() && poll(p.sjfc, 8).is_empty());
+}
+
 #[test]
 fn event_mode_wait_rearm_ack_and_delete() {
     let _g = serial();
+    // The second SEND_IMM below must fail at once (RNR timeout 0), not wait for a recv WR.
+    // SAFETY: control function with its dlsym-resolved C prototype, plain value.
+    unsafe { (ctl().set_rnr_timeout)(0) };
     // SAFETY: every object (jfce, JFCs, JFS, jetties, imports) is created here, asserted or known
     // non-NULL, used only while alive and deleted once at the end (stale uses are deliberate
     // handle-validation checks); `out`, `jfcs`, `nev`, WRs and out-pointers are live locals

@@ -42,6 +42,9 @@ pub struct Counters {
     pub events_acked: u64,
     pub crs_in_flight: u64,
     pub live: [u64; 10],
+    pub rnr_parked: u64,
+    pub rnr_delivered_late: u64,
+    pub rnr_expired: u64,
 }
 
 /// The control API, resolved with dlsym (the link-time stub does not define it).
@@ -56,6 +59,7 @@ pub struct Ctl {
     pub set_cr_delay: unsafe extern "C" fn(u32),
     pub set_nocopy: unsafe extern "C" fn(bool),
     pub set_delete_timeout: unsafe extern "C" fn(u32),
+    pub set_rnr_timeout: unsafe extern "C" fn(u32),
     pub apply_knobs: unsafe extern "C" fn(*const c_char) -> c_int,
     pub trace_capture: unsafe extern "C" fn(bool),
     pub trace_take: unsafe extern "C" fn(*mut usize) -> *mut c_char,
@@ -90,6 +94,7 @@ pub fn ctl() -> &'static Ctl {
                 set_cr_delay: sym("urma_loopback_set_cr_delay"),
                 set_nocopy: sym("urma_loopback_set_nocopy"),
                 set_delete_timeout: sym("urma_loopback_set_delete_timeout"),
+                set_rnr_timeout: sym("urma_loopback_set_rnr_timeout"),
                 apply_knobs: sym("urma_loopback_apply_knobs"),
                 trace_capture: sym("urma_loopback_trace_capture"),
                 trace_take: sym("urma_loopback_trace_take"),
