@@ -9,6 +9,13 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Pause iterations a worker spends checking its queue right after a task, before yielding.
+const SPIN_PAUSES: u32 = 32;
+/// Longest time a worker keeps yielding (checking its queue between yields) right after a task
+/// before it blocks on its condvar.
+const SPIN_BUDGET: Duration = Duration::from_micros(50);
 
 /// Capacity of each worker's wake-up queue. A request has at most 7 meaningful wake-ups and at most
 /// [`crate::sync::SYNC_CAPACITY`] requests exist, so 8192 only overflows under a flood of foreign
@@ -70,6 +77,30 @@ impl Queue {
 
     fn lock(&self) -> MutexGuard<'_, QState> {
         self.m.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Worker side, right after a task: waits (bounded, without sleeping) for a wake-up to be
+    /// queued, so that [`Queue::next`] finds it without a futex sleep and wake-up. Returns early
+    /// when the queue is non-empty or the pool is stopping.
+    ///
+    /// No lost wake-up: this loop only reads `len` and never touches `sleeping`. Whatever it
+    /// observes, [`Queue::next`] then takes the queue lock and checks the ring itself; it sets
+    /// `sleeping` (under the lock) only after finding the ring empty under that same lock, and a
+    /// submitter pushes and reads `sleeping` under the lock too. So a push either happens before
+    /// the worker's locked check (the worker pops it) or after the worker set `sleeping` (the
+    /// submitter sees `sleeping == true` and signals); the spin can only make a pop earlier.
+    fn spin(&self, stopping: &AtomicBool) {
+        let ready = || self.len.load(Ordering::Acquire) != 0 || stopping.load(Ordering::Relaxed);
+        for _ in 0..SPIN_PAUSES {
+            if ready() {
+                return;
+            }
+            std::hint::spin_loop();
+        }
+        let start = Instant::now();
+        while !ready() && start.elapsed() < SPIN_BUDGET {
+            std::thread::yield_now();
+        }
     }
 
     /// Worker side: the next wake-up, blocking while the queue is empty; `None` once stopped.
@@ -203,6 +234,8 @@ impl Pool {
                     CURRENT.with(|c| c.set(Some(ctx.id)));
                     while let Some(w) = guard.0.next(&stop) {
                         h(&ctx, w.slot, w.gen, w.ud);
+                        // Only right after a task: an idle worker stays blocked in `next`.
+                        guard.0.spin(&stop);
                     }
                     CURRENT.with(|c| c.set(None));
                 });
