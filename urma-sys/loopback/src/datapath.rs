@@ -791,17 +791,16 @@ fn trace_recv(rq: &RecvQ, user_ctx: u64, sges: &[Sge], ret: i32) {
 /// `out` must have room for `n` CRs.
 pub unsafe fn poll(jfc: &Jfc, n: usize, out: *mut u::urma_cr_t) -> i32 {
     expire_parked();
-    let mut v = Vec::with_capacity(n.min(256));
-    jfc.pop(n, &mut v);
-    for (i, cr) in v.iter().enumerate() {
-        // SAFETY: i < n and the caller guarantees room for n CRs.
-        unsafe { out.add(i).write(*cr) };
+    // SAFETY: the caller guarantees room for n CRs.
+    let k = unsafe { jfc.pop_into(n, out) };
+    if k == 0 {
+        return 0;
     }
-    COUNTERS
-        .crs_polled
-        .fetch_add(v.len() as u64, Ordering::Relaxed);
+    COUNTERS.crs_polled.fetch_add(k as u64, Ordering::Relaxed);
     if trace::enabled() {
-        for cr in &v {
+        // SAFETY: pop_into wrote k initialised CRs to out.
+        let v = unsafe { std::slice::from_raw_parts(out, k) };
+        for cr in v {
             trace::emit(format!(
                 "{{\"ev\":\"poll\",\"jfc\":{},{}}}",
                 trace::s(&jfc.name),
@@ -809,5 +808,5 @@ pub unsafe fn poll(jfc: &Jfc, n: usize, out: *mut u::urma_cr_t) -> i32 {
             ));
         }
     }
-    v.len() as i32
+    k as i32
 }

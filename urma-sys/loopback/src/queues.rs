@@ -87,10 +87,19 @@ impl Jfc {
     }
 
     /// Pops up to `n` CRs.
-    pub fn pop(&self, n: usize, out: &mut Vec<urma_sys::urma_cr_t>) {
+    ///
+    /// Writes the CRs straight to `out` (no intermediate buffer) and returns how many.
+    ///
+    /// # Safety
+    /// `out` must have room for `n` CRs.
+    pub unsafe fn pop_into(&self, n: usize, out: *mut urma_sys::urma_cr_t) -> usize {
         let mut q = lock(&self.q);
         let k = n.min(q.len());
-        out.extend(q.drain(..k));
+        for (i, cr) in q.drain(..k).enumerate() {
+            // SAFETY: i < k <= n and the caller guarantees room for n CRs.
+            unsafe { out.add(i).write(cr) };
+        }
+        k
     }
 
     /// Arms one event (`urma_rearm_jfc`). If CRs are already queued the event fires at once, so

@@ -10,6 +10,7 @@
 //! is taken, except in delete paths, which take it for writing and then only read atomics.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -246,14 +247,45 @@ impl Obj {
     }
 }
 
+/// Hasher for the registry's integer keys (object addresses and ids), which the process
+/// chooses, not an adversary: one folded 64×64→128-bit multiply instead of SipHash. The fold
+/// mixes the high product bits into the low ones, so 16-byte-aligned addresses still spread over
+/// the buckets (hashbrown indexes buckets by the low bits).
+#[derive(Default, Clone, Copy)]
+pub struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        let m = u128::from(self.0) * 0x9E37_79B9_7F4A_7C15u128;
+        (m as u64) ^ ((m >> 64) as u64)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.0 = self.0.rotate_left(32) ^ u64::from(v);
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = self.0.rotate_left(32) ^ v;
+    }
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+}
+
+/// A map keyed by object address or id.
+pub type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
+
 /// The registry proper.
 #[derive(Default)]
 pub struct Registry {
-    pub objs: HashMap<usize, Obj>,
-    pub jetty_by_id: HashMap<u32, Arc<Jetty>>,
-    pub jfr_by_id: HashMap<u32, Arc<Jfr>>,
+    pub objs: IdMap<usize, Obj>,
+    pub jetty_by_id: IdMap<u32, Arc<Jetty>>,
+    pub jfr_by_id: IdMap<u32, Arc<Jfr>>,
     /// Registered segments by token id (then matched on VA).
-    pub segs_by_token_id: HashMap<u32, Vec<Arc<Seg>>>,
+    pub segs_by_token_id: IdMap<u32, Vec<Arc<Seg>>>,
 }
 
 pub static REGISTRY: RwLock<Option<Registry>> = RwLock::new(None);
