@@ -1,6 +1,9 @@
 //! Worker pool (spec §5): `worker_thread_num` threads named `ost_wkr_<n>`, one bounded wake-up queue
-//! each, least-loaded worker selection at submit. Idle workers block on a condvar (no spinning, no
-//! yielding): a submitter signals only when the worker has announced that it is going to sleep,
+//! each, least-loaded worker selection at submit. Right after finishing a task a worker waits
+//! briefly without sleeping ([`SPIN_PAUSES`] pause iterations, then `sched_yield` for at most
+//! [`SPIN_BUDGET`]), so a completion that follows its previous task closely is picked up without a
+//! futex sleep and wake-up; after that, and whenever idle, it blocks on a condvar (idle workers
+//! never spin). A submitter signals only when the worker has announced that it is going to sleep,
 //! and signals after releasing the queue lock.
 
 use crate::sync_annotate::{Condvar, Mutex, MutexGuard};
