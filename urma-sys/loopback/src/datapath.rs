@@ -27,11 +27,57 @@ use crate::trace;
 use crate::util::{lock, zeroed};
 
 /// One SGE after handle validation.
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub struct Sge {
     pub addr: u64,
     pub len: u32,
     pub seg: Option<AnySeg>,
+}
+
+/// SGEs kept inline in a WR's plan or recv WR.
+const INLINE_SGES: usize = 2;
+
+/// A validated SGE list: up to [`INLINE_SGES`] entries stored inline (no heap allocation per WR
+/// in the common case), longer lists on the heap. Reads as a `[Sge]`.
+#[derive(Clone, Default)]
+pub struct SgeList {
+    n: usize,
+    inline: [Sge; INLINE_SGES],
+    heap: Vec<Sge>,
+}
+
+impl SgeList {
+    fn with_len(n: usize) -> SgeList {
+        SgeList {
+            n: 0,
+            inline: Default::default(),
+            heap: if n > INLINE_SGES {
+                Vec::with_capacity(n)
+            } else {
+                Vec::new()
+            },
+        }
+    }
+
+    fn push(&mut self, e: Sge) {
+        if self.heap.capacity() == 0 && self.n < INLINE_SGES {
+            self.inline[self.n] = e;
+        } else {
+            self.heap.push(e);
+        }
+        self.n += 1;
+    }
+}
+
+impl std::ops::Deref for SgeList {
+    type Target = [Sge];
+    fn deref(&self) -> &[Sge] {
+        if self.heap.capacity() == 0 {
+            &self.inline[..self.n]
+        } else {
+            &self.heap
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -41,8 +87,8 @@ struct Plan {
     user_ctx: u64,
     imm: u64,
     tjetty: Option<Arc<TJetty>>,
-    src: Vec<Sge>,
-    dst: Vec<Sge>,
+    src: SgeList,
+    dst: SgeList,
     supported: bool,
 }
 
@@ -107,15 +153,15 @@ pub fn opcode_name(op: u32) -> &'static str {
 /// # Safety
 /// `sg` must describe `num_sge` readable `urma_sge_t` entries (or have `num_sge == 0`).
 #[allow(clippy::result_unit_err)]
-pub unsafe fn read_sg(sg: &u::urma_sg_t, max_sge: u32) -> Result<Vec<Sge>, ()> {
+pub unsafe fn read_sg(sg: &u::urma_sg_t, max_sge: u32) -> Result<SgeList, ()> {
     let n = sg.num_sge;
     if n == 0 {
-        return Ok(Vec::new());
+        return Ok(SgeList::default());
     }
     if n > max_sge || sg.sge.is_null() {
         return Err(());
     }
-    let mut out = Vec::with_capacity(n as usize);
+    let mut out = SgeList::with_len(n as usize);
     for i in 0..n as usize {
         // SAFETY: caller guarantees sg.sge points to num_sge entries; i < num_sge.
         let e = unsafe { &*sg.sge.add(i) };
@@ -220,8 +266,8 @@ fn validate(sq: &SendQ, w: &u::urma_jfs_wr_t, wflags: u32) -> Result<Plan, ()> {
         user_ctx: w.user_ctx,
         imm: 0,
         tjetty,
-        src: Vec::new(),
-        dst: Vec::new(),
+        src: SgeList::default(),
+        dst: SgeList::default(),
         supported: true,
     };
     match op {
@@ -742,17 +788,10 @@ fn post_one_recv(rq: &RecvQ, w: &u::urma_jfr_wr_t) -> u::urma_status_t {
     } else {
         None
     };
+    // Every segment is a local one here (imported ones were refused above).
     let rw = RecvWr {
         user_ctx: w.user_ctx,
-        sges: sges
-            .into_iter()
-            .map(|e| (e.addr, e.len, e.seg.map(|s| s.seg().clone())))
-            .map(|(a, l, s)| Sge {
-                addr: a,
-                len: l,
-                seg: s.map(AnySeg::Local),
-            })
-            .collect(),
+        sges,
     };
     let (ret, matched) = match rq.post(rw) {
         RecvPost::Posted => (u::URMA_SUCCESS, None),

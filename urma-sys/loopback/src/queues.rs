@@ -281,7 +281,7 @@ impl Jfce {
 pub struct RecvWr {
     pub user_ctx: u64,
     /// SGEs (segments are registered ones; `None` only for zero-length SGEs).
-    pub sges: Vec<crate::datapath::Sge>,
+    pub sges: crate::datapath::SgeList,
 }
 
 /// Posted recv WRs and parked (receiver-not-ready) messages of one receive queue.
