@@ -3,6 +3,7 @@
 mod common;
 
 use common::lb::{self, Buf, Ep};
+use compat_tests::loopback_ctl;
 use os_transport::abi::*;
 use os_transport::ffi::*;
 use os_transport::testing::live_syncs;
@@ -571,21 +572,6 @@ fn bad_inputs() {
 type FailCompletion = unsafe extern "C" fn(u64, u32) -> i32;
 type Reset = unsafe extern "C" fn();
 
-#[repr(C)]
-#[derive(Default)]
-struct Counters {
-    v: [u64; 29],
-}
-type GetCounters = unsafe extern "C" fn(*mut Counters) -> i32;
-
-fn recv_wrs() -> u64 {
-    let f: GetCounters = lb::ctl("urma_loopback_get_counters");
-    let mut c = Counters::default();
-    // SAFETY: valid out-pointer of the loopback's counters layout (29 u64).
-    unsafe { f(&mut c) };
-    c.v[1]
-}
-
 #[test]
 fn d3_error_completion_fails_the_send() {
     let _g = serial();
@@ -628,12 +614,12 @@ fn d4_early_completion_is_kept_and_d6_jfr_only_prefills() {
     // D6: jfr-only recv prefills capacity x 4 recv WRs on the JFR.
     io.dev.jetty = null_mut();
     io.ji.tjetty = ep.tjfr;
-    let before = recv_wrs();
+    let before = loopback_ctl::counters().recv_wrs;
     // SAFETY: live endpoints.
     let (r, rs) = unsafe { recv(h, &mut io, 4096, 500) };
     assert_eq!(r, 0);
     assert_eq!(
-        recv_wrs() - before,
+        loopback_ctl::counters().recv_wrs - before,
         8,
         "D6: 2 x 4 recv WRs posted on the JFR"
     );
@@ -704,14 +690,6 @@ fn d8_first_chunk_failure_status_reported_by_wait_and_d11_cancel_by_id() {
 
 type FailPost = unsafe extern "C" fn(i32, u64, i32) -> i32;
 
-fn send_wrs() -> u64 {
-    let f: GetCounters = lb::ctl("urma_loopback_get_counters");
-    let mut c = Counters::default();
-    // SAFETY: valid out-pointer of the loopback's counters layout (29 u64).
-    unsafe { f(&mut c) };
-    c.v[0]
-}
-
 #[test]
 fn d9_prefill_failure_releases_the_request() {
     let _g = serial();
@@ -734,13 +712,17 @@ fn d9_prefill_failure_releases_the_request() {
         (u32::MAX, null_mut()),
         "prefill failure: ERR, no sync"
     );
-    assert_eq!(recv_wrs(), 2, "two prefill WRs went in before the failure");
+    assert_eq!(
+        loopback_ctl::counters().recv_wrs,
+        2,
+        "two prefill WRs went in before the failure"
+    );
     assert_eq!(live_syncs(), 0, "D9: the request was released");
     // The id is free again and the prefill is retried (the jetty was not recorded).
     // SAFETY: live endpoints.
     let (r, rs) = unsafe { recv(h, &mut io, 64, 700) };
     assert_eq!(r, 0);
-    assert_eq!(recv_wrs(), 2 + 8);
+    assert_eq!(loopback_ctl::counters().recv_wrs, 2 + 8);
     assert_eq!(live_syncs(), 1);
     assert_eq!(wait(h, rs, 0), (1, URMA_SUCCESS));
     assert_eq!(live_syncs(), 0);
@@ -835,14 +817,19 @@ fn d12_request_limit_posts_nothing_and_recovers() {
         syncs.push((0x1000 + i, sy));
     }
     assert_eq!(live_syncs(), cap as usize);
-    let (rw, sw) = (recv_wrs(), send_wrs());
+    let before = loopback_ctl::counters();
     // SAFETY: live endpoints.
     let (r, sy) = unsafe { recv(h, &mut io, 64, 0x9999) };
     assert_eq!((r, sy), (u32::MAX, null_mut()), "D12: table full");
     // SAFETY: live endpoints.
     let (r, ss, st) = unsafe { send(h, &mut io, 64, 0x9998, 0x9997) };
     assert_eq!((r, ss, st), (u32::MAX, null_mut(), URMA_SUCCESS));
-    assert_eq!((recv_wrs(), send_wrs()), (rw, sw), "nothing posted");
+    let after = loopback_ctl::counters();
+    assert_eq!(
+        (after.recv_wrs, after.send_wrs),
+        (before.recv_wrs, before.send_wrs),
+        "nothing posted"
+    );
     assert_eq!(live_syncs(), cap as usize);
     // One request ends: one new request fits.
     let (id, mut sy) = syncs.pop().unwrap();

@@ -4,6 +4,7 @@ mod common;
 mod reliability_common;
 
 use common::lb;
+use compat_tests::loopback_ctl;
 use os_transport::abi::*;
 use os_transport::ffi::*;
 use os_transport::testing::live_syncs;
@@ -61,7 +62,7 @@ fn duplicated_write_completion_does_not_advance_the_send_pipeline() {
     let mut io = rc::io(&ep, &s, &d);
     let (rr, rs) = rc::recv(h, &mut io, len, 901, Some(ok_cb));
     assert_eq!(rr, 0);
-    let base = rc::counters().send_wrs;
+    let base = loopback_ctl::counters().send_wrs;
     let (sr, ss, _) = rc::send(h, &mut io, len, 900, 901);
     assert_eq!(sr, 0);
     // CR of WRITE chunk 0 (send side), fed twice.
@@ -73,7 +74,7 @@ fn duplicated_write_completion_does_not_advance_the_send_pipeline() {
     rc::wake(h, &mut dup);
     std::thread::sleep(Duration::from_millis(100));
     assert_eq!(
-        rc::counters().send_wrs - base,
+        loopback_ctl::counters().send_wrs - base,
         3,
         "WRITE 0, then only task 0 (SEND_IMM 0 + WRITE 1): the duplicate must not run task 1"
     );
@@ -82,7 +83,7 @@ fn duplicated_write_completion_does_not_advance_the_send_pipeline() {
     assert_eq!(rc::wait(h, ss, 5000), (0, URMA_SUCCESS));
     assert_eq!(rc::wait(h, rs, 5000), (0, URMA_SUCCESS));
     assert!(rc::check(&d.mem, 77, len as usize));
-    assert_eq!(rc::counters().send_wrs - base, 6);
+    assert_eq!(loopback_ctl::counters().send_wrs - base, 6);
     stop.store(true, Ordering::Release);
     pj.join().unwrap();
     assert_eq!(live_syncs(), 0);
@@ -207,7 +208,7 @@ fn dropped_completion_times_out_cleanly() {
         (1, URMA_SUCCESS),
         "recv never notified"
     );
-    assert_eq!(rc::counters().crs_dropped, 1);
+    assert_eq!(loopback_ctl::counters().crs_dropped, 1);
     assert_eq!(live_syncs(), 0);
     stop.store(true, Ordering::Release);
     pj.join().unwrap();

@@ -7,6 +7,7 @@ mod common;
 mod reliability_common;
 
 use common::lb;
+use compat_tests::loopback_ctl;
 use os_transport::abi::*;
 use os_transport::ffi::*;
 use os_transport::testing::{live_syncs, SYNC_CAPACITY};
@@ -145,7 +146,7 @@ fn every_call_after_destroy_and_with_foreign_handles_is_refused() {
         1 as *mut c_void,
         (h as usize + 0x10) as *mut c_void,
     ];
-    let before = rc::counters();
+    let before = loopback_ctl::counters();
     for b in bad {
         assert_eq!(rc::send(b, &mut io, 64, 21, 22).0, ERR, "send with {b:p}");
         assert_eq!(
@@ -161,7 +162,7 @@ fn every_call_after_destroy_and_with_foreign_handles_is_refused() {
         assert_eq!(os_transport_reg_jfc(null_mut(), null_mut(), b), ERR);
         assert_eq!(os_transport_destroy(b), ERR, "destroy with {b:p}");
     }
-    let after = rc::counters();
+    let after = loopback_ctl::counters();
     assert_eq!(after.send_wrs, before.send_wrs, "nothing posted");
     assert_eq!(after.recv_wrs, before.recv_wrs, "nothing posted");
     // A sync of the old instance is stale for the new one too.
@@ -186,7 +187,7 @@ fn requests_beyond_capacity_get_a_clear_error_and_nothing_is_queued() {
         syncs.push(sy);
     }
     assert_eq!(live_syncs(), SYNC_CAPACITY);
-    let before = rc::counters();
+    let before = loopback_ctl::counters();
     let (r, sy) = rc::recv(h, &mut io, 64, 99_999, Some(ok_cb));
     assert_eq!((r, sy), (ERR, null_mut()), "recv beyond capacity");
     let (r, sy, st) = rc::send(h, &mut io, 64, 99_998, 99_997);
@@ -195,7 +196,7 @@ fn requests_beyond_capacity_get_a_clear_error_and_nothing_is_queued() {
         (ERR, null_mut(), URMA_SUCCESS),
         "send beyond capacity"
     );
-    let after = rc::counters();
+    let after = loopback_ctl::counters();
     assert_eq!(after.send_wrs, before.send_wrs, "nothing posted");
     assert_eq!(after.recv_wrs, before.recv_wrs, "nothing posted");
     assert_eq!(live_syncs(), SYNC_CAPACITY, "nothing registered");

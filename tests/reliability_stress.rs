@@ -17,6 +17,7 @@ mod common;
 mod reliability_common;
 
 use common::lb;
+use compat_tests::loopback_ctl;
 use os_transport::abi::*;
 use os_transport::ffi::*;
 use os_transport::testing::live_syncs;
@@ -214,7 +215,7 @@ fn stress_with_faults() {
                 let mut recv_faults = 0;
                 while !stop.load(Ordering::Acquire) {
                     std::thread::sleep(Duration::from_millis(5));
-                    let c = rc::counters();
+                    let c = loopback_ctl::counters();
                     // SAFETY: loopback control calls with plain values.
                     unsafe {
                         match r.below(30) {
@@ -378,7 +379,7 @@ fn stress_with_faults() {
         std::thread::sleep(Duration::from_millis(1));
     }
     assert_eq!(live_syncs(), 0, "every sync freed");
-    let c = rc::counters();
+    let c = loopback_ctl::counters();
     rc::reset_loopback();
     assert_eq!(os_transport_destroy(h), 0);
     assert_eq!(live_syncs(), 0);

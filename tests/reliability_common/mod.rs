@@ -210,40 +210,8 @@ pub type CrAction = unsafe extern "C" fn(u64, i32) -> i32;
 pub type SetBool = unsafe extern "C" fn(bool);
 pub type SetU32 = unsafe extern "C" fn(u32);
 
-/// `urma_loopback_counters_t` (29 × u64).
-#[repr(C)]
-#[derive(Default, Clone, Copy, Debug)]
-pub struct Counters {
-    pub send_wrs: u64,
-    pub recv_wrs: u64,
-    pub post_errors: u64,
-    pub crs_generated: u64,
-    pub crs_polled: u64,
-    pub crs_dropped: u64,
-    pub crs_duplicated: u64,
-    pub crs_held: u64,
-    pub crs_overflow: u64,
-    pub crs_error: u64,
-    pub rnr_errors: u64,
-    pub bytes_copied: u64,
-    pub bytes_transferred: u64,
-    pub events_reported: u64,
-    pub events_acked: u64,
-    pub crs_in_flight: u64,
-    pub live: [u64; 10],
-    pub rnr_parked: u64,
-    pub rnr_delivered_late: u64,
-    pub rnr_expired: u64,
-}
-pub type GetCounters = unsafe extern "C" fn(*mut Counters) -> i32;
-
-pub fn counters() -> Counters {
-    let f: GetCounters = lb::ctl("urma_loopback_get_counters");
-    let mut c = Counters::default();
-    // SAFETY: valid out-pointer with the loopback's counters layout.
-    assert_eq!(unsafe { f(&mut c) }, 0);
-    c
-}
+// The loopback's counters: `compat_tests::loopback_ctl::counters()` (the testkit's mirror of
+// `urma_loopback_counters_t`).
 
 pub fn reset_loopback() {
     let f: Reset = lb::ctl("urma_loopback_reset");
