@@ -949,15 +949,20 @@ fn wr_trace_send_n2_n3_n7(which: Which) {
     {
         let n = chunks(len);
         let seen = s.sp().seen();
+        // Fresh ids per transfer: the legacy worker may still hold the previous request's pool
+        // context just after its wait returned, and reusing a live id strands the new tasks
+        // (§10 #10). The first transfer keeps the spec's keys for the raw-value checks below.
+        let (sk, ck) = (SK + i as u64, CK + i as u64);
         let (_, lines) = capture_trace(|| {
-            s.transfer(&src, &dst, &remote, len, SK, CK, 7);
+            s.transfer(&src, &dst, &remote, len, sk, ck, 7);
             // The send wait returns once the last SEND_IMM is posted; await its local CR too.
             assert!(until(LONG, || s.sp().seen() >= seen + u64::from(2 * n)));
         });
         let sends = send_posts(&lines);
-        assert_eq!(sends, exp_send_seq("jfs1", SK, CK, len), "N = {n}");
+        assert_eq!(sends, exp_send_seq("jfs1", sk, ck, len), "N = {n}");
         assert_eq!(sends.len() as u32, 2 * n);
         if n == 2 {
+            assert_eq!((sk, ck), (SK, CK));
             assert!(sends[0].contains("uctx=0x000000123456789a"));
             assert!(sends[1].contains("uctx=0xf00000123456789a "));
             assert!(sends[1].contains("imm=0x0abcde0000012345 "));
