@@ -2,7 +2,7 @@
 //! loopback liburma.so.0. Every test that inits serialises on `LOCK` (one instance per process).
 mod common;
 
-use common::lb::{self, Buf, Ep};
+use common::lb::{self, io, Io};
 use compat_tests::loopback_ctl;
 use os_transport::abi::*;
 use os_transport::ffi::*;
@@ -29,42 +29,6 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     CHUNKS.lock().unwrap().clear();
     CB_RET.store(0, Ordering::SeqCst);
     g
-}
-
-struct Io {
-    ji: urma_jetty_info_t,
-    src: ost_buffer_info_t,
-    dst: ost_buffer_info_t,
-    host: ost_buffer_info_t,
-    dev: ost_device_info_t,
-}
-
-fn io(ep: &Ep, s: &Buf, d: &Buf) -> Io {
-    Io {
-        ji: urma_jetty_info_t {
-            jfs: ep.jfs,
-            jetty: null_mut(),
-            tjetty: ep.tjetty,
-            jetty_mode: JETTY_MODE_DUPLEX,
-        },
-        src: ost_buffer_info_t {
-            addr: s.mem.as_ptr() as u64,
-            tseg: s.tseg,
-        },
-        dst: ost_buffer_info_t {
-            addr: d.mem.as_ptr() as u64,
-            tseg: d.imported,
-        },
-        host: ost_buffer_info_t {
-            addr: d.mem.as_ptr() as u64,
-            tseg: d.tseg,
-        },
-        dev: ost_device_info_t {
-            jfr: ep.jfr,
-            jetty: ep.jetty,
-            dst: d.mem.as_ptr() as *mut c_void,
-        },
-    }
 }
 
 unsafe fn send(

@@ -224,3 +224,40 @@ pub fn ctl<T>(name: &str) -> T {
     // SAFETY: the caller names the right function-pointer type.
     unsafe { std::mem::transmute_copy(&p) }
 }
+
+/// The API arguments of one transfer from `s` (sender side) to `d` (receiver side) over `ep`.
+pub struct Io {
+    pub ji: urma_jetty_info_t,
+    pub src: ost_buffer_info_t,
+    pub dst: ost_buffer_info_t,
+    pub host: ost_buffer_info_t,
+    pub dev: ost_device_info_t,
+}
+
+pub fn io(ep: &Ep, s: &Buf, d: &Buf) -> Io {
+    Io {
+        ji: urma_jetty_info_t {
+            jfs: ep.jfs,
+            jetty: std::ptr::null_mut(),
+            tjetty: ep.tjetty,
+            jetty_mode: JETTY_MODE_DUPLEX,
+        },
+        src: ost_buffer_info_t {
+            addr: s.mem.as_ptr() as u64,
+            tseg: s.tseg,
+        },
+        dst: ost_buffer_info_t {
+            addr: d.mem.as_ptr() as u64,
+            tseg: d.imported,
+        },
+        host: ost_buffer_info_t {
+            addr: d.mem.as_ptr() as u64,
+            tseg: d.tseg,
+        },
+        dev: ost_device_info_t {
+            jfr: ep.jfr,
+            jetty: ep.jetty,
+            dst: d.mem.as_ptr() as *mut std::ffi::c_void,
+        },
+    }
+}

@@ -2,7 +2,8 @@
 //! wrappers over the C exports, a log-line counter and the loopback control functions.
 #![allow(dead_code)]
 
-use crate::common::lb::{self, Buf, Ep};
+use crate::common::lb;
+pub use crate::common::lb::{io, Io};
 use os_transport::abi::*;
 use os_transport::ffi::*;
 use std::ffi::{c_char, c_void};
@@ -64,43 +65,6 @@ unsafe extern "C" fn count_log(level: i32, _msg: *const c_char) {
 /// Routes library logging to a counter (WARN and ERROR only; the rest is dropped cheaply).
 pub fn quiet_logs() {
     assert_eq!(os_transport_log_reg(1, Some(count_log)), 0);
-}
-
-/// Send/recv argument blocks over one endpoint and a (src, dst) buffer pair.
-pub struct Io {
-    pub ji: urma_jetty_info_t,
-    pub src: ost_buffer_info_t,
-    pub dst: ost_buffer_info_t,
-    pub host: ost_buffer_info_t,
-    pub dev: ost_device_info_t,
-}
-
-pub fn io(ep: &Ep, s: &Buf, d: &Buf) -> Io {
-    Io {
-        ji: urma_jetty_info_t {
-            jfs: ep.jfs,
-            jetty: null_mut(),
-            tjetty: ep.tjetty,
-            jetty_mode: JETTY_MODE_DUPLEX,
-        },
-        src: ost_buffer_info_t {
-            addr: s.mem.as_ptr() as u64,
-            tseg: s.tseg,
-        },
-        dst: ost_buffer_info_t {
-            addr: d.mem.as_ptr() as u64,
-            tseg: d.imported,
-        },
-        host: ost_buffer_info_t {
-            addr: d.mem.as_ptr() as u64,
-            tseg: d.tseg,
-        },
-        dev: ost_device_info_t {
-            jfr: ep.jfr,
-            jetty: ep.jetty,
-            dst: d.mem.as_ptr() as *mut c_void,
-        },
-    }
 }
 
 /// `os_transport_send`: (return, sync, status).
