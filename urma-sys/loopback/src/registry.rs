@@ -8,6 +8,8 @@
 //!
 //! Lock order: `REGISTRY` (RwLock) is a leaf for lookups: it is released before any per-object lock
 //! is taken, except in delete paths, which take it for writing and then only read atomics.
+//! Lookups are served from a per-thread cache while no object was created or deleted since
+//! (see [`get`]), so the hot paths (posts and polls) normally take no lock here at all.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -307,15 +309,95 @@ pub fn with_reg<R>(f: impl FnOnce(&Registry) -> R) -> R {
 pub fn with_reg_mut<R>(f: impl FnOnce(&mut Registry) -> R) -> R {
     let mut g = wlock(&REGISTRY);
     let r = g.get_or_insert_with(Registry::default);
-    f(r)
+    let out = f(r);
+    // Invalidate every thread's handle cache before the lock is released.
+    EPOCH.fetch_add(1, Ordering::Release);
+    out
 }
 
-/// Looks up a handle.
+/// Looks up a handle: first in the calling thread's [`HandleCache`] (valid while [`EPOCH`] is
+/// unchanged), then in the registry under its read lock.
 pub fn get(ptr: *const std::ffi::c_void) -> Option<Obj> {
     if ptr.is_null() {
         return None;
     }
-    with_reg(|r| r.objs.get(&(ptr as usize)).cloned())
+    let key = ptr as usize;
+    let epoch = EPOCH.load(Ordering::Acquire);
+    let hit = CACHE
+        .try_with(|c| c.try_borrow().ok().and_then(|c| c.find(epoch, key)))
+        .ok()
+        .flatten();
+    if hit.is_some() {
+        return hit;
+    }
+    // The epoch read under the read lock names exactly the registry state the lookup saw.
+    let (found, epoch) = with_reg(|r| (r.objs.get(&key).cloned(), EPOCH.load(Ordering::Acquire)));
+    if let Some(o) = &found {
+        let _ = CACHE.try_with(|c| {
+            if let Ok(mut c) = c.try_borrow_mut() {
+                c.remember(epoch, key, o.clone());
+            }
+        });
+    }
+    found
+}
+
+/// Bumped (with the write lock held) by every registry change. A thread's cached lookups are valid
+/// only for the epoch they were made in, so a deleted or replaced handle is never served from a
+/// cache after its deletion returned. Lookups of the same objects by several threads (the posting
+/// threads and the poller of one application) then share no written cache line: the registry's
+/// `RwLock` word is written by every read lock, and it bounced between the cores on every post and
+/// poll of the benchmark's no-copy mode.
+static EPOCH: AtomicU64 = AtomicU64::new(0);
+
+/// Entries of a thread's handle cache (a hot path uses a JFC, a JFS or jetty, a target jetty and two
+/// segments).
+const CACHE_WAYS: usize = 8;
+
+/// A thread's most recent successful lookups, all made in `epoch`. Holding an `Obj` keeps its
+/// `Arc` alive: an object deleted meanwhile is freed when the thread next looks anything up (the
+/// epoch changed) or exits, never while it may still be in use.
+struct HandleCache {
+    epoch: u64,
+    keys: [usize; CACHE_WAYS],
+    objs: [Option<Obj>; CACHE_WAYS],
+    next: usize,
+}
+
+impl HandleCache {
+    fn find(&self, epoch: u64, key: usize) -> Option<Obj> {
+        if self.epoch != epoch {
+            return None;
+        }
+        let i = self.keys.iter().position(|&k| k == key)?;
+        self.objs[i].clone()
+    }
+
+    fn remember(&mut self, epoch: u64, key: usize, o: Obj) {
+        if self.epoch != epoch {
+            self.epoch = epoch;
+            self.keys = [0; CACHE_WAYS];
+            self.objs = [const { None }; CACHE_WAYS];
+            self.next = 0;
+        }
+        if self.keys.contains(&key) {
+            return;
+        }
+        self.keys[self.next] = key;
+        self.objs[self.next] = Some(o);
+        self.next = (self.next + 1) % CACHE_WAYS;
+    }
+}
+
+thread_local! {
+    static CACHE: std::cell::RefCell<HandleCache> = const {
+        std::cell::RefCell::new(HandleCache {
+            epoch: u64::MAX,
+            keys: [0; CACHE_WAYS],
+            objs: [const { None }; CACHE_WAYS],
+            next: 0,
+        })
+    };
 }
 
 macro_rules! getter {
