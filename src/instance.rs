@@ -5,9 +5,9 @@ use crate::abi::{os_transport_cfg_t, ERR};
 use crate::log::{debug, error, info, warning};
 use crate::pool::{current_worker, Pool, MAX_WORKERS};
 use crate::post::RecvQueue;
-use crate::request::ReqTable;
+use crate::request::{ReqTable, ReqTables};
 use crate::sync::{self, table, Kind, Req};
-use crate::sync_annotate::{Mutex, MutexGuard, RwLock};
+use crate::sync_annotate::{Mutex, RwLock};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -19,7 +19,7 @@ pub struct Instance {
     /// Sequence number (distinct for every successful init in the process).
     pub seq: u64,
     /// Request table.
-    pub reqs: Arc<Mutex<ReqTable>>,
+    pub reqs: Arc<ReqTables>,
     /// Workers.
     pub pool: Pool,
     /// Receive queue recorded by the last prefill (one slot, like legacy; D6: may be a JFR).
@@ -31,9 +31,9 @@ pub struct Instance {
 }
 
 impl Instance {
-    /// Locks the request table.
-    pub fn reqs(&self) -> MutexGuard<'_, ReqTable> {
-        self.reqs.lock().unwrap_or_else(|e| e.into_inner())
+    /// Locks the request-table shard of `rid`.
+    pub fn reqs(&self, rid: u64) -> ReqTable<'_> {
+        self.reqs.lock(rid)
     }
 }
 
@@ -88,7 +88,7 @@ pub unsafe fn init(cfg: *mut os_transport_cfg_t, handle: *mut *mut c_void) -> u3
     }
     let _ = table(); // preallocate the sync table now, not on the first request
     let seq = SEQ.fetch_add(1, Ordering::Relaxed) + 1;
-    let reqs = Arc::new(Mutex::new(ReqTable::new()));
+    let reqs = Arc::new(ReqTables::new());
     let r2 = reqs.clone();
     let pool = match Pool::start(cfg.worker_thread_num, seq, move |ctx, slot, gen, ud| {
         crate::wake::on_wake(ctx, &r2, slot, gen, ud)
@@ -154,7 +154,7 @@ pub fn destroy(handle: *mut c_void) -> u32 {
             }
         }
     };
-    inst.reqs().closing = true;
+    inst.reqs.for_each_shard(|s| s.closing = true);
     inst.pool.stop();
     let mut swept = 0;
     for (idx, slot) in table().slots() {
@@ -207,7 +207,7 @@ pub fn register(
         );
         return Err(RegError::Full);
     };
-    let mut t = inst.reqs();
+    let mut t = inst.reqs(rid);
     if t.closing {
         tab.unalloc(idx);
         return Err(RegError::Closing);
@@ -320,21 +320,15 @@ pub fn settle(idx: u32, slot: &sync::Slot, r: &mut Req) -> Settled {
 /// end here, so that its end and its table cleanup stay atomic for a racing completion; the
 /// common case (more tasks to come) touches only the slot. Nothing happens if destroy swept the
 /// request meanwhile.
-pub fn end_task(
-    reqs: &Mutex<ReqTable>,
-    idx: u32,
-    gen: u32,
-    ok: bool,
-    on_fail: impl FnOnce(&mut Req),
-) {
+pub fn end_task(reqs: &ReqTables, idx: u32, gen: u32, ok: bool, on_fail: impl FnOnce(&mut Req)) {
     let slot = table().slot(idx);
-    if ok {
+    let rid = {
         let mut r = slot.lock();
         if !(r.live && r.gen == gen) {
             return;
         }
         let may_end = r.running <= 1 && r.completed + 1 + r.canceled >= r.n;
-        if !may_end {
+        if ok && !may_end {
             r.running = r.running.saturating_sub(1);
             r.completed += 1;
             let c = settle(idx, slot, &mut r);
@@ -343,8 +337,11 @@ pub fn end_task(
             c.wake(slot);
             return;
         }
-    }
-    let mut t = reqs.lock().unwrap_or_else(|e| e.into_inner());
+        r.rid
+    };
+    // The slot cannot be reused meanwhile (this task is still counted in `running`), so `rid`
+    // names the shard of this request; the generation is checked again under both locks.
+    let mut t = reqs.lock(rid);
     let mut r = slot.lock();
     if !(r.live && r.gen == gen) {
         return;
@@ -365,6 +362,7 @@ pub fn end_task(
 /// Applies a cleanup with the request table already locked.
 pub fn apply_locked(t: &mut ReqTable, s: &Settled) {
     if let Some(c) = s.c {
+        debug_assert!(t.holds(c.rid), "cleanup applied under another id's shard");
         t.remove_if(c.rid, c.slot, c.gen);
         if c.tomb {
             t.tombstone(c.rid);
@@ -372,9 +370,9 @@ pub fn apply_locked(t: &mut ReqTable, s: &Settled) {
     }
 }
 
-/// Applies a cleanup (takes the request-table lock).
-pub fn apply(reqs: &Mutex<ReqTable>, s: &Settled) {
-    if s.c.is_some() {
-        apply_locked(&mut reqs.lock().unwrap_or_else(|e| e.into_inner()), s);
+/// Applies a cleanup (takes the lock of the request's shard).
+pub fn apply(reqs: &ReqTables, s: &Settled) {
+    if let Some(c) = s.c {
+        apply_locked(&mut reqs.lock(c.rid), s);
     }
 }

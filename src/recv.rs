@@ -124,7 +124,7 @@ pub unsafe fn recv(
             ck, st
         );
         // Legacy leaks the request here (§10 #4); we release it.
-        let mut t = inst.reqs();
+        let mut t = inst.reqs(ck);
         let slot = table().slot(idx);
         let mut r = slot.lock();
         if r.live && r.gen == gen {

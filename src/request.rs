@@ -1,9 +1,24 @@
 //! Request table (request id → sync slot, O(1)), the early-completion stash (D4) and tombstones.
 //!
-//! Lock order: the request table lock is taken before any slot lock, never the other way round.
+//! The id → slot map is split into [`SHARDS`] independently locked shards chosen by a hash of the
+//! id, so the threads that meet on every request (the submitter registering, the polling thread
+//! delivering completions, the workers ending tasks, the waiter cleaning up) rarely wait for each
+//! other: each locks only the shard of the id it works on. Everything done for one id is still
+//! serialised by that id's shard lock, which is what makes a request's end and its table cleanup
+//! atomic for a racing completion.
+//!
+//! The early-completion stash and the tombstones ([`Kept`]) are process-wide (their capacities are
+//! documented limits) and sit behind one more lock, taken only inside a shard lock and only when
+//! they hold something or must change; the common path never touches it.
+//!
+//! Lock order: a shard lock, then a slot lock or the [`Kept`] lock (both leaves with respect to
+//! each other: neither is taken while the other is held). At most one shard lock is held at a time.
 
+use crate::sync_annotate::{Mutex, MutexGuard};
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Hasher for request ids (≤ 40-bit keys, not attacker-chosen in a way that matters: a bad key set
 /// only slows the table down). One folded 64×64→128 multiply instead of SipHash.
@@ -44,42 +59,128 @@ pub struct Early {
     pub ud: u64,
 }
 
-/// The table, guarded by one mutex in the instance.
-pub struct ReqTable {
+/// Number of independently locked shards of the id → slot map (a power of two).
+pub const SHARDS: usize = 16;
+
+/// Shard of `rid`: the top bits of a multiplicative hash (the map inside uses the low bits).
+fn shard_of(rid: u64) -> usize {
+    (rid.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SHARDS.trailing_zeros())) as usize
+}
+
+/// One shard: the live ids whose hash falls here.
+pub struct Shard {
     map: IdMap,
+    /// Destroy has started: no new registrations (set in every shard by destroy).
+    pub closing: bool,
+}
+
+/// Keeps a shard on cache lines of its own, so that locking one shard never invalidates the line
+/// of another.
+#[repr(align(128))]
+struct Padded<T>(T);
+
+/// Early completions kept for later receives (D4) and tombstones of failed receives, shared by all
+/// shards.
+pub struct Kept {
     stash: VecDeque<Early>,
     tombs: [u64; TOMBSTONES],
     tomb_valid: [bool; TOMBSTONES],
     tomb_next: usize,
-    /// Number of set `tomb_valid` entries (lets the common no-tombstone case skip the scans).
+    /// Number of set `tomb_valid` entries.
     tomb_count: usize,
-    /// Destroy has started: no new registrations.
-    pub closing: bool,
 }
 
-impl Default for ReqTable {
+/// The request table of an instance: sharded map plus the shared [`Kept`] state.
+pub struct ReqTables {
+    shards: Box<[Padded<Mutex<Shard>>]>,
+    kept: Mutex<Kept>,
+    /// Stashed completions + set tombstones (changed only under the `kept` lock, read under a
+    /// shard lock to skip the `kept` lock when there is nothing kept: whatever was kept for an id
+    /// was kept under that id's shard lock, so the reader sees it).
+    kept_n: AtomicUsize,
+}
+
+impl Default for ReqTables {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl ReqTable {
-    /// Preallocates everything, so registration and lookup never allocate.
+impl ReqTables {
+    /// Preallocates everything, so registration and lookup never allocate: every shard can hold
+    /// every request in flight, so even ids that all hash to one shard never grow a map.
     pub fn new() -> Self {
-        ReqTable {
-            map: IdMap::with_capacity_and_hasher(
-                crate::sync::SYNC_CAPACITY * 2,
-                Default::default(),
-            ),
-            stash: VecDeque::with_capacity(STASH_CAPACITY),
-            tombs: [0; TOMBSTONES],
-            tomb_valid: [false; TOMBSTONES],
-            tomb_next: 0,
-            tomb_count: 0,
-            closing: false,
+        let shards = (0..SHARDS)
+            .map(|_| {
+                Padded(Mutex::new(Shard {
+                    map: IdMap::with_capacity_and_hasher(
+                        crate::sync::SYNC_CAPACITY,
+                        Default::default(),
+                    ),
+                    closing: false,
+                }))
+            })
+            .collect();
+        ReqTables {
+            shards,
+            kept: Mutex::new(Kept::new()),
+            kept_n: AtomicUsize::new(0),
         }
     }
 
+    /// Locks the shard of `rid`.
+    pub fn lock(&self, rid: u64) -> ReqTable<'_> {
+        let idx = shard_of(rid);
+        ReqTable {
+            shard: self.shards[idx].0.lock().unwrap_or_else(|e| e.into_inner()),
+            tables: self,
+            idx,
+        }
+    }
+
+    /// Runs `f` on every shard in turn (each locked while `f` runs).
+    pub fn for_each_shard(&self, mut f: impl FnMut(&mut Shard)) {
+        for s in self.shards.iter() {
+            f(&mut s.0.lock().unwrap_or_else(|e| e.into_inner()));
+        }
+    }
+
+    fn kept(&self) -> MutexGuard<'_, Kept> {
+        self.kept.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn kept_changed(&self, k: &Kept) {
+        self.kept_n
+            .store(k.stash.len() + k.tomb_count, Ordering::Release);
+    }
+
+    fn nothing_kept(&self) -> bool {
+        self.kept_n.load(Ordering::Acquire) == 0
+    }
+}
+
+/// The locked shard of one id, with the id's view of the shared [`Kept`] state. Pass only ids of
+/// this shard (the ones it was locked for).
+pub struct ReqTable<'a> {
+    shard: MutexGuard<'a, Shard>,
+    tables: &'a ReqTables,
+    idx: usize,
+}
+
+impl Deref for ReqTable<'_> {
+    type Target = Shard;
+    fn deref(&self) -> &Shard {
+        &self.shard
+    }
+}
+
+impl DerefMut for ReqTable<'_> {
+    fn deref_mut(&mut self) -> &mut Shard {
+        &mut self.shard
+    }
+}
+
+impl Shard {
     /// Entry for `rid` (may be stale: the caller checks the slot generation).
     pub fn get(&self, rid: u64) -> Option<(u32, u32)> {
         self.map.get(&rid).copied()
@@ -101,6 +202,75 @@ impl ReqTable {
     #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.map.is_empty()
+    }
+}
+
+impl ReqTable<'_> {
+    /// Keeps an early completion. When the stash is full the oldest entry is dropped and returned.
+    pub fn stash(&mut self, e: Early) -> Option<Early> {
+        debug_assert!(self.holds(e.rid));
+        let mut k = self.tables.kept();
+        let evicted = k.stash(e);
+        self.tables.kept_changed(&k);
+        evicted
+    }
+
+    /// Takes every stashed completion for `rid`, in arrival order, handing each to `f` (with the
+    /// shared lock held: `f` must not lock a slot or a shard).
+    pub fn drain_stash(&mut self, rid: u64, f: impl FnMut(Early)) {
+        if self.tables.nothing_kept() {
+            return;
+        }
+        let mut k = self.tables.kept();
+        k.drain_stash(rid, f);
+        self.tables.kept_changed(&k);
+    }
+
+    /// Remembers that receive `rid` ended without success.
+    pub fn tombstone(&mut self, rid: u64) {
+        debug_assert!(self.holds(rid));
+        let mut k = self.tables.kept();
+        k.tombstone(rid);
+        self.tables.kept_changed(&k);
+    }
+
+    /// `true` if `rid` is tombstoned.
+    pub fn is_tombstoned(&self, rid: u64) -> bool {
+        !self.tables.nothing_kept() && self.tables.kept().is_tombstoned(rid)
+    }
+
+    /// Forgets the tombstone of `rid` (a new receive registered it).
+    pub fn clear_tombstone(&mut self, rid: u64) {
+        if self.tables.nothing_kept() {
+            return;
+        }
+        let mut k = self.tables.kept();
+        k.clear_tombstone(rid);
+        self.tables.kept_changed(&k);
+    }
+
+    /// Whether `rid` belongs to this shard (debug checks).
+    pub fn holds(&self, rid: u64) -> bool {
+        shard_of(rid) == self.idx
+    }
+}
+
+impl Default for Kept {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Kept {
+    /// Empty, with the stash preallocated.
+    pub fn new() -> Self {
+        Kept {
+            stash: VecDeque::with_capacity(STASH_CAPACITY),
+            tombs: [0; TOMBSTONES],
+            tomb_valid: [false; TOMBSTONES],
+            tomb_next: 0,
+            tomb_count: 0,
+        }
     }
 
     /// Keeps an early completion. When the stash is full the oldest entry is dropped and returned.
@@ -172,7 +342,8 @@ mod tests {
 
     #[test]
     fn map_remove_only_matching_generation() {
-        let mut t = ReqTable::new();
+        let tables = ReqTables::new();
+        let mut t = tables.lock(5);
         t.insert(5, 1, 1);
         t.remove_if(5, 1, 2);
         assert_eq!(t.get(5), Some((1, 1)));
@@ -183,7 +354,7 @@ mod tests {
 
     #[test]
     fn stash_is_bounded_and_drains_in_order() {
-        let mut t = ReqTable::new();
+        let mut t = Kept::new();
         for i in 0..STASH_CAPACITY as u64 {
             assert_eq!(t.stash(Early { rid: i % 3, ud: i }), None);
         }
@@ -200,7 +371,7 @@ mod tests {
     #[test]
     fn full_stash_drops_the_oldest_entry() {
         // Issue 9: completions that never find a request must not disable D4 for good.
-        let mut t = ReqTable::new();
+        let mut t = Kept::new();
         for i in 0..STASH_CAPACITY as u64 {
             assert_eq!(
                 t.stash(Early {
@@ -224,7 +395,7 @@ mod tests {
 
     #[test]
     fn tombstones() {
-        let mut t = ReqTable::new();
+        let mut t = Kept::new();
         t.tombstone(7);
         assert!(t.is_tombstoned(7));
         t.clear_tombstone(7);
@@ -239,5 +410,48 @@ mod tests {
         t.clear_tombstone(101);
         assert_eq!(t.tomb_count, TOMBSTONES - 1);
         assert!(!t.is_tombstoned(101));
+    }
+
+    #[test]
+    fn ids_spread_over_every_shard() {
+        let mut seen = [0usize; SHARDS];
+        for rid in 0..4096u64 {
+            seen[shard_of(rid)] += 1;
+        }
+        assert!(seen.iter().all(|&n| n > 4096 / SHARDS / 2), "{seen:?}");
+        // Client keys in the transport encoding (high bits set) spread too.
+        let mut seen = [0usize; SHARDS];
+        for k in 0..4096u64 {
+            seen[shard_of((0x3AB << 40) | k)] += 1;
+        }
+        assert!(seen.iter().all(|&n| n > 0), "{seen:?}");
+    }
+
+    #[test]
+    fn kept_state_is_shared_by_the_shards_and_skipped_when_empty() {
+        let tables = ReqTables::new();
+        let (a, b) = (
+            1u64,
+            (1..100).find(|&r| shard_of(r) != shard_of(1)).unwrap(),
+        );
+        assert!(tables.nothing_kept());
+        tables.lock(a).stash(Early { rid: a, ud: 10 });
+        tables.lock(b).tombstone(b);
+        assert_eq!(tables.kept_n.load(Ordering::Relaxed), 2);
+        assert!(tables.lock(b).is_tombstoned(b));
+        assert!(!tables.lock(a).is_tombstoned(a));
+        let mut got = Vec::new();
+        tables.lock(a).drain_stash(a, |e| got.push(e.ud));
+        assert_eq!(got, vec![10]);
+        tables.lock(b).clear_tombstone(b);
+        assert!(tables.nothing_kept(), "counter follows the kept state");
+        assert!(!tables.lock(b).is_tombstoned(b));
+    }
+
+    #[test]
+    fn closing_is_set_on_every_shard() {
+        let tables = ReqTables::new();
+        tables.for_each_shard(|s| s.closing = true);
+        assert!((0..64u64).all(|rid| tables.lock(rid).closing));
     }
 }

@@ -124,7 +124,7 @@ pub unsafe fn send(
             // SAFETY: valid out-pointer.
             unsafe { *status = st };
         }
-        let mut t = inst.reqs();
+        let mut t = inst.reqs(sk);
         let slot = table().slot(idx);
         let mut r = slot.lock();
         if r.live && r.gen == gen {

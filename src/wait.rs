@@ -136,7 +136,7 @@ pub unsafe fn cancel(inst: &Instance, sync_handle: *mut *mut task_sync_t, rid: u
             Some((idx, gen))
         }
     };
-    let mut t = inst.reqs();
+    let mut t = inst.reqs(rid);
     let (mut woken, mut woken_sync) = (None, None);
     if let Some((s, g)) = t.get(rid) {
         let slot = table().slot(s);
@@ -156,8 +156,12 @@ pub unsafe fn cancel(inst: &Instance, sync_handle: *mut *mut task_sync_t, rid: u
     } else {
         debug!(1, "cancel request {:#x}: no queued tasks", rid);
     }
+    drop(t);
     if let Some((idx, gen)) = target {
         let slot = table().slot(idx);
+        // The sync may belong to another id (another shard): lock that one, then check again.
+        let trid = slot.lock().rid;
+        let mut t = inst.reqs(trid);
         let mut r = slot.lock();
         if usable(&r, gen, inst) {
             r.cancel_queued();
@@ -171,7 +175,6 @@ pub unsafe fn cancel(inst: &Instance, sync_handle: *mut *mut task_sync_t, rid: u
         // SAFETY: valid pointer (checked above).
         unsafe { *sync_handle = std::ptr::null_mut() };
     }
-    drop(t);
     for (slot, c) in [woken, woken_sync].into_iter().flatten() {
         c.wake(slot);
     }

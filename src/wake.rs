@@ -6,10 +6,9 @@ use crate::instance::{apply_locked, end_task, settle, Instance};
 use crate::log::{debug, error, warning};
 use crate::pool::{EnqueueError, WorkerCtx};
 use crate::recv::{expected_key, repost};
-use crate::request::{Early, ReqTable};
+use crate::request::{Early, ReqTable, ReqTables};
 use crate::send;
 use crate::sync::{table, Kind};
-use crate::sync_annotate::Mutex;
 use crate::user_data::{dec, UserData, SENTINEL_CHUNK_ID};
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
@@ -95,7 +94,7 @@ fn ended_pending_cleanup(t: &ReqTable, rid: u64) -> bool {
 }
 
 fn deliver(inst: &Instance, rid: u64, ud: u64, recv_side: bool) -> i32 {
-    let mut t = inst.reqs();
+    let mut t = inst.reqs(rid);
     match lookup(&t, rid) {
         Some((s, g, _)) if !recv_side => {
             // D15: the send pipeline step (SEND_IMM k, WRITE k+1: URMA posts only, no user code)
@@ -145,7 +144,7 @@ fn deliver(inst: &Instance, rid: u64, ud: u64, recv_side: bool) -> i32 {
 
 /// D3: a completion with a non-success status fails its request.
 fn fail_request(inst: &Instance, rid: u64, status: u32) -> i32 {
-    let mut t = inst.reqs();
+    let mut t = inst.reqs(rid);
     let Some((s, g)) = t.get(rid) else {
         debug!(
             2,
@@ -175,7 +174,7 @@ fn fail_request(inst: &Instance, rid: u64, status: u32) -> i32 {
 /// One step of the send pipeline: if `ud` is the completion of the WRITE that the next task of the
 /// send in `idx` waits for, runs that task (SEND_IMM k, then WRITE k+1) on the calling thread and
 /// accounts it. Called by `os_transport_wake_up_task` for send completions (D15).
-fn send_step(reqs: &Mutex<ReqTable>, instance: u64, idx: u32, gen: u32, ud: u64) {
+fn send_step(reqs: &ReqTables, instance: u64, idx: u32, gen: u32, ud: u64) {
     let slot = table().slot(idx);
     let mut r = slot.lock();
     if !r.live || r.gen != gen || r.instance != instance || r.kind != Kind::Send {
@@ -222,7 +221,7 @@ fn send_step(reqs: &Mutex<ReqTable>, instance: u64, idx: u32, gen: u32, ud: u64)
 }
 
 /// Worker handler for one wake-up.
-pub fn on_wake(ctx: &WorkerCtx, reqs: &Mutex<ReqTable>, idx: u32, gen: u32, ud: u64) {
+pub fn on_wake(ctx: &WorkerCtx, reqs: &ReqTables, idx: u32, gen: u32, ud: u64) {
     let slot = table().slot(idx);
     let mut r = slot.lock();
     if !r.live || r.gen != gen || r.instance != ctx.id.instance {
