@@ -1,10 +1,11 @@
 //! Worker pool (spec §5): `worker_thread_num` threads named `ost_wkr_<n>`, one bounded wake-up queue
 //! each, least-loaded worker selection at submit. Right after finishing a task a worker waits
-//! briefly without sleeping ([`SPIN_PAUSES`] pause iterations, then `sched_yield` for at most
-//! [`SPIN_BUDGET`]), so a completion that follows its previous task closely is picked up without a
-//! futex sleep and wake-up; after that, and whenever idle, it blocks on a condvar (idle workers
-//! never spin). A submitter signals only when the worker has announced that it is going to sleep,
-//! and signals after releasing the queue lock.
+//! briefly without sleeping ([`SPIN_PAUSES`] pause iterations, then `sched_yield` for a budget set
+//! by [`Pacer`]: [`SPIN_MIN`], or up to [`SPIN_MAX`] while its recent tasks came that close to each
+//! other), so a completion that follows its previous task closely is picked up without a futex
+//! sleep and wake-up; after that, and whenever idle, it blocks on a condvar (idle workers never
+//! spin). A submitter signals only when the worker has announced that it is going to sleep, and
+//! signals after releasing the queue lock.
 
 use crate::sync_annotate::{Condvar, Mutex, MutexGuard};
 use std::cell::Cell;
@@ -16,9 +17,12 @@ use std::time::{Duration, Instant};
 
 /// Pause iterations a worker spends checking its queue right after a task, before yielding.
 const SPIN_PAUSES: u32 = 32;
-/// Longest time a worker keeps yielding (checking its queue between yields) right after a task
-/// before it blocks on its condvar.
-const SPIN_BUDGET: Duration = Duration::from_micros(50);
+/// Time a worker keeps yielding (checking its queue between yields) right after a task before it
+/// blocks on its condvar, when its recent tasks were not close together.
+const SPIN_MIN: Duration = Duration::from_micros(50);
+/// Longest such wait: used while the recent gaps between a worker's tasks were short (see
+/// [`Pacer`]).
+const SPIN_MAX: Duration = Duration::from_micros(500);
 /// Yields between two reads of the clock during that wait.
 const YIELDS_PER_CHECK: u32 = 4;
 
@@ -94,11 +98,15 @@ impl Queue {
     /// submitter pushes and reads `sleeping` under the lock too. So a push either happens before
     /// the worker's locked check (the worker pops it) or after the worker set `sleeping` (the
     /// submitter sees `sleeping == true` and signals); the spin can only make a pop earlier.
-    fn spin(&self, stopping: &AtomicBool) {
+    ///
+    /// Returns when the wait started if it ran out of budget (the worker is about to block), so
+    /// that the gap until its next wake-up can still be measured.
+    fn spin(&self, stopping: &AtomicBool, pacer: &mut Pacer) -> Option<Instant> {
         let ready = || self.len.load(Ordering::Acquire) != 0 || stopping.load(Ordering::Relaxed);
         for _ in 0..SPIN_PAUSES {
             if ready() {
-                return;
+                pacer.record(Duration::ZERO);
+                return None;
             }
             std::hint::spin_loop();
         }
@@ -106,15 +114,17 @@ impl Queue {
         // to run returns in well under a microsecond, and the clock read would otherwise cost
         // more instructions than the yield itself.
         let start = Instant::now();
+        let budget = pacer.budget();
         loop {
             for _ in 0..YIELDS_PER_CHECK {
                 if ready() {
-                    return;
+                    pacer.record(start.elapsed());
+                    return None;
                 }
                 std::thread::yield_now();
             }
-            if start.elapsed() >= SPIN_BUDGET {
-                return;
+            if start.elapsed() >= budget {
+                return Some(start);
             }
         }
     }
@@ -159,6 +169,40 @@ impl Queue {
         q.stop = true;
         drop(q);
         self.cv.notify_one();
+    }
+}
+
+/// A worker's estimate of the gap between the end of a task and the arrival of its next wake-up,
+/// which sets how long it waits without sleeping after a task.
+///
+/// Waiting pays when the next wake-up comes sooner than a sleep and a wake-up would cost: a futex
+/// wake-up costs the waking thread (the application's polling thread, on the critical path of
+/// every chunk) several microseconds in a VM guest and the woken worker tens of microseconds of
+/// scheduling. With a steady flow of chunks that arrive every 50-500 µs (2 MiB copies in the
+/// software provider, a slow peer) the fixed [`SPIN_MIN`] wait missed every one of them. The
+/// estimate is a moving average (weight 1/4) of the measured gaps, each capped at 4 × [`SPIN_MAX`]
+/// so that one long idle period does not disable the wait for long. The budget is twice the
+/// estimate, within [`SPIN_MIN`]..=[`SPIN_MAX`], and falls back to [`SPIN_MIN`] once the estimate
+/// exceeds [`SPIN_MAX`] (tasks too far apart for waiting to pay: the worker sleeps as before).
+#[derive(Debug, Default)]
+struct Pacer {
+    gap_ns: u64,
+}
+
+impl Pacer {
+    fn budget(&self) -> Duration {
+        let est = Duration::from_nanos(self.gap_ns);
+        if est > SPIN_MAX {
+            SPIN_MIN
+        } else {
+            (est * 2).clamp(SPIN_MIN, SPIN_MAX)
+        }
+    }
+
+    fn record(&mut self, gap: Duration) {
+        let cap = (SPIN_MAX * 4).as_nanos() as u64;
+        let g = (gap.as_nanos() as u64).min(cap);
+        self.gap_ns = self.gap_ns - self.gap_ns / 4 + g / 4;
     }
 }
 
@@ -248,10 +292,15 @@ impl Pool {
                 .spawn(move || {
                     let guard = GoneOnExit(wq);
                     CURRENT.with(|c| c.set(Some(ctx.id)));
+                    let mut pacer = Pacer::default();
+                    let mut blocked_since = None;
                     while let Some(w) = guard.0.next(&stop) {
+                        if let Some(t) = blocked_since.take() {
+                            pacer.record(Instant::elapsed(&t));
+                        }
                         h(&ctx, w.slot, w.gen, w.ud);
                         // Only right after a task: an idle worker stays blocked in `next`.
-                        guard.0.spin(&stop);
+                        blocked_since = guard.0.spin(&stop, &mut pacer);
                     }
                     CURRENT.with(|c| c.set(None));
                 });
@@ -360,6 +409,35 @@ mod tests {
             assert_eq!(*ud, k as u64 * 10);
         }
         assert_eq!(current_worker(), None);
+    }
+
+    #[test]
+    fn pacer_waits_longer_only_while_tasks_come_close_together() {
+        let mut p = Pacer::default();
+        assert_eq!(p.budget(), SPIN_MIN, "no history: the short wait");
+        for _ in 0..32 {
+            p.record(Duration::from_micros(150));
+        }
+        let b = p.budget();
+        assert!(b > Duration::from_micros(250) && b <= SPIN_MAX, "{b:?}");
+        for _ in 0..32 {
+            p.record(Duration::from_micros(400));
+        }
+        assert_eq!(p.budget(), SPIN_MAX, "capped");
+        // Tasks far apart: waiting cannot pay, back to the short wait.
+        for _ in 0..32 {
+            p.record(Duration::from_secs(3));
+        }
+        assert_eq!(p.budget(), SPIN_MIN);
+        // One long idle period is capped, so a few close tasks restore the longer wait.
+        for _ in 0..8 {
+            p.record(Duration::from_micros(100));
+        }
+        assert!(p.budget() > SPIN_MIN, "{:?}", p.budget());
+        for _ in 0..32 {
+            p.record(Duration::ZERO);
+        }
+        assert_eq!(p.budget(), SPIN_MIN, "back-to-back tasks: the short wait suffices");
     }
 
     #[test]
