@@ -437,7 +437,11 @@ mod tests {
         for _ in 0..32 {
             p.record(Duration::ZERO);
         }
-        assert_eq!(p.budget(), SPIN_MIN, "back-to-back tasks: the short wait suffices");
+        assert_eq!(
+            p.budget(),
+            SPIN_MIN,
+            "back-to-back tasks: the short wait suffices"
+        );
     }
 
     #[test]
