@@ -8,7 +8,9 @@ use crate::post::RecvQueue;
 use crate::request::{ReqTable, ReqTables};
 use crate::sync::{self, table, Kind, Req};
 use crate::sync_annotate::{Mutex, RwLock};
+use std::cell::RefCell;
 use std::ffi::c_void;
+use std::ops::Deref;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -45,15 +47,95 @@ pub fn handle_of(seq: u64) -> usize {
     (HANDLE_TAG | ((seq & 0xF_FFFF_FFFF) << 4)) as usize
 }
 
+/// Bumped (with `LIVE` write-locked) by every init and destroy: a thread's cached instance is valid
+/// only for the epoch it was read in.
+static EPOCH: AtomicU64 = AtomicU64::new(0);
+
+/// A thread's view of `LIVE`, so that validating a handle writes no shared cache line: read-locking
+/// `LIVE` and cloning the `Arc` are two atomic read-modify-writes on lines that every thread calling
+/// the API writes too (the polling thread calls `os_transport_wake_up_task` for every completion).
+struct Cached {
+    /// Epoch `inst` was read in (`u64::MAX`: nothing read yet).
+    epoch: u64,
+    inst: Option<Arc<Instance>>,
+    /// Live [`InstRef::Cached`] borrows of `inst` on this thread (API calls nested through a log
+    /// or notify callback): `inst` is never replaced while one exists.
+    borrows: usize,
+}
+
+thread_local! {
+    static CACHED: RefCell<Cached> = const {
+        RefCell::new(Cached { epoch: u64::MAX, inst: None, borrows: 0 })
+    };
+}
+
+/// The validated instance for the duration of one API call.
+pub enum InstRef {
+    /// Borrowed from this thread's cache, which keeps its `Arc` until the borrow ends.
+    Cached(*const Instance),
+    /// A clone of the `Arc` (nested calls after a destroy, or a thread being torn down).
+    Owned(Arc<Instance>),
+}
+
+impl Deref for InstRef {
+    type Target = Instance;
+    fn deref(&self) -> &Instance {
+        match self {
+            // SAFETY: the pointer comes from the `Arc` in this thread's `CACHED`, which is not
+            // replaced or dropped while `borrows` counts this value (InstRef is !Send, so it is
+            // dropped on this thread, and the thread-local outlives any call on the thread).
+            InstRef::Cached(p) => unsafe { &**p },
+            InstRef::Owned(a) => a,
+        }
+    }
+}
+
+impl Drop for InstRef {
+    fn drop(&mut self) {
+        if let InstRef::Cached(_) = self {
+            let _ = CACHED.try_with(|c| c.borrow_mut().borrows -= 1);
+        }
+    }
+}
+
 /// The live instance if `handle` is its handle.
-pub fn get(handle: *mut c_void) -> Option<Arc<Instance>> {
+pub fn get(handle: *mut c_void) -> Option<InstRef> {
     if handle.is_null() {
         return None;
+    }
+    let epoch = EPOCH.load(Ordering::Acquire);
+    let fast = CACHED.try_with(|c| {
+        let mut c = c.try_borrow_mut().ok()?;
+        if c.epoch != epoch {
+            if c.borrows != 0 {
+                return None; // an outer call on this thread still uses the cached instance
+            }
+            let g = LIVE.read().unwrap_or_else(|e| e.into_inner());
+            // Read under the lock, the epoch names exactly the instance (or none) cloned here.
+            let fresh = (g.clone(), EPOCH.load(Ordering::Acquire));
+            drop(g);
+            // The previous instance (if this was its last reference) is dropped here: destroy has
+            // stopped its workers already, so dropping it joins nothing.
+            (c.inst, c.epoch) = fresh;
+        }
+        let hit = c
+            .inst
+            .as_ref()
+            .filter(|i| handle_of(i.seq) == handle as usize)
+            .map(Arc::as_ptr);
+        if hit.is_some() {
+            c.borrows += 1;
+        }
+        Some(hit.map(InstRef::Cached))
+    });
+    if let Ok(Some(r)) = fast {
+        return r;
     }
     let g = LIVE.read().unwrap_or_else(|e| e.into_inner());
     g.as_ref()
         .filter(|i| handle_of(i.seq) == handle as usize)
         .cloned()
+        .map(InstRef::Owned)
 }
 
 /// `os_transport_init`.
@@ -108,6 +190,7 @@ pub unsafe fn init(cfg: *mut os_transport_cfg_t, handle: *mut *mut c_void) -> u3
         jfc_info: Mutex::new((cfg.jfce as usize, cfg.jfc as usize, cfg.urma_event_mode)),
     };
     *g = Some(Arc::new(inst));
+    EPOCH.fetch_add(1, Ordering::Release);
     // SAFETY: valid out-pointer (checked above).
     unsafe { *handle = handle_of(seq) as *mut c_void };
     info!(
@@ -146,7 +229,9 @@ pub fn destroy(handle: *mut c_void) -> u32 {
                     );
                     return ERR;
                 }
-                g.take().expect("checked")
+                let taken = g.take().expect("checked");
+                EPOCH.fetch_add(1, Ordering::Release);
+                taken
             }
             _ => {
                 error!("os_transport_destroy: not initialized or bad handle");
