@@ -172,6 +172,43 @@ fn every_call_after_destroy_and_with_foreign_handles_is_refused() {
     assert_eq!(os_transport_destroy(h), ERR, "second destroy");
 }
 
+/// Handles are validated against a per-thread cached instance (`instance::get`): a thread that
+/// used an instance must still see its destroy, and the next instance, at once.
+#[test]
+fn a_thread_that_used_an_instance_sees_its_destroy_and_the_next_instance() {
+    let _g = serial();
+    let (to_thread, requests) = std::sync::mpsc::channel::<usize>();
+    let (answer, answers) = std::sync::mpsc::channel::<u32>();
+    let t = std::thread::spawn(move || {
+        for h in requests {
+            answer
+                .send(os_transport_reg_jfc(
+                    null_mut(),
+                    null_mut(),
+                    h as *mut c_void,
+                ))
+                .unwrap();
+        }
+    });
+    let ask = |h: *mut c_void| {
+        to_thread.send(h as usize).unwrap();
+        answers.recv_timeout(Duration::from_secs(10)).unwrap()
+    };
+    let h1 = lb::init(1, 4);
+    assert_eq!(ask(h1), 0, "the thread caches instance 1");
+    assert_eq!(ask(h1), 0);
+    assert_eq!(os_transport_destroy(h1), 0);
+    assert_eq!(ask(h1), ERR, "destroyed on another thread");
+    let h2 = lb::init(1, 4);
+    assert_ne!(h2, h1);
+    assert_eq!(ask(h1), ERR, "old handle after a re-init");
+    assert_eq!(ask(h2), 0, "new instance seen at once");
+    assert_eq!(os_transport_destroy(h2), 0);
+    assert_eq!(ask(h2), ERR);
+    drop(to_thread);
+    t.join().unwrap();
+}
+
 #[test]
 fn requests_beyond_capacity_get_a_clear_error_and_nothing_is_queued() {
     let _g = serial();
