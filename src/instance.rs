@@ -26,6 +26,9 @@ pub struct Instance {
     pub pool: Pool,
     /// Receive queue recorded by the last prefill (one slot, like legacy; D6: may be a JFR).
     pub recvq: Mutex<RecvQueue>,
+    /// `recvq` in one word ([`RecvQueue::encode`]), written under its lock, read without it by
+    /// the per-completion re-post and the per-recv prefill check.
+    pub recvq_word: AtomicU64,
     /// `recv_queue_capacity`
     pub recv_cap: u32,
     /// `(jfce, jfc, urma_event_mode)` recorded by init / reg_jfc (informational).
@@ -186,6 +189,7 @@ pub unsafe fn init(cfg: *mut os_transport_cfg_t, handle: *mut *mut c_void) -> u3
         reqs,
         pool,
         recvq: Mutex::new(RecvQueue::None),
+        recvq_word: AtomicU64::new(0),
         recv_cap: cfg.recv_queue_capacity,
         jfc_info: Mutex::new((cfg.jfce as usize, cfg.jfc as usize, cfg.urma_event_mode)),
     };

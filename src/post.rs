@@ -24,6 +24,60 @@ pub enum RecvQueue {
     Jfr(usize),
 }
 
+const TAG_SHIFT: u32 = 62;
+const ADDR_MASK: u64 = (1 << TAG_SHIFT) - 1;
+
+impl RecvQueue {
+    /// One-word form for lock-free readers: tag in the top 2 bits, address below. 0 (also for an
+    /// address that does not fit, which no user-space pointer has) means "ask the lock".
+    pub fn encode(self) -> u64 {
+        let (tag, a) = match self {
+            RecvQueue::None => return 0,
+            RecvQueue::Jetty(a) => (1u64, a as u64),
+            RecvQueue::Jfr(a) => (2u64, a as u64),
+        };
+        if a & !ADDR_MASK != 0 {
+            0
+        } else {
+            (tag << TAG_SHIFT) | a
+        }
+    }
+
+    /// Inverse of [`RecvQueue::encode`]; `None` for 0.
+    pub fn decode(v: u64) -> Option<RecvQueue> {
+        let a = (v & ADDR_MASK) as usize;
+        match v >> TAG_SHIFT {
+            1 => Some(RecvQueue::Jetty(a)),
+            2 => Some(RecvQueue::Jfr(a)),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RecvQueue;
+
+    #[test]
+    fn recv_queue_word_round_trips_or_defers_to_the_lock() {
+        for q in [
+            RecvQueue::Jetty(0x7f00_1234_5670),
+            RecvQueue::Jfr(0x5555_0000_0008),
+            RecvQueue::Jfr(8),
+        ] {
+            assert_eq!(RecvQueue::decode(q.encode()), Some(q));
+        }
+        assert_eq!(RecvQueue::None.encode(), 0);
+        assert_eq!(RecvQueue::decode(0), None);
+        assert_eq!(
+            RecvQueue::Jetty(usize::MAX).encode(),
+            0,
+            "does not fit: readers lock"
+        );
+        assert_ne!(RecvQueue::Jetty(16).encode(), RecvQueue::Jfr(16).encode());
+    }
+}
+
 fn blank_wr() -> urma_jfs_wr_t {
     // SAFETY: urma_jfs_wr_t is a plain C struct (integers, pointers, unions of those); all-zero is valid.
     let mut wr: urma_jfs_wr_t = unsafe { std::mem::zeroed() };

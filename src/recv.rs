@@ -8,6 +8,7 @@ use crate::post::{self, RecvQueue};
 use crate::sync::{table, token, Kind};
 use crate::user_data::{key_valid, UserData};
 use std::ffi::c_void;
+use std::sync::atomic::Ordering;
 use urma_sys::{urma_status_t, urma_target_seg_t, URMA_ENOMEM, URMA_FAIL, URMA_SUCCESS};
 
 /// Decoded immediate that receive task `i` of `n` waits for (§4.2).
@@ -23,6 +24,9 @@ fn prefill(
     tseg: *mut urma_target_seg_t,
     ck: u64,
 ) -> urma_status_t {
+    if RecvQueue::decode(inst.recvq_word.load(Ordering::Acquire)) == Some(target) {
+        return URMA_SUCCESS;
+    }
     let mut q = inst.recvq.lock().unwrap_or_else(|e| e.into_inner());
     if *q == target {
         return URMA_SUCCESS;
@@ -39,6 +43,7 @@ fn prefill(
     }
     if st == URMA_SUCCESS || st == URMA_ENOMEM {
         *q = target;
+        inst.recvq_word.store(target.encode(), Ordering::Release);
         debug!(
             1,
             "recv {:#x}: prefilled {} recv WRs (status {})", ck, posted, st
@@ -49,7 +54,8 @@ fn prefill(
 
 /// Re-posts one recv WR `{0, 0, NULL}`, user_ctx 0, on the recorded queue (§4.1).
 pub fn repost(inst: &Instance) -> urma_status_t {
-    let q = *inst.recvq.lock().unwrap_or_else(|e| e.into_inner());
+    let q = RecvQueue::decode(inst.recvq_word.load(Ordering::Acquire))
+        .unwrap_or_else(|| *inst.recvq.lock().unwrap_or_else(|e| e.into_inner()));
     let st = if q == RecvQueue::None {
         URMA_FAIL
     } else {
