@@ -54,30 +54,6 @@ impl RecvQueue {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::RecvQueue;
-
-    #[test]
-    fn recv_queue_word_round_trips_or_defers_to_the_lock() {
-        for q in [
-            RecvQueue::Jetty(0x7f00_1234_5670),
-            RecvQueue::Jfr(0x5555_0000_0008),
-            RecvQueue::Jfr(8),
-        ] {
-            assert_eq!(RecvQueue::decode(q.encode()), Some(q));
-        }
-        assert_eq!(RecvQueue::None.encode(), 0);
-        assert_eq!(RecvQueue::decode(0), None);
-        assert_eq!(
-            RecvQueue::Jetty(usize::MAX).encode(),
-            0,
-            "does not fit: readers lock"
-        );
-        assert_ne!(RecvQueue::Jetty(16).encode(), RecvQueue::Jfr(16).encode());
-    }
-}
-
 fn blank_wr() -> urma_jfs_wr_t {
     // SAFETY: urma_jfs_wr_t is a plain C struct (integers, pointers, unions of those); all-zero is valid.
     let mut wr: urma_jfs_wr_t = unsafe { std::mem::zeroed() };
@@ -176,5 +152,29 @@ pub fn recv_wr(q: RecvQueue, tseg: *mut urma_target_seg_t, user_ctx: u64) -> urm
         // SAFETY: as above, for the application's JFR.
         RecvQueue::Jfr(f) => unsafe { urma_post_jfr_wr(f as *mut urma_jfr_t, &mut wr, &mut bad) },
         RecvQueue::None => URMA_FAIL,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RecvQueue;
+
+    #[test]
+    fn recv_queue_word_round_trips_or_defers_to_the_lock() {
+        for q in [
+            RecvQueue::Jetty(0x7f00_1234_5670),
+            RecvQueue::Jfr(0x5555_0000_0008),
+            RecvQueue::Jfr(8),
+        ] {
+            assert_eq!(RecvQueue::decode(q.encode()), Some(q));
+        }
+        assert_eq!(RecvQueue::None.encode(), 0);
+        assert_eq!(RecvQueue::decode(0), None);
+        assert_eq!(
+            RecvQueue::Jetty(usize::MAX).encode(),
+            0,
+            "does not fit: readers lock"
+        );
+        assert_ne!(RecvQueue::Jetty(16).encode(), RecvQueue::Jfr(16).encode());
     }
 }
