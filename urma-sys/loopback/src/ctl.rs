@@ -1,7 +1,7 @@
 //! Test-control API `urma_loopback_*` (declared in `include/urma_loopback.h`) and counters.
 
 use std::ffi::{c_char, c_int, c_void, CStr};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use crate::knobs;
 use crate::registry::{live_counts, Kind};
@@ -10,45 +10,45 @@ use crate::util::guard;
 
 /// Global counters (all since process start or the last reset).
 pub struct Counters {
-    pub send_wrs: AtomicU64,
-    pub recv_wrs: AtomicU64,
-    pub post_errors: AtomicU64,
-    pub crs_generated: AtomicU64,
-    pub crs_polled: AtomicU64,
-    pub crs_dropped: AtomicU64,
-    pub crs_duplicated: AtomicU64,
-    pub crs_held: AtomicU64,
-    pub crs_overflow: AtomicU64,
-    pub crs_error: AtomicU64,
-    pub rnr_errors: AtomicU64,
-    pub bytes_copied: AtomicU64,
-    pub bytes_transferred: AtomicU64,
-    pub events_reported: AtomicU64,
-    pub events_acked: AtomicU64,
-    pub rnr_parked: AtomicU64,
-    pub rnr_delivered_late: AtomicU64,
-    pub rnr_expired: AtomicU64,
+    pub send_wrs: Counter,
+    pub recv_wrs: Counter,
+    pub post_errors: Counter,
+    pub crs_generated: Counter,
+    pub crs_polled: Counter,
+    pub crs_dropped: Counter,
+    pub crs_duplicated: Counter,
+    pub crs_held: Counter,
+    pub crs_overflow: Counter,
+    pub crs_error: Counter,
+    pub rnr_errors: Counter,
+    pub bytes_copied: Counter,
+    pub bytes_transferred: Counter,
+    pub events_reported: Counter,
+    pub events_acked: Counter,
+    pub rnr_parked: Counter,
+    pub rnr_delivered_late: Counter,
+    pub rnr_expired: Counter,
 }
 
 pub static COUNTERS: Counters = Counters {
-    send_wrs: AtomicU64::new(0),
-    recv_wrs: AtomicU64::new(0),
-    post_errors: AtomicU64::new(0),
-    crs_generated: AtomicU64::new(0),
-    crs_polled: AtomicU64::new(0),
-    crs_dropped: AtomicU64::new(0),
-    crs_duplicated: AtomicU64::new(0),
-    crs_held: AtomicU64::new(0),
-    crs_overflow: AtomicU64::new(0),
-    crs_error: AtomicU64::new(0),
-    rnr_errors: AtomicU64::new(0),
-    bytes_copied: AtomicU64::new(0),
-    bytes_transferred: AtomicU64::new(0),
-    events_reported: AtomicU64::new(0),
-    events_acked: AtomicU64::new(0),
-    rnr_parked: AtomicU64::new(0),
-    rnr_delivered_late: AtomicU64::new(0),
-    rnr_expired: AtomicU64::new(0),
+    send_wrs: Counter::new(),
+    recv_wrs: Counter::new(),
+    post_errors: Counter::new(),
+    crs_generated: Counter::new(),
+    crs_polled: Counter::new(),
+    crs_dropped: Counter::new(),
+    crs_duplicated: Counter::new(),
+    crs_held: Counter::new(),
+    crs_overflow: Counter::new(),
+    crs_error: Counter::new(),
+    rnr_errors: Counter::new(),
+    bytes_copied: Counter::new(),
+    bytes_transferred: Counter::new(),
+    events_reported: Counter::new(),
+    events_acked: Counter::new(),
+    rnr_parked: Counter::new(),
+    rnr_delivered_late: Counter::new(),
+    rnr_expired: Counter::new(),
 };
 
 /// C mirror of `urma_loopback_counters_t` (see the header for field meanings).
@@ -89,7 +89,7 @@ pub struct UrmaLoopbackCounters {
 fn snapshot() -> UrmaLoopbackCounters {
     let c = &COUNTERS;
     let l = live_counts();
-    let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    let r = |a: &Counter| a.load(Ordering::Relaxed);
     UrmaLoopbackCounters {
         send_wrs: r(&c.send_wrs),
         recv_wrs: r(&c.recv_wrs),
@@ -145,6 +145,60 @@ fn reset_counters() {
         &c.rnr_expired,
     ] {
         a.store(0, Ordering::Relaxed);
+    }
+}
+
+/// Stripes of a [`Counter`].
+const STRIPES: usize = 8;
+
+/// One stripe on cache lines of its own.
+#[repr(align(128))]
+struct Stripe(AtomicU64);
+
+/// A statistics counter striped over cache lines by thread: every post, CR and poll bumps a few
+/// counters, and one shared word per counter bounced between the posting threads and the poller.
+/// Reads sum the stripes (wrapping, so a gauge such as `crs_held` that one thread raises and
+/// another lowers still reads right); like the plain atomics before, a read concurrent with
+/// updates may miss some of them.
+pub struct Counter([Stripe; STRIPES]);
+
+impl Default for Counter {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Counter {
+    pub const fn new() -> Counter {
+        Counter([const { Stripe(AtomicU64::new(0)) }; STRIPES])
+    }
+
+    fn mine(&self) -> &AtomicU64 {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        thread_local! {
+            static STRIPE: usize = NEXT.fetch_add(1, Ordering::Relaxed) % STRIPES;
+        }
+        &self.0[STRIPE.try_with(|s| *s).unwrap_or(0)].0
+    }
+
+    pub fn fetch_add(&self, v: u64, o: Ordering) {
+        self.mine().fetch_add(v, o);
+    }
+
+    pub fn fetch_sub(&self, v: u64, o: Ordering) {
+        self.mine().fetch_sub(v, o);
+    }
+
+    pub fn load(&self, o: Ordering) -> u64 {
+        self.0
+            .iter()
+            .fold(0u64, |acc, s| acc.wrapping_add(s.0.load(o)))
+    }
+
+    pub fn store(&self, v: u64, o: Ordering) {
+        for (i, s) in self.0.iter().enumerate() {
+            s.0.store(if i == 0 { v } else { 0 }, o);
+        }
     }
 }
 
@@ -353,4 +407,46 @@ pub unsafe extern "C" fn urma_loopback_trace_take(len: *mut usize) -> *mut c_cha
 pub unsafe extern "C" fn urma_loopback_free(p: *mut c_void) {
     // SAFETY: p is NULL or was returned by malloc in urma_loopback_trace_take.
     guard((), || unsafe { libc::free(p) })
+}
+
+#[cfg(test)]
+mod counter_tests {
+    use super::Counter;
+    use std::sync::atomic::Ordering::Relaxed;
+
+    #[test]
+    fn striped_counter_sums_every_thread_and_resets() {
+        let c = Counter::new();
+        std::thread::scope(|s| {
+            for _ in 0..12 {
+                s.spawn(|| {
+                    for _ in 0..1000 {
+                        c.fetch_add(1, Relaxed);
+                    }
+                });
+            }
+        });
+        assert_eq!(c.load(Relaxed), 12_000);
+        c.store(0, Relaxed);
+        assert_eq!(c.load(Relaxed), 0);
+        c.store(5, Relaxed);
+        assert_eq!(c.load(Relaxed), 5);
+    }
+
+    #[test]
+    fn a_gauge_raised_and_lowered_on_different_threads_reads_right() {
+        let c = Counter::new();
+        std::thread::scope(|s| {
+            s.spawn(|| c.fetch_add(7, Relaxed));
+        });
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                // Likely another stripe: that stripe wraps below zero, the sum does not.
+                std::thread::spawn(|| ()).join().unwrap();
+                c.fetch_sub(3, Relaxed)
+            });
+        });
+        c.fetch_sub(4, Relaxed);
+        assert_eq!(c.load(Relaxed), 0);
+    }
 }

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::ctl::COUNTERS;
 use crate::queues::Jfc;
+use crate::registry::Line;
 use crate::util::lock;
 
 pub const Q_SEND: i32 = 1;
@@ -48,9 +49,10 @@ pub static ANY: AtomicBool = AtomicBool::new(false);
 pub static NOCOPY: AtomicBool = AtomicBool::new(false);
 pub static DELETE_TIMEOUT_MS: AtomicU64 = AtomicU64::new(DEFAULT_DELETE_TIMEOUT_MS);
 
-pub static SEND_SEQ: AtomicU64 = AtomicU64::new(0);
-pub static RECV_SEQ: AtomicU64 = AtomicU64::new(0);
-pub static CR_SEQ: AtomicU64 = AtomicU64::new(0);
+// Each sequence counter on its own lines: they are bumped by every post / CR, from several threads.
+pub static SEND_SEQ: Line<AtomicU64> = Line(AtomicU64::new(0));
+pub static RECV_SEQ: Line<AtomicU64> = Line(AtomicU64::new(0));
+pub static CR_SEQ: Line<AtomicU64> = Line(AtomicU64::new(0));
 
 fn refresh(k: &Knobs) {
     let any = !k.fail_post.is_empty()

@@ -348,7 +348,19 @@ pub fn get(ptr: *const std::ffi::c_void) -> Option<Obj> {
 /// threads and the poller of one application) then share no written cache line: the registry's
 /// `RwLock` word is written by every read lock, and it bounced between the cores on every post and
 /// poll of the benchmark's no-copy mode.
-static EPOCH: AtomicU64 = AtomicU64::new(0);
+static EPOCH: Line<AtomicU64> = Line(AtomicU64::new(0));
+
+/// A hot global on cache lines of its own (EPOCH is read on every lookup; it shared a line with
+/// the knobs' sequence counters, which every post and CR increments).
+#[repr(align(128))]
+pub struct Line<T>(pub T);
+
+impl<T> std::ops::Deref for Line<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
 
 /// Entries of a thread's handle cache (a hot path uses a JFC, a JFS or jetty, a target jetty and two
 /// segments).
