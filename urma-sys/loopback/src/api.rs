@@ -6,7 +6,7 @@
 
 use std::collections::VecDeque;
 use std::ffi::{c_char, c_int, CStr};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Once};
 use std::time::Duration;
 
@@ -456,6 +456,8 @@ pub unsafe extern "C" fn urma_create_jfc(
             non_blocking,
             jfce: jfce.clone(),
             q: Mutex::new(VecDeque::new()),
+            queued: AtomicUsize::new(0),
+            armed_hint: AtomicBool::new(false),
             overflow: AtomicU64::new(0),
             ev: Mutex::new(EvState::default()),
             ev_cv: Condvar::new(),

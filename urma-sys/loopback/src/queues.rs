@@ -4,7 +4,7 @@
 //! held together; `Jfce::pending` is taken after `Jfc::ev` is released. `RecvQ::q` is a leaf.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -33,6 +33,12 @@ pub struct Jfc {
     pub non_blocking: bool,
     pub jfce: Option<Arc<Jfce>>,
     pub q: Mutex<VecDeque<urma_sys::urma_cr_t>>,
+    /// `q.len()`, stored under the `q` lock: an empty poll (a busy poller makes many) returns
+    /// without taking the lock that every CR push takes.
+    pub queued: AtomicUsize,
+    /// `ev.armed`, stored under the `ev` lock: a push fires no event and takes no `ev` lock while
+    /// nothing is armed (poll mode). See [`Jfc::rearm`] for why no event is missed.
+    pub armed_hint: AtomicBool,
     /// CRs pushed while the queue already held `depth` entries (kept, never lost).
     pub overflow: AtomicU64,
     pub ev: Mutex<EvState>,
@@ -53,6 +59,7 @@ impl Jfc {
         let over = {
             let mut q = lock(&self.q);
             q.push_back(cr);
+            self.queued.store(q.len(), Ordering::Release);
             q.len() > self.depth as usize
         };
         if over {
@@ -72,10 +79,14 @@ impl Jfc {
     /// Fires one event if armed (and the solicited filter allows it).
     pub fn maybe_fire(self: &Arc<Self>, solicited: bool) {
         let Some(jfce) = &self.jfce else { return };
+        if !self.armed_hint.load(Ordering::SeqCst) {
+            return;
+        }
         let fire = {
             let mut ev = lock(&self.ev);
             if ev.armed && (!ev.solicited_only || solicited) {
                 ev.armed = false;
+                self.armed_hint.store(false, Ordering::SeqCst);
                 true
             } else {
                 false
@@ -93,22 +104,32 @@ impl Jfc {
     /// # Safety
     /// `out` must have room for `n` CRs.
     pub unsafe fn pop_into(&self, n: usize, out: *mut urma_sys::urma_cr_t) -> usize {
+        if self.queued.load(Ordering::Acquire) == 0 {
+            return 0;
+        }
         let mut q = lock(&self.q);
         let k = n.min(q.len());
         for (i, cr) in q.drain(..k).enumerate() {
             // SAFETY: i < k <= n and the caller guarantees room for n CRs.
             unsafe { out.add(i).write(cr) };
         }
+        self.queued.store(q.len(), Ordering::Release);
         k
     }
 
     /// Arms one event (`urma_rearm_jfc`). If CRs are already queued the event fires at once, so
     /// a wait after rearm never misses CRs that arrived between poll and rearm.
+    ///
+    /// A push reads `armed_hint` after its `q` critical section; here it is set before the `q`
+    /// check. If the push's `q` section came first, the check below sees its CR and fires; if the
+    /// check came first, the hint was stored before it and the push (ordered after it by the `q`
+    /// lock) sees the hint and fires.
     pub fn rearm(self: &Arc<Self>, solicited_only: bool) {
         {
             let mut ev = lock(&self.ev);
             ev.armed = true;
             ev.solicited_only = solicited_only;
+            self.armed_hint.store(true, Ordering::SeqCst);
         }
         let nonempty = !lock(&self.q).is_empty();
         if nonempty {

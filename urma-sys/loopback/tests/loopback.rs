@@ -947,3 +947,112 @@ fn four_threads_100k_wrs_no_cr_lost_or_duplicated() {
     // exactly once after all worker threads were joined and all their CRs polled.
     unsafe { u::urma_unimport_seg(rdst as *mut _) };
 }
+
+/// The poller-side fast paths (an empty poll skips the JFC lock, a push skips the event lock while
+/// nothing is armed) must not lose an event: an application that rearms, drains and then waits
+/// always wakes up for a CR pushed by another thread at any point of that sequence.
+#[test]
+fn event_mode_never_misses_a_cr_pushed_concurrently() {
+    let _g = serial();
+    const THREADS: u64 = 2;
+    const PER: u64 = 20_000;
+    // SAFETY: every object is created here, checked non-NULL and deleted once at the end, after
+    // the posting threads (which get the handles as integers) were joined; buffers passed to
+    // liburma are live locals sized for the counts passed.
+    unsafe {
+        let jfce = u::urma_create_jfce(lb().ctx);
+        assert!(!jfce.is_null());
+        let sjfc = jfc(1024, jfce);
+        let rjfc = jfc(16, std::ptr::null_mut());
+        let jfs = jfs(sjfc);
+        let rj = jetty(rjfc, 8);
+        let tj = import_jetty(rj, TOKEN);
+        let src = Seg::rw(64);
+        let dst = Seg::rw(64);
+        let rdst = dst.import(TOKEN);
+        let (jfs_a, tj_a, rdst_a, src_a, src_t, dst_a) = (
+            jfs as usize,
+            tj as usize,
+            rdst as usize,
+            src.addr(),
+            src.tseg as usize,
+            dst.addr(),
+        );
+        let posters: Vec<_> = (0..THREADS)
+            .map(|t| {
+                std::thread::spawn(move || {
+                    for i in 0..PER {
+                        let mut s = sge(src_a, 64, src_t as *mut _);
+                        let mut d = sge(dst_a, 64, rdst_a as *mut _);
+                        let mut wr = rw_wr(
+                            u::URMA_OPC_WRITE,
+                            &mut s,
+                            &mut d,
+                            tj_a as *mut _,
+                            (t << 32) | i,
+                            true,
+                        );
+                        assert_eq!(post(jfs_a as *mut _, &mut wr).0, 0);
+                        if i % 64 == 0 {
+                            std::thread::yield_now();
+                        }
+                    }
+                })
+            })
+            .collect();
+        let mut seen = 0u64;
+        let mut waits = 0u64;
+        let mut buf = vec![u::urma_cr_t::default(); 64];
+        let mut out = [std::ptr::null_mut(); 4];
+        while seen < THREADS * PER {
+            assert_eq!(u::urma_rearm_jfc(sjfc, false), 0);
+            loop {
+                let n = u::urma_poll_jfc(sjfc, 64, buf.as_mut_ptr());
+                assert!(n >= 0);
+                if n == 0 {
+                    break;
+                }
+                seen += n as u64;
+            }
+            if seen == THREADS * PER {
+                break;
+            }
+            // Armed and drained: the next CR must raise an event well within 5 s.
+            let got = u::urma_wait_jfc(jfce, 4, 5000, out.as_mut_ptr());
+            assert_eq!(
+                got,
+                1,
+                "event missed with {seen} of {} CRs seen",
+                THREADS * PER
+            );
+            let mut jfcs = [sjfc];
+            let mut nev = [1u32];
+            u::urma_ack_jfc(jfcs.as_mut_ptr(), nev.as_mut_ptr(), 1);
+            waits += 1;
+        }
+        for p in posters {
+            p.join().unwrap();
+        }
+        assert_eq!(seen, THREADS * PER);
+        assert!(waits > 0, "the loop slept at least once");
+        // The last arm may have fired after the final drain: ack whatever was reported.
+        let c = counters();
+        let pending = c.events_reported - c.events_acked;
+        if pending > 0 {
+            let mut jfcs = [sjfc];
+            let mut nev = [pending as u32];
+            assert_eq!(
+                u::urma_wait_jfc(jfce, 4, 0, out.as_mut_ptr()) as u64,
+                pending
+            );
+            u::urma_ack_jfc(jfcs.as_mut_ptr(), nev.as_mut_ptr(), 1);
+        }
+        u::urma_unimport_seg(rdst);
+        u::urma_unimport_jetty(tj);
+        u::urma_delete_jetty(rj);
+        u::urma_delete_jfs(jfs);
+        assert_eq!(u::urma_delete_jfc(sjfc), 0);
+        assert_eq!(u::urma_delete_jfc(rjfc), 0);
+        assert_eq!(u::urma_delete_jfce(jfce), u::URMA_SUCCESS);
+    }
+}
