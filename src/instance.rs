@@ -254,6 +254,7 @@ pub fn destroy(handle: *mut c_void) -> u32 {
             r.cancel_flag = true;
             r.running = 0;
             r.done = true;
+            slot.done_hint.store(true, Ordering::Release);
             slot.cv.notify_all();
             if !r.waiting {
                 table().free(idx, &mut r);
@@ -316,6 +317,7 @@ pub fn register(
     let slot = tab.slot(idx);
     let mut r = slot.lock();
     sync::reset(&mut r);
+    slot.done_hint.store(false, Ordering::Relaxed);
     r.live = true;
     r.instance = inst.seq;
     r.kind = kind;
@@ -382,11 +384,15 @@ impl Settled {
 /// frees the slot if it is terminal and released. Returns the request-table cleanup the caller must
 /// apply after dropping the slot lock, and whether a waiter must be woken (see [`Settled`]).
 pub fn settle(idx: u32, slot: &sync::Slot, r: &mut Req) -> Settled {
-    let _ = slot;
     if r.accounted() {
         r.done = true;
     }
-    let wake = r.waiting && r.done;
+    if r.done {
+        slot.done_hint.store(true, Ordering::Release);
+    }
+    // Only a waiter blocked on the condvar needs a signal (a futex wake-up, paid by the thread
+    // that ends the request); one still in its short wait sees `done_hint`.
+    let wake = r.sleeping && r.done;
     if !r.terminal() {
         return Settled { c: None, wake };
     }

@@ -10,7 +10,7 @@ use crate::pool::WorkerShared;
 use crate::sync_annotate::{Condvar, Mutex, MutexGuard};
 use once_cell::sync::Lazy;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Most requests (syncs) in flight at once, process-wide. Submits beyond it return ERR with nothing posted.
@@ -135,6 +135,8 @@ pub struct Req {
     pub released: bool,
     /// A thread is inside `wait_and_free_sync*` on this sync.
     pub waiting: bool,
+    /// That thread is blocked on the slot's condvar (only then does ending the request signal it).
+    pub sleeping: bool,
     /// The request-table cleanup for this request was issued.
     pub cleaned: bool,
     /// First non-success URMA status.
@@ -167,6 +169,7 @@ impl Req {
             failed: false,
             released: false,
             waiting: false,
+            sleeping: false,
             cleaned: false,
             status: 0,
             send: SendCtx::EMPTY,
@@ -232,6 +235,9 @@ pub struct Slot {
     pub cv: Condvar,
     /// Recv: the `os_transport_user_data_t` copy handed to notify_callback for chunk i.
     pub ud: [AtomicU64; 7],
+    /// `done` as last settled, readable without the lock by a waiter that waits briefly before
+    /// sleeping (a hint only: the waiter decides under the lock).
+    pub done_hint: AtomicBool,
 }
 
 impl Slot {
@@ -254,6 +260,7 @@ static TABLE: Lazy<SyncTable> = Lazy::new(|| {
             m: Mutex::new(Req::empty()),
             cv: Condvar::new(),
             ud: Default::default(),
+            done_hint: AtomicBool::new(false),
         })
         .collect();
     let free: Vec<u32> = (0..SYNC_CAPACITY as u32).rev().collect();

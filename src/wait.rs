@@ -23,6 +23,42 @@ fn log_live() {
     }
 }
 
+/// Pause iterations of a waiter's short wait before it yields.
+const WAIT_PAUSES: u32 = 64;
+/// Longest short wait (yielding between checks) before a waiter blocks on the condvar.
+const WAIT_SPIN: Duration = Duration::from_micros(30);
+
+/// Waits without sleeping, for at most [`WAIT_SPIN`] (and not past `deadline`), until the request
+/// of `slot` looks done. With requests in flight the one waited for usually ends within a few
+/// microseconds; blocking would cost a futex sleep here and a futex wake-up in the thread that
+/// ends it (the polling thread or a worker, on the critical path of every other request).
+fn brief_wait(slot: &crate::sync::Slot, deadline: Option<Instant>) {
+    use std::sync::atomic::Ordering;
+    let done = || slot.done_hint.load(Ordering::Acquire);
+    for _ in 0..WAIT_PAUSES {
+        if done() {
+            return;
+        }
+        std::hint::spin_loop();
+    }
+    let start = Instant::now();
+    let end = match deadline {
+        Some(d) => d.min(start + WAIT_SPIN),
+        None => start + WAIT_SPIN,
+    };
+    loop {
+        for _ in 0..4 {
+            if done() {
+                return;
+            }
+            std::thread::yield_now();
+        }
+        if Instant::now() >= end {
+            return;
+        }
+    }
+}
+
 /// Shared implementation of both wait functions.
 ///
 /// # Safety
@@ -56,9 +92,17 @@ pub unsafe fn wait(
         Instant::now().checked_add(Duration::from_millis(timeout_ms as u64))
     };
     let mut timed_out = false;
+    if !r.done && timeout_ms != 0 {
+        // `waiting` is set, so the slot stays ours while unlocked.
+        drop(r);
+        brief_wait(slot, deadline);
+        r = slot.lock();
+    }
     while !r.done {
         if timeout_ms < 0 || deadline.is_none() {
+            r.sleeping = true;
             r = slot.cv.wait(r).unwrap_or_else(|e| e.into_inner());
+            r.sleeping = false;
             continue;
         }
         let now = Instant::now();
@@ -67,11 +111,13 @@ pub unsafe fn wait(
             timed_out = true;
             break;
         }
+        r.sleeping = true;
         r = slot
             .cv
             .wait_timeout(r, d - now)
             .unwrap_or_else(|e| e.into_inner())
             .0;
+        r.sleeping = false;
     }
     let inner = if timed_out {
         WAIT_TIMEOUT
