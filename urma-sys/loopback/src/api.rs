@@ -520,18 +520,20 @@ pub unsafe extern "C" fn urma_poll_jfc(
     cr: *mut u::urma_cr_t,
 ) -> c_int {
     guard(-1, || {
-        let Some(j) = get_jfc(jfc) else {
-            log_err("urma_poll_jfc: invalid jfc");
-            return -1;
-        };
-        if cr_cnt < 0 || (cr_cnt > 0 && cr.is_null()) {
-            return -1;
-        }
-        if cr_cnt == 0 {
-            return 0;
-        }
-        // SAFETY: cr has room for cr_cnt CRs (caller contract).
-        unsafe { datapath::poll(&j, cr_cnt as usize, cr) }
+        reg::with_jfc(jfc, |j| {
+            let Some(j) = j else {
+                log_err("urma_poll_jfc: invalid jfc");
+                return -1;
+            };
+            if cr_cnt < 0 || (cr_cnt > 0 && cr.is_null()) {
+                return -1;
+            }
+            if cr_cnt == 0 {
+                return 0;
+            }
+            // SAFETY: cr has room for cr_cnt CRs (caller contract).
+            unsafe { datapath::poll(j, cr_cnt as usize, cr) }
+        })
     })
 }
 
@@ -1499,13 +1501,15 @@ pub unsafe extern "C" fn urma_post_jfs_wr(
         if wr.is_null() || bad_wr.is_null() {
             return einval("urma_post_jfs_wr");
         }
-        let Some(j) = get_jfs(jfs) else {
-            // SAFETY: bad_wr is non-NULL.
-            unsafe { *bad_wr = wr };
-            return einval("urma_post_jfs_wr: invalid jfs");
-        };
-        // SAFETY: wr chain and bad_wr from the caller.
-        unsafe { datapath::post_send_chain(&j.sq, wr, bad_wr) }
+        reg::with_jfs(jfs, |j| {
+            let Some(j) = j else {
+                // SAFETY: bad_wr is non-NULL.
+                unsafe { *bad_wr = wr };
+                return einval("urma_post_jfs_wr: invalid jfs");
+            };
+            // SAFETY: wr chain and bad_wr from the caller.
+            unsafe { datapath::post_send_chain(&j.sq, wr, bad_wr) }
+        })
     })
 }
 
@@ -1519,13 +1523,15 @@ pub unsafe extern "C" fn urma_post_jetty_send_wr(
         if wr.is_null() || bad_wr.is_null() {
             return einval("urma_post_jetty_send_wr");
         }
-        let Some(j) = get_jetty(jetty) else {
-            // SAFETY: bad_wr is non-NULL.
-            unsafe { *bad_wr = wr };
-            return einval("urma_post_jetty_send_wr: invalid jetty");
-        };
-        // SAFETY: wr chain and bad_wr from the caller.
-        unsafe { datapath::post_send_chain(&j.sq, wr, bad_wr) }
+        reg::with_jetty(jetty, |j| {
+            let Some(j) = j else {
+                // SAFETY: bad_wr is non-NULL.
+                unsafe { *bad_wr = wr };
+                return einval("urma_post_jetty_send_wr: invalid jetty");
+            };
+            // SAFETY: wr chain and bad_wr from the caller.
+            unsafe { datapath::post_send_chain(&j.sq, wr, bad_wr) }
+        })
     })
 }
 
@@ -1539,13 +1545,15 @@ pub unsafe extern "C" fn urma_post_jetty_recv_wr(
         if wr.is_null() || bad_wr.is_null() {
             return einval("urma_post_jetty_recv_wr");
         }
-        let Some(j) = get_jetty(jetty) else {
-            // SAFETY: bad_wr is non-NULL.
-            unsafe { *bad_wr = wr };
-            return einval("urma_post_jetty_recv_wr: invalid jetty");
-        };
-        // SAFETY: wr chain and bad_wr from the caller.
-        unsafe { datapath::post_recv_chain(&j.rq, wr, bad_wr) }
+        reg::with_jetty(jetty, |j| {
+            let Some(j) = j else {
+                // SAFETY: bad_wr is non-NULL.
+                unsafe { *bad_wr = wr };
+                return einval("urma_post_jetty_recv_wr: invalid jetty");
+            };
+            // SAFETY: wr chain and bad_wr from the caller.
+            unsafe { datapath::post_recv_chain(&j.rq, wr, bad_wr) }
+        })
     })
 }
 
@@ -1559,12 +1567,14 @@ pub unsafe extern "C" fn urma_post_jfr_wr(
         if wr.is_null() || bad_wr.is_null() {
             return einval("urma_post_jfr_wr");
         }
-        let Some(j) = get_jfr(jfr) else {
-            // SAFETY: bad_wr is non-NULL.
-            unsafe { *bad_wr = wr };
-            return einval("urma_post_jfr_wr: invalid jfr");
-        };
-        // SAFETY: wr chain and bad_wr from the caller.
-        unsafe { datapath::post_recv_chain(&j.rq, wr, bad_wr) }
+        reg::with_jfr(jfr, |j| {
+            let Some(j) = j else {
+                // SAFETY: bad_wr is non-NULL.
+                unsafe { *bad_wr = wr };
+                return einval("urma_post_jfr_wr: invalid jfr");
+            };
+            // SAFETY: wr chain and bad_wr from the caller.
+            unsafe { datapath::post_recv_chain(&j.rq, wr, bad_wr) }
+        })
     })
 }

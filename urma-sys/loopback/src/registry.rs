@@ -378,11 +378,15 @@ struct HandleCache {
 
 impl HandleCache {
     fn find(&self, epoch: u64, key: usize) -> Option<Obj> {
+        self.find_ref(epoch, key).cloned()
+    }
+
+    fn find_ref(&self, epoch: u64, key: usize) -> Option<&Obj> {
         if self.epoch != epoch {
             return None;
         }
         let i = self.keys.iter().position(|&k| k == key)?;
-        self.objs[i].clone()
+        self.objs[i].as_ref()
     }
 
     fn remember(&mut self, epoch: u64, key: usize, o: Obj) {
@@ -401,15 +405,19 @@ impl HandleCache {
     }
 }
 
+const EMPTY_CACHE: HandleCache = HandleCache {
+    epoch: u64::MAX,
+    keys: [0; CACHE_WAYS],
+    objs: [const { None }; CACHE_WAYS],
+    next: 0,
+};
+
 thread_local! {
-    static CACHE: std::cell::RefCell<HandleCache> = const {
-        std::cell::RefCell::new(HandleCache {
-            epoch: u64::MAX,
-            keys: [0; CACHE_WAYS],
-            objs: [const { None }; CACHE_WAYS],
-            next: 0,
-        })
-    };
+    /// Lookups through [`get`] (cloned out).
+    static CACHE: std::cell::RefCell<HandleCache> = const { std::cell::RefCell::new(EMPTY_CACHE) };
+    /// Lookups through [`with_obj`] (borrowed in place: JFCs, JFSs, JFRs and jetties on the
+    /// post and poll paths).
+    static QUEUES: std::cell::RefCell<HandleCache> = const { std::cell::RefCell::new(EMPTY_CACHE) };
 }
 
 macro_rules! getter {
@@ -423,6 +431,58 @@ macro_rules! getter {
         }
     };
 }
+/// Runs `f` on the object behind `ptr` (`None`: NULL, unknown or deleted). When the calling
+/// thread's queue cache ([`QUEUES`], a [`HandleCache`] of its own) holds it, `f` borrows it there
+/// without cloning its `Arc` (an atomic read-modify-write on a line that the other threads using
+/// the object write too). That cache cannot change while `f` runs (a nested `with_obj` takes the
+/// slow path); the lookups `f` makes through [`get`] use the other cache and still fill it.
+pub fn with_obj<R>(ptr: *const std::ffi::c_void, f: impl FnOnce(Option<&Obj>) -> R) -> R {
+    if ptr.is_null() {
+        return f(None);
+    }
+    let key = ptr as usize;
+    let epoch = EPOCH.load(Ordering::Acquire);
+    let mut f = Some(f);
+    let hit = QUEUES.try_with(|c| {
+        let c = c.try_borrow().ok()?;
+        let o = c.find_ref(epoch, key)?;
+        let f = f.take()?;
+        Some(f(Some(o)))
+    });
+    if let Ok(Some(r)) = hit {
+        return r;
+    }
+    let (found, epoch) = with_reg(|r| (r.objs.get(&key).cloned(), EPOCH.load(Ordering::Acquire)));
+    if let Some(o) = &found {
+        let _ = QUEUES.try_with(|c| {
+            if let Ok(mut c) = c.try_borrow_mut() {
+                c.remember(epoch, key, o.clone());
+            }
+        });
+    }
+    let f = f
+        .take()
+        .expect("f runs once: the cached path returned if it ran");
+    f(found.as_ref())
+}
+
+macro_rules! with_getter {
+    ($fn:ident, $var:ident, $t:ty, $ct:ty) => {
+        /// Runs `f` on a handle of this kind (see [`with_obj`]); `None` for NULL, unknown,
+        /// deleted or wrong-kind handles.
+        pub fn $fn<R>(p: *const $ct, f: impl FnOnce(Option<&Arc<$t>>) -> R) -> R {
+            with_obj(p as *const std::ffi::c_void, |o| match o {
+                Some(Obj::$var(x)) => f(Some(x)),
+                _ => f(None),
+            })
+        }
+    };
+}
+with_getter!(with_jfc, Jfc, Jfc, urma_sys::urma_jfc_t);
+with_getter!(with_jfs, Jfs, Jfs, urma_sys::urma_jfs_t);
+with_getter!(with_jfr, Jfr, Jfr, urma_sys::urma_jfr_t);
+with_getter!(with_jetty, Jetty, Jetty, urma_sys::urma_jetty_t);
+
 getter!(get_ctx, Ctx, Ctx, urma_sys::urma_context_t);
 getter!(get_jfce, Jfce, Jfce, urma_sys::urma_jfce_t);
 getter!(get_jfc, Jfc, Jfc, urma_sys::urma_jfc_t);
