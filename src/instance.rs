@@ -345,6 +345,7 @@ pub fn register(
             }
         });
     }
+    t.publish(rid, idx, gen);
     debug!(
         1,
         "request {:#x}: registered {} tasks on worker {}", rid, n, w

@@ -18,7 +18,7 @@ use crate::sync_annotate::{Mutex, MutexGuard};
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// Hasher for request ids (≤ 40-bit keys, not attacker-chosen in a way that matters: a bad key set
 /// only slows the table down). One folded 64×64→128 multiply instead of SipHash.
@@ -61,10 +61,29 @@ pub struct Early {
 
 /// Number of independently locked shards of the id → slot map (a power of two).
 pub const SHARDS: usize = 16;
+/// Ids each shard's map holds without growing. Ids spread evenly over the shards, so even
+/// [`crate::sync::SYNC_CAPACITY`] requests in flight stay far below it in every shard; a shard
+/// that gets more grows its map once (one allocation) and keeps the room. Sized so that all 16
+/// maps together stay within a core's L2 cache.
+pub const SHARD_CAPACITY: usize = 512;
+/// Entries of the lock-free lookup hints (a power of two).
+pub const HINTS: usize = 8192;
+
+const MIX: u64 = 0x9E37_79B9_7F4A_7C15;
 
 /// Shard of `rid`: the top bits of a multiplicative hash (the map inside uses the low bits).
 fn shard_of(rid: u64) -> usize {
-    (rid.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SHARDS.trailing_zeros())) as usize
+    (rid.wrapping_mul(MIX) >> (64 - SHARDS.trailing_zeros())) as usize
+}
+
+/// Hint entry of `rid`: the hash bits below the shard bits.
+fn hint_of(rid: u64) -> usize {
+    let shift = 64 - SHARDS.trailing_zeros() - HINTS.trailing_zeros();
+    ((rid.wrapping_mul(MIX) >> shift) as usize) & (HINTS - 1)
+}
+
+fn hint_word(slot: u32, gen: u32) -> u64 {
+    ((u64::from(slot) + 1) << 32) | u64::from(gen)
 }
 
 /// One shard: the live ids whose hash falls here.
@@ -93,6 +112,13 @@ pub struct Kept {
 /// The request table of an instance: sharded map plus the shared [`Kept`] state.
 pub struct ReqTables {
     shards: Box<[Padded<Mutex<Shard>>]>,
+    /// Lock-free lookup hints: entry [`hint_of`]`(rid)` names the `(slot, gen)` of the live
+    /// request `rid` once it is fully registered, or of another id with the same entry, or nothing
+    /// (0). A hint is only a guess: the completion path checks the slot itself (live, generation,
+    /// id, not done) under the slot lock and falls back to the locked map when the guess fails.
+    /// Written under the id's shard lock (published after registration, cleared with the map
+    /// entry).
+    hints: Box<[AtomicU64]>,
     kept: Mutex<Kept>,
     /// Stashed completions + set tombstones (changed only under the `kept` lock, read under a
     /// shard lock to skip the `kept` lock when there is nothing kept: whatever was kept for an id
@@ -107,22 +133,20 @@ impl Default for ReqTables {
 }
 
 impl ReqTables {
-    /// Preallocates everything, so registration and lookup never allocate: every shard can hold
-    /// every request in flight, so even ids that all hash to one shard never grow a map.
+    /// Preallocates everything (see [`SHARD_CAPACITY`]), so registration and lookup do not
+    /// allocate.
     pub fn new() -> Self {
         let shards = (0..SHARDS)
             .map(|_| {
                 Padded(Mutex::new(Shard {
-                    map: IdMap::with_capacity_and_hasher(
-                        crate::sync::SYNC_CAPACITY,
-                        Default::default(),
-                    ),
+                    map: IdMap::with_capacity_and_hasher(SHARD_CAPACITY, Default::default()),
                     closing: false,
                 }))
             })
             .collect();
         ReqTables {
             shards,
+            hints: (0..HINTS).map(|_| AtomicU64::new(0)).collect(),
             kept: Mutex::new(Kept::new()),
             kept_n: AtomicUsize::new(0),
         }
@@ -143,6 +167,12 @@ impl ReqTables {
         for s in self.shards.iter() {
             f(&mut s.0.lock().unwrap_or_else(|e| e.into_inner()));
         }
+    }
+
+    /// The `(slot, gen)` hinted for `rid`, without any lock (see `hints`).
+    pub fn hint(&self, rid: u64) -> Option<(u32, u32)> {
+        let v = self.hints[hint_of(rid)].load(Ordering::Acquire);
+        (v != 0).then(|| (((v >> 32) - 1) as u32, v as u32))
     }
 
     fn kept(&self) -> MutexGuard<'_, Kept> {
@@ -206,6 +236,28 @@ impl Shard {
 }
 
 impl ReqTable<'_> {
+    /// Publishes the lock-free hint for `rid` → `(slot, gen)`: call once the request is fully
+    /// registered (for a receive, after its stashed completions were handed over, so that a
+    /// completion found through the hint never overtakes them).
+    pub fn publish(&mut self, rid: u64, slot: u32, gen: u32) {
+        debug_assert!(self.holds(rid));
+        self.tables.hints[hint_of(rid)].store(hint_word(slot, gen), Ordering::Release);
+    }
+
+    /// Removes the entry for `rid` if it still names `(slot, gen)`, and its hint if the hint
+    /// names it too.
+    pub fn remove_if(&mut self, rid: u64, slot: u32, gen: u32) {
+        debug_assert!(self.holds(rid));
+        self.shard.remove_if(rid, slot, gen);
+        let w = hint_word(slot, gen);
+        let _ = self.tables.hints[hint_of(rid)].compare_exchange(
+            w,
+            0,
+            Ordering::AcqRel,
+            Ordering::Relaxed,
+        );
+    }
+
     /// Keeps an early completion. When the stash is full the oldest entry is dropped and returned.
     pub fn stash(&mut self, e: Early) -> Option<Early> {
         debug_assert!(self.holds(e.rid));
@@ -453,5 +505,51 @@ mod tests {
         let tables = ReqTables::new();
         tables.for_each_shard(|s| s.closing = true);
         assert!((0..64u64).all(|rid| tables.lock(rid).closing));
+    }
+
+    #[test]
+    fn hints_name_published_requests_until_removed() {
+        let tables = ReqTables::new();
+        assert_eq!(tables.hint(42), None);
+        let mut t = tables.lock(42);
+        t.insert(42, 7, 3);
+        assert_eq!(tables.hint(42), None, "not published yet");
+        t.publish(42, 7, 3);
+        drop(t);
+        assert_eq!(tables.hint(42), Some((7, 3)));
+        assert_eq!(tables.hint(43), None);
+        // Slot 0 generation 0 still encodes as a non-empty word.
+        let mut t = tables.lock(43);
+        t.publish(43, 0, 0);
+        drop(t);
+        assert_eq!(tables.hint(43), Some((0, 0)));
+        // A removal of another incarnation leaves the hint alone; the right one clears it.
+        tables.lock(42).remove_if(42, 7, 2);
+        assert_eq!(tables.hint(42), Some((7, 3)));
+        tables.lock(42).remove_if(42, 7, 3);
+        assert_eq!(tables.hint(42), None);
+        assert_eq!(tables.lock(42).get(42), None);
+    }
+
+    #[test]
+    fn a_colliding_id_takes_the_hint_and_keeps_it() {
+        let tables = ReqTables::new();
+        let a = 5u64;
+        let b = (6..1_000_000u64)
+            .find(|&r| hint_of(r) == hint_of(a))
+            .expect("a colliding id");
+        tables.lock(a).publish(a, 1, 1);
+        tables.lock(b).publish(b, 2, 1);
+        assert_eq!(
+            tables.hint(a),
+            Some((2, 1)),
+            "a guess only: the slot check rejects it"
+        );
+        tables.lock(a).remove_if(a, 1, 1);
+        assert_eq!(
+            tables.hint(b),
+            Some((2, 1)),
+            "b's hint survives a's removal"
+        );
     }
 }

@@ -93,27 +93,53 @@ fn ended_pending_cleanup(t: &ReqTable, rid: u64) -> bool {
     !(r.live && r.gen == g) || (r.done && !r.succeeded())
 }
 
+/// Hands a completion of the live request `(s, g)` bound to worker `w` on: a send step runs
+/// here (D15), a receive chunk is queued to the worker.
+fn dispatch(inst: &Instance, rid: u64, found: (u32, u32, u32), ud: u64, recv_side: bool) -> i32 {
+    let (s, g, w) = found;
+    if !recv_side {
+        // D15: the send pipeline step (SEND_IMM k, WRITE k+1: URMA posts only, no user code)
+        // runs here, on the delivering thread, instead of on the bound worker.
+        send_step(&inst.reqs, inst.seq, s, g, ud);
+        return 0;
+    }
+    match inst.pool.enqueue(w as usize, s, g, ud) {
+        Ok(()) => 0,
+        Err(EnqueueError::Full) => {
+            error!(
+                "request {:#x}: worker {} queue full, completion dropped",
+                rid, w
+            );
+            -1
+        }
+        Err(EnqueueError::Gone) => -1,
+    }
+}
+
+/// The live, still-accepting request `rid` found through the lock-free hint: `None` when there is
+/// no hint or it names something else (another id, an ended request); the caller then takes the
+/// locked path, which also decides between dropping and keeping (D4) a completion.
+fn hinted(inst: &Instance, rid: u64) -> Option<(u32, u32, u32)> {
+    let (s, g) = inst.reqs.hint(rid)?;
+    if s as usize >= crate::sync::SYNC_CAPACITY {
+        return None;
+    }
+    let r = table().slot(s).lock();
+    (r.live && r.gen == g && r.rid == rid && r.instance == inst.seq && !r.done)
+        .then_some((s, g, r.worker))
+}
+
 fn deliver(inst: &Instance, rid: u64, ud: u64, recv_side: bool) -> i32 {
+    if let Some(found) = hinted(inst, rid) {
+        return dispatch(inst, rid, found, ud, recv_side);
+    }
     let mut t = inst.reqs(rid);
     match lookup(&t, rid) {
-        Some((s, g, _)) if !recv_side => {
-            // D15: the send pipeline step (SEND_IMM k, WRITE k+1: URMA posts only, no user code)
-            // runs here, on the delivering thread, instead of on the bound worker.
+        Some(found) if !recv_side => {
             drop(t);
-            send_step(&inst.reqs, inst.seq, s, g, ud);
-            0
+            dispatch(inst, rid, found, ud, false)
         }
-        Some((s, g, w)) => match inst.pool.enqueue(w as usize, s, g, ud) {
-            Ok(()) => 0,
-            Err(EnqueueError::Full) => {
-                error!(
-                    "request {:#x}: worker {} queue full, completion dropped",
-                    rid, w
-                );
-                -1
-            }
-            Err(EnqueueError::Gone) => -1,
-        },
+        Some(found) => dispatch(inst, rid, found, ud, true),
         None if recv_side && !t.closing => {
             if t.is_tombstoned(rid) || ended_pending_cleanup(&t, rid) {
                 debug!(
