@@ -312,11 +312,16 @@ pub fn register(
         }
     }
     let w = inst.pool.select();
-    let ws = inst.pool.shared(w);
+    let ws = inst.pool.shared_ref(w);
     ws.tasks.fetch_add(u32::from(n), Ordering::Relaxed);
     let slot = tab.slot(idx);
     let mut r = slot.lock();
+    // A slot keeps the counters of its last worker when freed: reusing it for the same worker
+    // then needs no reference-count update (a write to a line every thread binding requests to
+    // that worker shares).
+    let keep = r.wshared.take().filter(|a| Arc::ptr_eq(a, ws));
     sync::reset(&mut r);
+    r.wshared = Some(keep.unwrap_or_else(|| ws.clone()));
     slot.done_hint.store(false, Ordering::Relaxed);
     r.live = true;
     r.instance = inst.seq;
@@ -324,7 +329,6 @@ pub fn register(
     r.rid = rid;
     r.n = n;
     r.worker = w as u32;
-    r.wshared = Some(ws);
     fill(&mut r);
     let gen = r.gen;
     drop(r);

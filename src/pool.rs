@@ -339,9 +339,9 @@ impl Pool {
         best
     }
 
-    /// Load counters of worker `i`.
-    pub fn shared(&self, i: usize) -> Arc<WorkerShared> {
-        self.workers[i].shared.clone()
+    /// Load counters of worker `i`, borrowed.
+    pub fn shared_ref(&self, i: usize) -> &Arc<WorkerShared> {
+        &self.workers[i].shared
     }
 
     /// Queues a wake-up to worker `i` without blocking.
@@ -448,12 +448,12 @@ mod tests {
     fn selection_prefers_idle_then_least_loaded() {
         let pool = Pool::start(3, 1, |_: &WorkerCtx, _, _, _| {}).unwrap();
         assert_eq!(pool.select(), 0);
-        pool.shared(0).tasks.store(3, Ordering::Relaxed);
+        pool.shared_ref(0).tasks.store(3, Ordering::Relaxed);
         assert_eq!(pool.select(), 1);
-        pool.shared(1).tasks.store(2, Ordering::Relaxed);
-        pool.shared(2).tasks.store(2, Ordering::Relaxed);
+        pool.shared_ref(1).tasks.store(2, Ordering::Relaxed);
+        pool.shared_ref(2).tasks.store(2, Ordering::Relaxed);
         assert_eq!(pool.select(), 1, "tie goes to the lowest index");
-        pool.shared(1).busy.store(true, Ordering::Relaxed);
+        pool.shared_ref(1).busy.store(true, Ordering::Relaxed);
         assert_eq!(pool.select(), 2, "(2,false) < (2,true)");
         pool.stop();
     }

@@ -10,7 +10,7 @@ use crate::pool::WorkerShared;
 use crate::sync_annotate::{Condvar, Mutex, MutexGuard};
 use once_cell::sync::Lazy;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Most requests (syncs) in flight at once, process-wide. Submits beyond it return ERR with nothing posted.
@@ -110,7 +110,8 @@ pub struct Req {
     pub n: u8,
     /// Bound worker.
     pub worker: u32,
-    /// Load counters of the bound worker.
+    /// Load counters of the bound worker (kept after the slot is freed, see `register`; only read
+    /// for a live request).
     pub wshared: Option<Arc<WorkerShared>>,
     /// Send: index of the next task to run.
     pub next_send: u8,
@@ -250,8 +251,9 @@ impl Slot {
 /// The process-wide table.
 pub struct SyncTable {
     slots: Box<[Slot]>,
+    /// Free slot indices (a stack: the slot freed last, still in cache, is reused first). Slots in
+    /// use = capacity − length, so no separate counter is written per request.
     free: Mutex<Vec<u32>>,
-    live: AtomicUsize,
 }
 
 static TABLE: Lazy<SyncTable> = Lazy::new(|| {
@@ -267,7 +269,6 @@ static TABLE: Lazy<SyncTable> = Lazy::new(|| {
     let t = SyncTable {
         slots: slots.into_boxed_slice(),
         free: Mutex::new(free),
-        live: AtomicUsize::new(0),
     };
     // Helgrind: the initialising thread's writes happen-before every `table()` caller (once_cell
     // orders them with an atomic flag Helgrind cannot see). No-op without the feature.
@@ -295,14 +296,11 @@ impl SyncTable {
 
     /// Takes a free slot (its state is reset by the caller under the slot lock), or `None` when full.
     pub fn alloc(&self) -> Option<u32> {
-        let idx = self.free.lock().unwrap_or_else(|e| e.into_inner()).pop()?;
-        self.live.fetch_add(1, Ordering::Relaxed);
-        Some(idx)
+        self.free.lock().unwrap_or_else(|e| e.into_inner()).pop()
     }
 
     /// Returns a slot that was allocated but never made live.
     pub fn unalloc(&self, idx: u32) {
-        self.live.fetch_sub(1, Ordering::Relaxed);
         self.free
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -313,10 +311,8 @@ impl SyncTable {
     pub fn free(&self, idx: u32, r: &mut Req) {
         debug_assert!(r.live);
         r.live = false;
-        r.wshared = None;
         r.cb = None;
         r.gen = if r.gen >= GEN_MASK { 1 } else { r.gen + 1 };
-        self.live.fetch_sub(1, Ordering::Relaxed);
         self.free
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -325,7 +321,7 @@ impl SyncTable {
 
     /// Number of slots in use (test hook for leak checks).
     pub fn live(&self) -> usize {
-        self.live.load(Ordering::Relaxed)
+        self.slots.len() - self.free.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 }
 
