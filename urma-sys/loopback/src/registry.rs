@@ -330,10 +330,19 @@ pub fn get(ptr: *const std::ffi::c_void) -> Option<Obj> {
     if hit.is_some() {
         return hit;
     }
+    lookup_and_remember(&CACHE, key)
+}
+
+/// Looks `key` up under the registry's read lock and remembers a hit in `cache` (unless the cache
+/// is borrowed right now).
+fn lookup_and_remember(
+    cache: &'static std::thread::LocalKey<std::cell::RefCell<HandleCache>>,
+    key: usize,
+) -> Option<Obj> {
     // The epoch read under the read lock names exactly the registry state the lookup saw.
     let (found, epoch) = with_reg(|r| (r.objs.get(&key).cloned(), EPOCH.load(Ordering::Acquire)));
     if let Some(o) = &found {
-        let _ = CACHE.try_with(|c| {
+        let _ = cache.try_with(|c| {
             if let Ok(mut c) = c.try_borrow_mut() {
                 c.remember(epoch, key, o.clone());
             }
@@ -452,14 +461,7 @@ pub fn with_obj<R>(ptr: *const std::ffi::c_void, f: impl FnOnce(Option<&Obj>) ->
     if let Ok(Some(r)) = hit {
         return r;
     }
-    let (found, epoch) = with_reg(|r| (r.objs.get(&key).cloned(), EPOCH.load(Ordering::Acquire)));
-    if let Some(o) = &found {
-        let _ = QUEUES.try_with(|c| {
-            if let Ok(mut c) = c.try_borrow_mut() {
-                c.remember(epoch, key, o.clone());
-            }
-        });
-    }
+    let found = lookup_and_remember(&QUEUES, key);
     let f = f
         .take()
         .expect("f runs once: the cached path returned if it ran");
