@@ -14,6 +14,7 @@ mod post;
 mod recv;
 mod request;
 mod send;
+mod spin;
 mod sync;
 mod sync_annotate;
 pub mod user_data;

@@ -7,6 +7,7 @@
 //! spin). A submitter signals only when the worker has announced that it is going to sleep, and
 //! signals after releasing the queue lock.
 
+use crate::spin::{pause_then_yield, Spun};
 use crate::sync_annotate::{Condvar, Mutex, MutexGuard};
 use std::cell::Cell;
 use std::collections::VecDeque;
@@ -23,8 +24,6 @@ const SPIN_MIN: Duration = Duration::from_micros(50);
 /// Longest such wait: used while the recent gaps between a worker's tasks were short (see
 /// [`Pacer`]).
 const SPIN_MAX: Duration = Duration::from_micros(500);
-/// Yields between two reads of the clock during that wait.
-const YIELDS_PER_CHECK: u32 = 4;
 
 /// Capacity of each worker's wake-up queue. A request has at most 7 meaningful wake-ups and at most
 /// [`crate::sync::SYNC_CAPACITY`] requests exist, so 8192 only overflows under a flood of foreign
@@ -103,29 +102,13 @@ impl Queue {
     /// that the gap until its next wake-up can still be measured.
     fn spin(&self, stopping: &AtomicBool, pacer: &mut Pacer) -> Option<Instant> {
         let ready = || self.len.load(Ordering::Acquire) != 0 || stopping.load(Ordering::Relaxed);
-        for _ in 0..SPIN_PAUSES {
-            if ready() {
-                pacer.record(Duration::ZERO);
-                return None;
-            }
-            std::hint::spin_loop();
-        }
-        // The clock is read once per YIELDS_PER_CHECK yields: a yield that finds nothing else
-        // to run returns in well under a microsecond, and the clock read would otherwise cost
-        // more instructions than the yield itself.
-        let start = Instant::now();
         let budget = pacer.budget();
-        loop {
-            for _ in 0..YIELDS_PER_CHECK {
-                if ready() {
-                    pacer.record(start.elapsed());
-                    return None;
-                }
-                std::thread::yield_now();
+        match pause_then_yield(ready, SPIN_PAUSES, |start| start + budget) {
+            Spun::Ready(gap) => {
+                pacer.record(gap);
+                None
             }
-            if start.elapsed() >= budget {
-                return Some(start);
-            }
+            Spun::TimedOut(start) => Some(start),
         }
     }
 

@@ -35,28 +35,10 @@ const WAIT_SPIN: Duration = Duration::from_micros(30);
 fn brief_wait(slot: &crate::sync::Slot, deadline: Option<Instant>) {
     use std::sync::atomic::Ordering;
     let done = || slot.done_hint.load(Ordering::Acquire);
-    for _ in 0..WAIT_PAUSES {
-        if done() {
-            return;
-        }
-        std::hint::spin_loop();
-    }
-    let start = Instant::now();
-    let end = match deadline {
+    let _ = crate::spin::pause_then_yield(done, WAIT_PAUSES, |start| match deadline {
         Some(d) => d.min(start + WAIT_SPIN),
         None => start + WAIT_SPIN,
-    };
-    loop {
-        for _ in 0..4 {
-            if done() {
-                return;
-            }
-            std::thread::yield_now();
-        }
-        if Instant::now() >= end {
-            return;
-        }
-    }
+    });
 }
 
 /// Shared implementation of both wait functions.
