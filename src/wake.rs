@@ -73,11 +73,15 @@ impl FlagValue for urma_sys::urma_cr_flag_t {
     }
 }
 
-/// Live, still-accepting request registered under `rid`: `(slot, gen, worker)`.
-fn lookup(t: &ReqTable, rid: u64) -> Option<(u32, u32, u32)> {
-    let (s, g) = t.get(rid)?;
+/// `(slot, gen, worker)` if slot `s` holds generation `g` of the live, still-accepting request
+/// `rid` of `inst`.
+fn accepting(inst: &Instance, rid: u64, (s, g): (u32, u32)) -> Option<(u32, u32, u32)> {
+    if s as usize >= crate::sync::SYNC_CAPACITY {
+        return None;
+    }
     let r = table().slot(s).lock();
-    (r.live && r.gen == g && !r.done).then_some((s, g, r.worker))
+    (r.live && r.gen == g && r.rid == rid && r.instance == inst.seq && !r.done)
+        .then_some((s, g, r.worker))
 }
 
 /// The request under `rid` has ended but its table entry is not cleaned up yet: its receive
@@ -116,25 +120,15 @@ fn dispatch(inst: &Instance, rid: u64, found: (u32, u32, u32), ud: u64, recv_sid
     }
 }
 
-/// The live, still-accepting request `rid` found through the lock-free hint: `None` when there is
-/// no hint or it names something else (another id, an ended request); the caller then takes the
-/// locked path, which also decides between dropping and keeping (D4) a completion.
-fn hinted(inst: &Instance, rid: u64) -> Option<(u32, u32, u32)> {
-    let (s, g) = inst.reqs.hint(rid)?;
-    if s as usize >= crate::sync::SYNC_CAPACITY {
-        return None;
-    }
-    let r = table().slot(s).lock();
-    (r.live && r.gen == g && r.rid == rid && r.instance == inst.seq && !r.done)
-        .then_some((s, g, r.worker))
-}
-
+/// Routes one successful completion of request `rid`. First through the lock-free hint; when there
+/// is none or it names something else (another id, an ended request), through the locked table,
+/// which also decides between dropping and keeping (D4) a completion.
 fn deliver(inst: &Instance, rid: u64, ud: u64, recv_side: bool) -> i32 {
-    if let Some(found) = hinted(inst, rid) {
+    if let Some(found) = inst.reqs.hint(rid).and_then(|h| accepting(inst, rid, h)) {
         return dispatch(inst, rid, found, ud, recv_side);
     }
     let mut t = inst.reqs(rid);
-    match lookup(&t, rid) {
+    match t.get(rid).and_then(|e| accepting(inst, rid, e)) {
         Some(found) if !recv_side => {
             drop(t);
             dispatch(inst, rid, found, ud, false)
