@@ -2,7 +2,7 @@
 //! loopback liburma.so.0. Every test that inits serialises on `LOCK` (one instance per process).
 mod common;
 
-use common::lb::{self, io, Io};
+use common::lb::{self, io, wait};
 use compat_tests::loopback_ctl;
 use os_transport::abi::*;
 use os_transport::ffi::*;
@@ -31,56 +31,6 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     g
 }
 
-unsafe fn send(
-    h: *mut c_void,
-    io: &mut Io,
-    len: u32,
-    sk: u64,
-    ck: u64,
-) -> (u32, *mut task_sync_t, i32) {
-    let mut sync: *mut task_sync_t = null_mut();
-    let mut st: urma_status_t = -7;
-    // SAFETY: valid pointers for the call.
-    let r = unsafe {
-        os_transport_send(
-            h,
-            &mut io.ji,
-            &mut io.src,
-            &mut io.dst,
-            len,
-            sk,
-            ck,
-            &mut sync,
-            &mut st,
-        )
-    };
-    (r, sync, st)
-}
-
-unsafe fn recv(h: *mut c_void, io: &mut Io, len: u32, ck: u64) -> (u32, *mut task_sync_t) {
-    let mut sync: *mut task_sync_t = null_mut();
-    // SAFETY: valid pointers for the call.
-    let r = unsafe {
-        os_transport_recv(
-            h,
-            &mut io.host,
-            &mut io.dev,
-            len,
-            ck,
-            &mut sync,
-            Some(on_chunk),
-        )
-    };
-    (r, sync)
-}
-
-fn wait(h: *mut c_void, s: *mut task_sync_t, ms: i64) -> (u32, i32) {
-    let mut st: urma_status_t = -7;
-    // SAFETY: valid out-pointer.
-    let r = unsafe { wait_and_free_sync_timeout(h, s, ms, &mut st) };
-    (r, st)
-}
-
 #[test]
 fn send_recv_roundtrip_all_sizes() {
     let _g = serial();
@@ -105,11 +55,9 @@ fn send_recv_roundtrip_all_sizes() {
         let mut io = io(&ep, &s, &d);
         CHUNKS.lock().unwrap().clear();
         let ck = 0xABCDE12345 + i as u64;
-        // SAFETY: live endpoints and buffers.
-        let (rr, rs) = unsafe { recv(h, &mut io, len, ck) };
+        let (rr, rs) = lb::recv(h, &mut io, len, ck, Some(on_chunk));
         assert_eq!(rr, 0);
-        // SAFETY: as above.
-        let (sr, ss, st) = unsafe { send(h, &mut io, len, 0x123456789A + i as u64, ck) };
+        let (sr, ss, st) = lb::send(h, &mut io, len, 0x123456789A + i as u64, ck);
         assert_eq!((sr, st), (0, URMA_SUCCESS), "send len {len}");
         assert_eq!(
             wait(h, ss, 10_000),
@@ -146,11 +94,9 @@ fn recv_completions_out_of_order() {
     let s = lb::buf(&ep, len as usize);
     let d = lb::buf(&ep, len as usize);
     let mut io = io(&ep, &s, &d);
-    // SAFETY: live endpoints and buffers.
-    let (rr, rs) = unsafe { recv(h, &mut io, len, 77) };
+    let (rr, rs) = lb::recv(h, &mut io, len, 77, Some(on_chunk));
     assert_eq!(rr, 0);
-    // SAFETY: as above.
-    let (sr, ss, _) = unsafe { send(h, &mut io, len, 78, 77) };
+    let (sr, ss, _) = lb::send(h, &mut io, len, 78, 77);
     assert_eq!(sr, 0);
     // Manual poller: send-side CRs go through at once, receive-side CRs are kept and fed reversed.
     let mut held: Vec<urma_cr_t> = Vec::new();
@@ -200,8 +146,7 @@ fn timeout_cancel_destroy_and_stale_handles() {
     let s = lb::buf(&ep, 4096);
     let mut io = io(&ep, &s, &d);
     // timeout: nobody sends
-    // SAFETY: live endpoints.
-    let (r, sy) = unsafe { recv(h, &mut io, 4096, 5) };
+    let (r, sy) = lb::recv(h, &mut io, 4096, 5, Some(on_chunk));
     assert_eq!(r, 0);
     assert_eq!(
         wait(h, sy, 0),
@@ -214,18 +159,15 @@ fn timeout_cancel_destroy_and_stale_handles() {
         "the sync is released after a timeout"
     );
     // cancel with the sync
-    // SAFETY: live endpoints.
-    let (r, mut sy) = unsafe { recv(h, &mut io, 4096, 6) };
+    let (r, mut sy) = lb::recv(h, &mut io, 4096, 6, Some(on_chunk));
     assert_eq!(r, 0);
     // SAFETY: valid pointer.
     assert_eq!(unsafe { os_transport_cancel_tasks(h, &mut sy, 6) }, 0);
     assert!(sy.is_null());
     // D7: duplicate in-flight id (sk == ck across send and recv)
-    // SAFETY: live endpoints.
-    let (r, live) = unsafe { recv(h, &mut io, 4096, 9) };
+    let (r, live) = lb::recv(h, &mut io, 4096, 9, Some(on_chunk));
     assert_eq!(r, 0);
-    // SAFETY: live endpoints.
-    let (r2, s2, _) = unsafe { send(h, &mut io, 4096, 9, 1) };
+    let (r2, s2, _) = lb::send(h, &mut io, 4096, 9, 1);
     assert_eq!((r2, s2.is_null()), (u32::MAX, true), "D7");
     // D5: destroy with a waiter blocked
     let hv = h as usize;
@@ -251,8 +193,7 @@ fn timeout_cancel_destroy_and_stale_handles() {
     // calls after destroy
     assert_eq!(os_transport_destroy(h), u32::MAX);
     assert_eq!(wait(h, live, 0).0, u32::MAX);
-    // SAFETY: live endpoints; handle is stale.
-    assert_eq!(unsafe { recv(h, &mut io, 4096, 10) }.0, u32::MAX);
+    assert_eq!(lb::recv(h, &mut io, 4096, 10, Some(on_chunk)).0, u32::MAX);
     // SAFETY: valid (zeroed) CR.
     let mut cr: urma_cr_t = unsafe { std::mem::zeroed() };
     assert_eq!(
@@ -273,11 +214,9 @@ fn d2_failed_callback_frees_and_d1_single_chunk() {
     let d = lb::buf(&ep, 4096);
     let mut io = io(&ep, &s, &d);
     CB_RET.store(5, Ordering::SeqCst);
-    // SAFETY: live endpoints.
-    let (r, rs) = unsafe { recv(h, &mut io, 100, 40) };
+    let (r, rs) = lb::recv(h, &mut io, 100, 40, Some(on_chunk));
     assert_eq!(r, 0);
-    // SAFETY: live endpoints.
-    let (r, ss, _) = unsafe { send(h, &mut io, 100, 41, 40) };
+    let (r, ss, _) = lb::send(h, &mut io, 100, 41, 40);
     assert_eq!(r, 0, "D1: one-chunk send accepted");
     assert_eq!(wait(h, ss, 5000), (0, URMA_SUCCESS));
     assert_eq!(
@@ -552,8 +491,7 @@ fn d3_error_completion_fails_the_send() {
         reset();
         fail(1, 9); // the first send WR (WRITE chunk 0) completes with ACK_TIMEOUT_ERR
     }
-    // SAFETY: live endpoints.
-    let (r, ss, _) = unsafe { send(h, &mut io, 3 * DEFAULT_CHUNK_SIZE, 300, 301) };
+    let (r, ss, _) = lb::send(h, &mut io, 3 * DEFAULT_CHUNK_SIZE, 300, 301);
     assert_eq!(r, 0);
     assert_eq!(
         wait(h, ss, 5000),
@@ -579,31 +517,27 @@ fn d4_early_completion_is_kept_and_d6_jfr_only_prefills() {
     io.dev.jetty = null_mut();
     io.ji.tjetty = ep.tjfr;
     let before = loopback_ctl::counters().recv_wrs;
-    // SAFETY: live endpoints.
-    let (r, rs) = unsafe { recv(h, &mut io, 4096, 500) };
+    let (r, rs) = lb::recv(h, &mut io, 4096, 500, Some(on_chunk));
     assert_eq!(r, 0);
     assert_eq!(
         loopback_ctl::counters().recv_wrs - before,
         8,
         "D6: 2 x 4 recv WRs posted on the JFR"
     );
-    // SAFETY: live endpoints.
-    let (r, ss, _) = unsafe { send(h, &mut io, 4096, 501, 500) };
+    let (r, ss, _) = lb::send(h, &mut io, 4096, 501, 500);
     assert_eq!(r, 0);
     assert_eq!(wait(h, ss, 5000).0, 0);
     assert_eq!(wait(h, rs, 5000).0, 0);
     // D4: the sender runs first; its notification reaches wake_up_task before the recv exists.
     let base = handled.load(Ordering::Acquire);
-    // SAFETY: live endpoints.
-    let (r, ss, _) = unsafe { send(h, &mut io, 4096, 503, 502) };
+    let (r, ss, _) = lb::send(h, &mut io, 4096, 503, 502);
     assert_eq!(r, 0);
     assert_eq!(wait(h, ss, 5000).0, 0);
     // WRITE CR, SEND_IMM receive CR and SEND_IMM send CR all went through wake_up_task.
     assert!(lb::until(std::time::Duration::from_secs(5), || {
         handled.load(Ordering::Acquire) >= base + 3
     }));
-    // SAFETY: live endpoints.
-    let (r, rs) = unsafe { recv(h, &mut io, 4096, 502) };
+    let (r, rs) = lb::recv(h, &mut io, 4096, 502, Some(on_chunk));
     assert_eq!(r, 0);
     assert_eq!(
         wait(h, rs, 5000),
@@ -628,8 +562,7 @@ fn d8_first_chunk_failure_status_reported_by_wait_and_d11_cancel_by_id() {
     let d = lb::buf(&ep, 64);
     let mut io = io(&ep, &s, &d);
     io.ji.jfs = null_mut(); // no queue: the first post fails with URMA_FAIL
-                            // SAFETY: live endpoints.
-    let (r, ss, st) = unsafe { send(h, &mut io, 64, 600, 601) };
+    let (r, ss, st) = lb::send(h, &mut io, 64, 600, 601);
     assert_eq!((r, st), (u32::MAX, URMA_FAIL));
     assert!(!ss.is_null(), "the sync is handed back");
     assert_eq!(
@@ -638,8 +571,7 @@ fn d8_first_chunk_failure_status_reported_by_wait_and_d11_cancel_by_id() {
         "D8: wait reports the first-chunk status"
     );
     // D11: cancel by id without the sync completes that sync as cancelled.
-    // SAFETY: live endpoints.
-    let (r, rs) = unsafe { recv(h, &mut io, 64, 602) };
+    let (r, rs) = lb::recv(h, &mut io, 64, 602, Some(on_chunk));
     assert_eq!(r, 0);
     // SAFETY: NULL sync pointer is allowed.
     assert_eq!(unsafe { os_transport_cancel_tasks(h, null_mut(), 602) }, 0);
@@ -669,8 +601,7 @@ fn d9_prefill_failure_releases_the_request() {
         reset();
         assert_eq!(fail(2, 3, URMA_EINVAL), 0);
     }
-    // SAFETY: live endpoints.
-    let (r, rs) = unsafe { recv(h, &mut io, 64, 700) };
+    let (r, rs) = lb::recv(h, &mut io, 64, 700, Some(on_chunk));
     assert_eq!(
         (r, rs),
         (u32::MAX, null_mut()),
@@ -683,8 +614,7 @@ fn d9_prefill_failure_releases_the_request() {
     );
     assert_eq!(live_syncs(), 0, "D9: the request was released");
     // The id is free again and the prefill is retried (the jetty was not recorded).
-    // SAFETY: live endpoints.
-    let (r, rs) = unsafe { recv(h, &mut io, 64, 700) };
+    let (r, rs) = lb::recv(h, &mut io, 64, 700, Some(on_chunk));
     assert_eq!(r, 0);
     assert_eq!(loopback_ctl::counters().recv_wrs, 2 + 8);
     assert_eq!(live_syncs(), 1);
@@ -737,8 +667,7 @@ fn d10_callback_waiting_on_its_own_request_gets_err() {
     };
     assert_eq!(r, 0);
     *SELF_WAIT.lock().unwrap() = (h as usize, rs as usize);
-    // SAFETY: live endpoints.
-    let (r, ss, _) = unsafe { send(h, &mut io, 4096, 801, 800) };
+    let (r, ss, _) = lb::send(h, &mut io, 4096, 801, 800);
     assert_eq!(r, 0);
     assert_eq!(wait(h, ss, 5000), (0, URMA_SUCCESS));
     assert_eq!(
@@ -775,18 +704,15 @@ fn d12_request_limit_posts_nothing_and_recovers() {
     let cap = os_transport::testing::SYNC_CAPACITY as u64;
     let mut syncs = Vec::new();
     for i in 0..cap {
-        // SAFETY: live endpoints.
-        let (r, sy) = unsafe { recv(h, &mut io, 64, 0x1000 + i) };
+        let (r, sy) = lb::recv(h, &mut io, 64, 0x1000 + i, Some(on_chunk));
         assert_eq!(r, 0, "recv {i}");
         syncs.push((0x1000 + i, sy));
     }
     assert_eq!(live_syncs(), cap as usize);
     let before = loopback_ctl::counters();
-    // SAFETY: live endpoints.
-    let (r, sy) = unsafe { recv(h, &mut io, 64, 0x9999) };
+    let (r, sy) = lb::recv(h, &mut io, 64, 0x9999, Some(on_chunk));
     assert_eq!((r, sy), (u32::MAX, null_mut()), "D12: table full");
-    // SAFETY: live endpoints.
-    let (r, ss, st) = unsafe { send(h, &mut io, 64, 0x9998, 0x9997) };
+    let (r, ss, st) = lb::send(h, &mut io, 64, 0x9998, 0x9997);
     assert_eq!((r, ss, st), (u32::MAX, null_mut(), URMA_SUCCESS));
     let after = loopback_ctl::counters();
     assert_eq!(
@@ -799,8 +725,7 @@ fn d12_request_limit_posts_nothing_and_recovers() {
     let (id, mut sy) = syncs.pop().unwrap();
     // SAFETY: valid pointer to a sync of this instance.
     assert_eq!(unsafe { os_transport_cancel_tasks(h, &mut sy, id) }, 0);
-    // SAFETY: live endpoints.
-    let (r, sy) = unsafe { recv(h, &mut io, 64, 0x9999) };
+    let (r, sy) = lb::recv(h, &mut io, 64, 0x9999, Some(on_chunk));
     assert_eq!(r, 0);
     syncs.push((0x9999, sy));
     for (id, mut sy) in syncs {

@@ -108,7 +108,7 @@ fn pick_len(r: &mut Rng, max: u32) -> u32 {
 /// Waits until the request that used `id` has ended in the library (D7: an id is refused while
 /// in flight), so the buffers of a failed pair can be reused without a late WRITE landing in the
 /// next pair's destination.
-fn settle_id(h: *mut c_void, io: &mut rc::Io, id: u64) {
+fn settle_id(h: *mut c_void, io: &mut lb::Io, id: u64) {
     let t = Instant::now();
     loop {
         let (r, s) = rc::recv(h, io, 1, id, Some(ok_cb));

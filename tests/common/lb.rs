@@ -6,6 +6,7 @@
 use os_transport::abi::*;
 use os_transport::ffi::*;
 use std::ffi::c_void;
+use std::ptr::null_mut;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use urma_sys::*;
@@ -260,4 +261,54 @@ pub fn io(ep: &Ep, s: &Buf, d: &Buf) -> Io {
             dst: d.mem.as_ptr() as *mut std::ffi::c_void,
         },
     }
+}
+
+/// `os_transport_send`: (return, sync, status).
+pub fn send(
+    h: *mut c_void,
+    io: &mut Io,
+    len: u32,
+    sk: u64,
+    ck: u64,
+) -> (u32, *mut task_sync_t, i32) {
+    let mut sync: *mut task_sync_t = null_mut();
+    let mut st: urma_status_t = -7;
+    // SAFETY: every pointer refers to a live local or to `io`, whose buffers outlive the request;
+    // a stale or foreign `h` is a plain value the library validates.
+    let r = unsafe {
+        os_transport_send(
+            h,
+            &mut io.ji,
+            &mut io.src,
+            &mut io.dst,
+            len,
+            sk,
+            ck,
+            &mut sync,
+            &mut st,
+        )
+    };
+    (r, sync, st)
+}
+
+/// `os_transport_recv`: (return, sync).
+pub fn recv(
+    h: *mut c_void,
+    io: &mut Io,
+    len: u32,
+    ck: u64,
+    cb: notify_callback_t,
+) -> (u32, *mut task_sync_t) {
+    let mut sync: *mut task_sync_t = null_mut();
+    // SAFETY: as for `send`.
+    let r = unsafe { os_transport_recv(h, &mut io.host, &mut io.dev, len, ck, &mut sync, cb) };
+    (r, sync)
+}
+
+/// `wait_and_free_sync_timeout`: (return, status).
+pub fn wait(h: *mut c_void, s: *mut task_sync_t, ms: i64) -> (u32, i32) {
+    let mut st: urma_status_t = -7;
+    // SAFETY: valid out-pointer; the sync is a plain value to the library.
+    let r = unsafe { wait_and_free_sync_timeout(h, s, ms, &mut st) };
+    (r, st)
 }

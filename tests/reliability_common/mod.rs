@@ -3,11 +3,10 @@
 #![allow(dead_code)]
 
 use crate::common::lb;
-pub use crate::common::lb::{io, Io};
+pub use crate::common::lb::{io, recv, send, wait};
 use os_transport::abi::*;
 use os_transport::ffi::*;
 use std::ffi::{c_char, c_void};
-use std::ptr::null_mut;
 use std::sync::atomic::{AtomicU64, Ordering};
 use urma_sys::*;
 
@@ -65,55 +64,6 @@ unsafe extern "C" fn count_log(level: i32, _msg: *const c_char) {
 /// Routes library logging to a counter (WARN and ERROR only; the rest is dropped cheaply).
 pub fn quiet_logs() {
     assert_eq!(os_transport_log_reg(1, Some(count_log)), 0);
-}
-
-/// `os_transport_send`: (return, sync, status).
-pub fn send(
-    h: *mut c_void,
-    io: &mut Io,
-    len: u32,
-    sk: u64,
-    ck: u64,
-) -> (u32, *mut task_sync_t, i32) {
-    let mut sync: *mut task_sync_t = null_mut();
-    let mut st: urma_status_t = -7;
-    // SAFETY: every pointer refers to a live local or to `io`, whose buffers outlive the request.
-    let r = unsafe {
-        os_transport_send(
-            h,
-            &mut io.ji,
-            &mut io.src,
-            &mut io.dst,
-            len,
-            sk,
-            ck,
-            &mut sync,
-            &mut st,
-        )
-    };
-    (r, sync, st)
-}
-
-/// `os_transport_recv`: (return, sync).
-pub fn recv(
-    h: *mut c_void,
-    io: &mut Io,
-    len: u32,
-    ck: u64,
-    cb: notify_callback_t,
-) -> (u32, *mut task_sync_t) {
-    let mut sync: *mut task_sync_t = null_mut();
-    // SAFETY: as for `send`.
-    let r = unsafe { os_transport_recv(h, &mut io.host, &mut io.dev, len, ck, &mut sync, cb) };
-    (r, sync)
-}
-
-/// `wait_and_free_sync_timeout`: (return, status).
-pub fn wait(h: *mut c_void, s: *mut task_sync_t, ms: i64) -> (u32, i32) {
-    let mut st: urma_status_t = -7;
-    // SAFETY: valid out-pointer; the sync is a plain value to the library.
-    let r = unsafe { wait_and_free_sync_timeout(h, s, ms, &mut st) };
-    (r, st)
 }
 
 /// `os_transport_cancel_tasks` with a sync: (return, sync after the call).
