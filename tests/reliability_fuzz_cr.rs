@@ -82,8 +82,12 @@ fn fuzz_cr(r: &mut Rng) -> urma_cr_t {
     cr.tpn = r.next_u64() as u32;
     cr.user_data = r.next_u64() as usize;
     cr.user_ctx = r.next_u64();
-    let mut imm = if r.pct(10) { r.below(64) } else { r.next_u64() };
-    if r.pct(5) {
+    let mut imm = if r.chance(10) {
+        r.below(64)
+    } else {
+        r.next_u64()
+    };
+    if r.chance(5) {
         let id = LIVE[r.below(LIVE.len() as u64) as usize].load(Ordering::Relaxed);
         if id != 0 {
             let (ty, ch) = (r.below(2) as u8, r.below(8) as u8);
@@ -161,7 +165,7 @@ fn fuzzed_completions_interleaved_with_real_requests() {
         // Poller: real CRs, each poll followed by a burst of fuzzed CRs.
         let poller = sc.spawn(|| {
             let h = hv as *mut c_void;
-            let mut r = Rng::new(seed);
+            let mut r = rc::rng(seed);
             let (mut acc, mut refd, mut real) = (0u64, 0u64, 0u64);
             // SAFETY: zeroed CR array is a valid out-buffer.
             let mut crs: [urma_cr_t; 32] = unsafe { std::mem::zeroed() };
@@ -199,7 +203,7 @@ fn fuzzed_completions_interleaved_with_real_requests() {
         // A second fuzzer racing the poller and the workers.
         let fuzzer = sc.spawn(|| {
             let h = hv as *mut c_void;
-            let mut r = Rng::new(seed ^ 0xF0F0);
+            let mut r = rc::rng(seed ^ 0xF0F0);
             let (mut acc, mut refd) = (0u64, 0u64);
             while fuzzed.load(Ordering::Relaxed) < total {
                 if !budget_ok() {
@@ -225,7 +229,7 @@ fn fuzzed_completions_interleaved_with_real_requests() {
             let (stop_apps, tally, ep, pairs_done) = (&stop_apps, &tally, &ep, &pairs_done);
             apps.push(sc.spawn(move || {
                 let h = hv as *mut c_void;
-                let mut r = Rng::new(seed.wrapping_add(a as u64 + 1));
+                let mut r = rc::rng(seed.wrapping_add(a as u64 + 1));
                 let (sb, db) = &b.0;
                 let mut io = rc::io(&ep.0, sb, db);
                 let src = sb.mem.as_ptr() as *mut u8;
@@ -238,7 +242,7 @@ fn fuzzed_completions_interleaved_with_real_requests() {
                     let s = unsafe { std::slice::from_raw_parts_mut(src, max) };
                     rc::fill(s, sk, len as usize);
                     // Half of the pairs are published to the fuzzers as targets.
-                    if r.pct(50) {
+                    if r.chance(50) {
                         LIVE[2 * a].store(sk, Ordering::Relaxed);
                         LIVE[2 * a + 1].store(ck, Ordering::Relaxed);
                     }

@@ -152,7 +152,7 @@ fn stress_with_faults() {
             let (stop, poller_stats) = (&stop, &poller_stats);
             sc.spawn(move || {
                 let h = hv as *mut c_void;
-                let mut r = Rng::new(seed ^ (0xAB00 + p));
+                let mut r = rc::rng(seed ^ (0xAB00 + p));
                 let mut delayed: VecDeque<(Instant, urma_cr_t)> = VecDeque::new();
                 // SAFETY: zeroed CRs are a valid out-buffer.
                 let mut crs: [urma_cr_t; 32] = unsafe { std::mem::zeroed() };
@@ -209,7 +209,7 @@ fn stress_with_faults() {
         {
             let (stop, poller_stats) = (&stop, &poller_stats);
             sc.spawn(move || {
-                let mut r = Rng::new(seed ^ 0xFA17);
+                let mut r = rc::rng(seed ^ 0xFA17);
                 let fail_post: rc::FailPost = lb::ctl("urma_loopback_fail_post");
                 let fail_cr: rc::FailCompletion = lb::ctl("urma_loopback_fail_completion");
                 let mut recv_faults = 0;
@@ -243,7 +243,7 @@ fn stress_with_faults() {
                 (&tally, &ep, &stop, &apps_left, &max_live);
             apps.push(sc.spawn(move || {
                 let h = hv as *mut c_void;
-                let mut r = Rng::new(seed.wrapping_add(t as u64 * 7919));
+                let mut r = rc::rng(seed.wrapping_add(t as u64 * 7919));
                 let (sb, db) = &b.0;
                 let mut io = rc::io(&ep.0, sb, db);
                 let src = sb.mem.as_ptr() as *mut u8;
@@ -261,7 +261,7 @@ fn stress_with_faults() {
                     // SAFETY: this thread's source buffer; no request of ours uses it now.
                     let s = unsafe { std::slice::from_raw_parts_mut(src, max as usize) };
                     rc::fill(s, sk, len as usize);
-                    let send_first = r.pct(10);
+                    let send_first = r.chance(10);
                     let mut touched = cb_fail;
                     let mut rs = std::ptr::null_mut();
                     let mut rr = ERR;

@@ -10,29 +10,12 @@ use std::ffi::{c_char, c_void};
 use std::sync::atomic::{AtomicU64, Ordering};
 use urma_sys::*;
 
-/// splitmix64: small, seedable, good enough to drive fuzzing and fault schedules.
-#[derive(Clone, Debug)]
-pub struct Rng(u64);
+pub use compat_tests::harness::random::Rng;
 
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed ^ 0x9E37_79B9_7F4A_7C15)
-    }
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in `0..n` (n > 0).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
-    }
-    /// `true` with probability `pct` percent.
-    pub fn pct(&mut self, pct: u64) -> bool {
-        self.below(100) < pct
-    }
+/// The suites' generator for `seed`: the harness's SplitMix64, with the seed mixed once more (so
+/// that the suites' small seeds 0, 1, 2, ... start far apart).
+pub fn rng(seed: u64) -> Rng {
+    Rng::new(seed ^ 0x9E37_79B9_7F4A_7C15)
 }
 
 /// Seed from `name` in the environment (decimal or 0x-hex), else `default`.
@@ -89,7 +72,7 @@ const PATTERN_SHIFTS: usize = 1 << 20;
 fn pattern_base() -> &'static [u8] {
     static P: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
     P.get_or_init(|| {
-        let mut r = Rng::new(0x0057_4E5D);
+        let mut r = rng(0x0057_4E5D);
         let mut v = Vec::with_capacity(MAX_LEN + PATTERN_SHIFTS);
         while v.len() < MAX_LEN + PATTERN_SHIFTS {
             v.extend_from_slice(&r.next_u64().to_le_bytes());
