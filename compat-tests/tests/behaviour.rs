@@ -401,6 +401,27 @@ impl Sess {
         (r, st)
     }
 
+    /// Registers a recv of `len` bytes under `CK`, sends it (`SK`) with the receiver's CRs held,
+    /// waits for the send (0, 0) and for `n` held receive CRs, and returns the recv's sync and the
+    /// held CRs (not yet handed to the library).
+    fn send_with_recv_crs_held(
+        &self,
+        src: &Buffer,
+        dst: &Buffer,
+        remote: &ImportedSeg,
+        len: u32,
+        n: u64,
+    ) -> (*mut TaskSync, Vec<u::urma_cr_t>) {
+        self.rp().set_hold(true);
+        let (r, rs) = self.recv(dst, len, CK);
+        assert_eq!(r, 0);
+        let (r, ss, _) = self.send(src, remote, len, SK, CK);
+        assert_eq!(r, 0);
+        assert_eq!(self.wait(ss, LONG_MS), (0, 0));
+        assert!(self.rp().wait_seen(n, LONG));
+        (rs, self.rp().take_held())
+    }
+
     /// `os_transport_cancel_tasks(h, &s, id)`; returns the result and `s` afterwards.
     fn cancel(&self, s: *mut TaskSync, id: u64) -> (u32, *mut TaskSync) {
         let mut s = s;
@@ -1286,14 +1307,7 @@ fn recv_out_of_order(which: Which) {
     let Some(s) = Sess::std(which) else { return };
     let len = 2 * CHUNK + 99;
     let (src, dst, remote) = buffers(len as usize, 11);
-    s.rp().set_hold(true);
-    let (r, rs) = s.recv(&dst, len, CK);
-    assert_eq!(r, 0);
-    let (r, ss, _) = s.send(&src, &remote, len, SK, CK);
-    assert_eq!(r, 0);
-    assert_eq!(s.wait(ss, LONG_MS), (0, 0));
-    assert!(s.rp().wait_seen(3, LONG));
-    let mut held = s.rp().take_held();
+    let (rs, mut held) = s.send_with_recv_crs_held(&src, &dst, &remote, len, 3);
     assert_eq!(held.len(), 3);
     held.reverse();
     for cr in &mut held {
@@ -1314,14 +1328,7 @@ fn duplicate_cr(which: Which) {
     let Some(s) = Sess::std(which) else { return };
     let len = CHUNK + 1;
     let (src, dst, remote) = buffers(len as usize, 13);
-    s.rp().set_hold(true);
-    let (r, rs) = s.recv(&dst, len, CK);
-    assert_eq!(r, 0);
-    let (r, ss, _) = s.send(&src, &remote, len, SK, CK);
-    assert_eq!(r, 0);
-    assert_eq!(s.wait(ss, LONG_MS), (0, 0));
-    assert!(s.rp().wait_seen(2, LONG));
-    let mut held = s.rp().take_held();
+    let (rs, mut held) = s.send_with_recv_crs_held(&src, &dst, &remote, len, 2);
     assert_eq!(held.len(), 2);
     let mut dup = held[0];
     assert_eq!(s.wake(&mut held[0]), 0);
@@ -1425,14 +1432,7 @@ fn error_status_cr_recv(which: Which) {
     let Some(s) = Sess::std(which) else { return };
     let len = CHUNK + 1;
     let (src, dst, remote) = buffers(len as usize, 19);
-    s.rp().set_hold(true);
-    let (r, rs) = s.recv(&dst, len, CK);
-    assert_eq!(r, 0);
-    let (r, ss, _) = s.send(&src, &remote, len, SK, CK);
-    assert_eq!(r, 0);
-    assert_eq!(s.wait(ss, LONG_MS), (0, 0));
-    assert!(s.rp().wait_seen(2, LONG));
-    let mut held = s.rp().take_held();
+    let (rs, mut held) = s.send_with_recv_crs_held(&src, &dst, &remote, len, 2);
     held[0].status = u::URMA_CR_LOC_LEN_ERR;
     assert_eq!(s.wake(&mut held[0]), 0);
     let second = s.wake(&mut held[1]);
@@ -1459,14 +1459,7 @@ fn callback_failure(which: Which) {
     let len = 2 * CHUNK + 5;
     let (src, dst, remote) = buffers(len as usize, 23);
     FAIL_CHUNK.store(1, Ordering::SeqCst);
-    s.rp().set_hold(true);
-    let (r, rs) = s.recv(&dst, len, CK);
-    assert_eq!(r, 0);
-    let (r, ss, _) = s.send(&src, &remote, len, SK, CK);
-    assert_eq!(r, 0);
-    assert_eq!(s.wait(ss, LONG_MS), (0, 0));
-    assert!(s.rp().wait_seen(3, LONG));
-    let mut held = s.rp().take_held();
+    let (rs, mut held) = s.send_with_recv_crs_held(&src, &dst, &remote, len, 3);
     assert_eq!(s.wake(&mut held[0]), 0);
     assert_eq!(s.wake(&mut held[1]), 0);
     assert_eq!(s.wait(rs, LONG_MS), (OST_ERR, 0));
