@@ -18,6 +18,10 @@ pub enum Spun {
 /// Checks `ready` up to `pauses` times with a spin-loop hint in between, then between
 /// `sched_yield`s until `ready` holds or the clock passes `end(start)`, `start` being the instant
 /// the yield phase began.
+///
+/// Always inlined: called on every task and wait, with closures that must fold into the loop
+/// (out of line it cost ~0.5 k more instructions per 7-chunk pair under callgrind).
+#[inline(always)]
 pub fn pause_then_yield(
     ready: impl Fn() -> bool,
     pauses: u32,

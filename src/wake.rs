@@ -74,7 +74,8 @@ impl FlagValue for urma_sys::urma_cr_flag_t {
 }
 
 /// `(slot, gen, worker)` if slot `s` holds generation `g` of the live, still-accepting request
-/// `rid` of `inst`.
+/// `rid` of `inst`. Always inlined into `deliver` (once per completion).
+#[inline(always)]
 fn accepting(inst: &Instance, rid: u64, (s, g): (u32, u32)) -> Option<(u32, u32, u32)> {
     if s as usize >= crate::sync::SYNC_CAPACITY {
         return None;
