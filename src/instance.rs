@@ -172,6 +172,7 @@ pub unsafe fn init(cfg: *mut os_transport_cfg_t, handle: *mut *mut c_void) -> u3
         return ERR;
     }
     let _ = table(); // preallocate the sync table now, not on the first request
+    sync::configure_from_env();
     let seq = SEQ.fetch_add(1, Ordering::Relaxed) + 1;
     let reqs = Arc::new(ReqTables::new());
     let r2 = reqs.clone();
@@ -254,6 +255,7 @@ pub fn destroy(handle: *mut c_void) -> u32 {
             r.cancel_flag = true;
             r.running = 0;
             r.done = true;
+            table().finished(&mut r);
             slot.done_hint.store(true, Ordering::Release);
             slot.cv.notify_all();
             if !r.waiting {
@@ -271,7 +273,7 @@ pub fn destroy(handle: *mut c_void) -> u32 {
 /// Registration failure reasons.
 #[derive(Debug, PartialEq, Eq)]
 pub enum RegError {
-    /// Sync table full.
+    /// Too many unfinished requests, or the sync table is full.
     Full,
     /// Destroy in progress.
     Closing,
@@ -289,14 +291,8 @@ pub fn register(
     fill: impl FnOnce(&mut Req),
 ) -> Result<(u32, u32), RegError> {
     let tab = table();
-    let Some(idx) = tab.alloc() else {
-        error!(
-            "request {:#x}: {} requests already in flight",
-            rid,
-            sync::SYNC_CAPACITY
-        );
-        return Err(RegError::Full);
-    };
+    // A refusal is logged by `alloc`, once per burst of refusals.
+    let idx = tab.alloc().map_err(|_| RegError::Full)?;
     let mut t = inst.reqs(rid);
     if t.closing {
         tab.unalloc(idx);
@@ -324,6 +320,7 @@ pub fn register(
     r.wshared = Some(keep.unwrap_or_else(|| ws.clone()));
     slot.done_hint.store(false, Ordering::Relaxed);
     r.live = true;
+    r.counted = true;
     r.instance = inst.seq;
     r.kind = kind;
     r.rid = rid;
@@ -401,6 +398,8 @@ pub fn settle(idx: u32, slot: &sync::Slot, r: &mut Req) -> Settled {
     if !r.terminal() {
         return Settled { c: None, wake };
     }
+    // Finished: no longer counts against the in-flight limit, collected or not.
+    table().finished(r);
     let c = (!r.cleaned).then_some(Cleanup {
         rid: r.rid,
         slot: idx,

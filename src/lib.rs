@@ -26,5 +26,8 @@ mod wake;
 pub mod testing {
     pub use crate::pool::{MAX_WORKERS, WORKER_QUEUE_CAPACITY};
     pub use crate::request::{STASH_CAPACITY, TOMBSTONES};
-    pub use crate::sync::{live_syncs, SYNC_CAPACITY};
+    pub use crate::sync::{
+        inflight_requests, live_syncs, DEFAULT_MAX_INFLIGHT, MAX_INFLIGHT_ENV, SLOT_BYTES,
+        SYNC_CAPACITY,
+    };
 }

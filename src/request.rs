@@ -61,10 +61,11 @@ pub struct Early {
 
 /// Number of independently locked shards of the id → slot map (a power of two).
 pub const SHARDS: usize = 16;
-/// Ids each shard's map holds without growing. Ids spread evenly over the shards, so even
-/// [`crate::sync::SYNC_CAPACITY`] requests in flight stay far below it in every shard; a shard
-/// that gets more grows its map once (one allocation) and keeps the room. Sized so that all 16
-/// maps together stay within a core's L2 cache.
+/// Ids each shard's map holds without growing. A map holds only unfinished requests (a finished
+/// one is removed whether or not its sync was collected) and ids spread evenly over the shards,
+/// so 16 × 512 unfinished requests fit without growing; a shard that gets more grows its map
+/// (allocating on the submit path) and keeps the room. Sized so that all 16 maps together stay
+/// within a core's L2 cache.
 pub const SHARD_CAPACITY: usize = 512;
 /// Entries of the lock-free lookup hints (a power of two).
 pub const HINTS: usize = 8192;

@@ -77,7 +77,7 @@ impl FlagValue for urma_sys::urma_cr_flag_t {
 /// `rid` of `inst`. Always inlined into `deliver` (once per completion).
 #[inline(always)]
 fn accepting(inst: &Instance, rid: u64, (s, g): (u32, u32)) -> Option<(u32, u32, u32)> {
-    if s as usize >= crate::sync::SYNC_CAPACITY {
+    if s as usize >= table().len() {
         return None;
     }
     let r = table().slot(s).lock();
@@ -267,12 +267,13 @@ pub fn on_wake(ctx: &WorkerCtx, reqs: &ReqTables, idx: u32, gen: u32, ud: u64) {
             drop(r);
             ctx.shared.tasks.fetch_sub(1, Ordering::Relaxed);
             ctx.shared.busy.store(true, Ordering::Relaxed);
-            slot.ud[i as usize].store(ud, Ordering::Relaxed);
-            let arg: *mut c_void = slot.ud[i as usize].as_ptr().cast();
+            slot.ud.store(ud, Ordering::Relaxed);
+            let arg: *mut c_void = slot.ud.as_ptr().cast();
             let ret = match cb {
                 // SAFETY: cb is the application's notify_callback; arg points to this slot's 8-byte
-                // copy, which stays valid at least until the callback returns (the slot cannot be
-                // freed while `running` is set).
+                // copy, which stays valid and unchanged at least until the callback returns (the
+                // slot cannot be freed while `running` is set, and only this worker, one task at a
+                // time, runs the request's receive tasks and writes the copy).
                 Some(f) => unsafe { f(arg) },
                 None => -1,
             };

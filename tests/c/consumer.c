@@ -11,6 +11,10 @@
  * It transfers LEN bytes (> 2 MiB, so the legacy library accepts it: N = 3 chunks) with
  * os_transport_send / os_transport_recv, checks the bytes, the notify_callback arguments, both
  * waits, and a few return codes, then prints "consumer ok: <path of the libos_transport in use>".
+ *
+ * `consumer pattern GETS` runs the usage pattern of a real cache client instead (run_pattern below):
+ * many gets whose receive syncs are never collected, on one JFC shared with the application's own
+ * URMA work, and prints "consumer pattern ok: ...".
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -20,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "os_transport.h"
 
@@ -110,10 +115,541 @@ static urma_target_seg_t *reg_seg(urma_context_t *ctx, void *buf, uint64_t len)
     return urma_register_seg(ctx, &cfg);
 }
 
-int main(void)
+/* urma_init and a context on the first device (NULL, with a message, on failure). */
+static urma_context_t *open_context(void)
 {
     urma_device_t **devs;
     int ndev = 0;
+    urma_context_t *ctx;
+
+    CHECK(urma_init(NULL) == URMA_SUCCESS);
+    devs = urma_get_device_list(&ndev);
+    if (devs == NULL || ndev < 1) {
+        fprintf(stderr, "no URMA device\n");
+        return NULL;
+    }
+    ctx = urma_create_context(devs[0], 0);
+    urma_free_device_list(devs);
+    if (ctx == NULL) {
+        fprintf(stderr, "urma_create_context failed\n");
+    }
+    return ctx;
+}
+
+/*
+ * ---- The consumer pattern ------------------------------------------------------------------
+ *
+ * How a real cache client drives the library (run by `consumer pattern GETS`):
+ *  - init with 64 workers, recv_queue_capacity 256 and urma_event_mode set, although it polls;
+ *  - one thread busy-polls the one JFC shared by everything (8 CRs per poll, 1 us sleep when
+ *    empty) and hands every CR to os_transport_wake_up_task, its own plain WRITE/READ work too:
+ *    -1 means "not a pipeline completion", anything else "handled";
+ *  - sends with jfs = NULL and a jetty (RM, on a shared JFR), receives on a shared JFR;
+ *  - request ids come from one 40-bit counter shared by sends, receives and plain URMA work;
+ *  - a get (object > 2 MiB, <= 14 MiB) is a recv plus the peer's send; the client learns that it
+ *    succeeded from its notify_callback and never waits on nor cancels the receive sync;
+ *  - some callbacks cancel their own request (cancel_tasks with a non-NULL sync), some block for a
+ *    second; waits use short deadlines (0 included) and treat the sync as released on timeout;
+ *  - a recv of more than 14 MiB is refused (the client then falls back).
+ * Every get must be served (no refusal ever), every completion of the plain work must return -1,
+ * and the memory growth per uncollected get (RSS) is printed and bounded.
+ */
+#define P_CHUNK (2U << 20)
+#define P_MAX_LEN (14U << 20)
+#define P_THREADS 4
+#define P_PLAIN_LEN 4096U
+#define P_RSS_BOUND 1024 /* bytes per uncollected get */
+#define P_ID_MASK ((1ULL << 40) - 1)
+
+enum { M_UNCOLLECTED, M_CANCEL_IN_CB, M_BLOCK_IN_CB, M_WAIT_ZERO, M_WAIT_SHORT, M_KEEP };
+
+struct pget {
+    uint32_t expect;       /* chunks */
+    int mode;
+    int seen;              /* callbacks so far (atomic) */
+    int cb_done;           /* the special callback finished (atomic) */
+    uint32_t cancel_ret;   /* what cancel_tasks returned inside the callback */
+    task_sync_t *sync;     /* the receive sync (never collected in M_UNCOLLECTED) */
+};
+
+static struct {
+    urma_jetty_t *tx;                    /* sender's jetty: library sends and plain work */
+    urma_target_jetty_t *tj;             /* the receiver's jetty, imported */
+    urma_jetty_t *rx;                    /* receiver's jetty, on the shared JFR */
+    urma_jfr_t *jfr;
+    urma_target_seg_t *src_seg, *dst_seg, *dst_imp;
+    unsigned char *src, *dst;
+    uint64_t next_id;                    /* the one 40-bit request id counter */
+    uint64_t max_ids;
+    struct pget *gets;                   /* by request id */
+    unsigned char *plain;                /* by request id: 1 = id of plain URMA work */
+    uint64_t plain_ctx;                  /* a pointer-valued user_ctx of plain work */
+    long plain_posted, plain_crs, plain_bad, pipeline_crs, cr_errors;
+    long ok_gets, refusals, kept_n, failures_in_cb, refusal_logs, blocked;
+    int unblocked;
+    task_sync_t *kept[64];
+    uint64_t kept_id[64];
+} P;
+
+static uint64_t p_next_id(void)
+{
+    return __atomic_fetch_add(&P.next_id, 1, __ATOMIC_RELAXED) & P_ID_MASK;
+}
+
+static int p_is_plain(uint64_t user_ctx)
+{
+    return user_ctx == P.plain_ctx || (user_ctx < P.max_ids && P.plain[user_ctx] != 0);
+}
+
+static double p_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static long p_rss_bytes(void)
+{
+    long pages = 0, rss = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f != NULL) {
+        if (fscanf(f, "%ld %ld", &pages, &rss) != 2) {
+            rss = 0;
+        }
+        fclose(f);
+    }
+    return rss * 4096L;
+}
+
+static void *p_poll(void *arg)
+{
+    urma_jfc_t *jfc = arg;
+    urma_cr_t crs[8];
+    const struct timespec us1 = { 0, 1000 };
+    for (;;) {
+        int i, n = urma_poll_jfc(jfc, 8, crs);
+        if (n <= 0) {
+            if (__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE)) {
+                break;
+            }
+            nanosleep(&us1, NULL);
+            continue;
+        }
+        for (i = 0; i < n; i++) {
+            int r = os_transport_wake_up_task(g_handle, &crs[i]);
+            if (crs[i].status != URMA_CR_SUCCESS) {
+                __atomic_fetch_add(&P.cr_errors, 1, __ATOMIC_RELAXED);
+            }
+            if (crs[i].flag.bs.s_r == 0 && p_is_plain(crs[i].user_ctx)) {
+                __atomic_fetch_add(&P.plain_crs, 1, __ATOMIC_RELAXED);
+                if (r != -1) {
+                    __atomic_fetch_add(&P.plain_bad, 1, __ATOMIC_RELAXED);
+                }
+            } else {
+                __atomic_fetch_add(&P.pipeline_crs, 1, __ATOMIC_RELAXED);
+            }
+        }
+    }
+    return NULL;
+}
+
+static int p_notify(void *user_data)
+{
+    uint64_t ck = ((os_transport_user_data_t *)user_data)->user_ctx & P_ID_MASK;
+    struct pget *g;
+    if (ck >= P.max_ids) {
+        return -1; /* not one of ours */
+    }
+    g = &P.gets[ck];
+    if (__atomic_fetch_add(&g->seen, 1, __ATOMIC_ACQ_REL) == 0) {
+        if (g->mode == M_CANCEL_IN_CB) {
+            task_sync_t *s = __atomic_load_n(&g->sync, __ATOMIC_ACQUIRE);
+            g->cancel_ret = os_transport_cancel_tasks(g_handle, &s, ck);
+            if (g->cancel_ret != 0 || s != NULL) {
+                __atomic_fetch_add(&P.failures_in_cb, 1, __ATOMIC_RELAXED);
+            }
+            __atomic_store_n(&g->cb_done, 1, __ATOMIC_RELEASE);
+        } else if (g->mode == M_BLOCK_IN_CB) {
+            const struct timespec one_s = { 1, 0 };
+            nanosleep(&one_s, NULL);
+            __atomic_fetch_add(&P.unblocked, 1, __ATOMIC_RELEASE);
+        }
+    }
+    return 0;
+}
+
+static void p_log(int level, const char *msg)
+{
+    (void)level;
+    if (msg != NULL && (strstr(msg, "refused") != NULL || strstr(msg, "in flight") != NULL)) {
+        __atomic_fetch_add(&P.refusal_logs, 1, __ATOMIC_RELAXED);
+    }
+}
+
+/* Waits (yielding) until *flag >= want or `secs` passed; returns whether it got there. */
+static int p_await(int *flag, int want, double secs)
+{
+    double end = p_now() + secs;
+    while (__atomic_load_n(flag, __ATOMIC_ACQUIRE) < want) {
+        if (p_now() > end) {
+            return 0;
+        }
+        sched_yield();
+    }
+    return 1;
+}
+
+/* The application's own URMA work on the pipeline's jetty: a WRITE or a READ, its user_ctx an
+ * id from the shared counter or a pointer. */
+static void p_plain(unsigned seq)
+{
+    urma_jfs_wr_t wr, *bad = NULL;
+    urma_sge_t l, r;
+    uint64_t id = 0;
+    memset(&wr, 0, sizeof(wr));
+    if (seq & 2) {
+        wr.user_ctx = P.plain_ctx;
+    } else {
+        id = p_next_id();
+        P.plain[id] = 1;
+        wr.user_ctx = id;
+    }
+    l.addr = (uint64_t)(uintptr_t)P.src;
+    l.len = P_PLAIN_LEN;
+    l.tseg = P.src_seg;
+    r.addr = (uint64_t)(uintptr_t)P.dst;
+    r.len = P_PLAIN_LEN;
+    r.tseg = P.dst_imp;
+    wr.opcode = (seq & 1) ? URMA_OPC_READ : URMA_OPC_WRITE;
+    wr.flag.bs.complete_enable = 1;
+    wr.tjetty = P.tj;
+    wr.rw.src.sge = (seq & 1) ? &r : &l;
+    wr.rw.src.num_sge = 1;
+    wr.rw.dst.sge = (seq & 1) ? &l : &r;
+    wr.rw.dst.num_sge = 1;
+    CHECK(urma_post_jetty_send_wr(P.tx, &wr, &bad) == URMA_SUCCESS);
+    __atomic_fetch_add(&P.plain_posted, 1, __ATOMIC_RELAXED);
+}
+
+/* What get number k does besides the plain uncollected get. */
+static int p_mode(long k)
+{
+    return k % 25000 == 4321  ? M_BLOCK_IN_CB
+           : k % 5000 == 17   ? M_CANCEL_IN_CB
+           : k % 1000 == 500  ? M_WAIT_ZERO
+           : k % 1000 == 700  ? M_WAIT_SHORT
+           : k % 2500 == 1234 ? M_KEEP
+                              : M_UNCOLLECTED;
+}
+
+struct pthread_arg {
+    long gets;    /* gets this thread serves */
+    unsigned seed;
+    long first;   /* global index of its first get (selects the special modes) */
+};
+
+static void *p_client(void *arg)
+{
+    struct pthread_arg *a = arg;
+    urma_jetty_info_t ji;
+    ost_buffer_info_t lsrc, rdst, host;
+    ost_device_info_t dev;
+    long i;
+
+    memset(&ji, 0, sizeof(ji));
+    ji.jfs = NULL;
+    ji.jetty = P.tx;
+    ji.tjetty = P.tj;
+    ji.jetty_mode = JETTY_MODE_DUPLEX;
+    lsrc.addr = (uint64_t)(uintptr_t)P.src;
+    lsrc.tseg = P.src_seg;
+    rdst.addr = (uint64_t)(uintptr_t)P.dst;
+    rdst.tseg = P.dst_imp;
+    host.addr = (uint64_t)(uintptr_t)P.dst;
+    host.tseg = P.dst_seg;
+    dev.jfr = P.jfr;
+    dev.jetty = P.rx;
+    dev.dst = P.dst;
+
+    for (i = 0; i < a->gets; i++) {
+        long k = a->first + i;
+        uint64_t len = P_CHUNK + 1 + (uint64_t)(rand_r(&a->seed) % (P_MAX_LEN - P_CHUNK));
+        uint64_t ck = p_next_id(), sk = p_next_id();
+        struct pget *g;
+        task_sync_t *ss = NULL;
+        urma_status_t st = -1;
+        uint32_t r;
+        int mode = p_mode(k);
+        if (ck >= P.max_ids || sk >= P.max_ids) {
+            CHECK(!"request id counter beyond the table");
+            break;
+        }
+        if (i % 8 == 3) {
+            p_plain((unsigned)(k / 8));
+        }
+        g = &P.gets[ck];
+        g->expect = (uint32_t)((len + P_CHUNK - 1) / P_CHUNK);
+        g->mode = mode;
+        /* the 64-bit object size goes to the 32-bit parameter, as in the real client */
+        r = os_transport_recv(g_handle, &host, &dev, len, ck, &g->sync, p_notify);
+        if (r != 0) {
+            __atomic_fetch_add(&P.refusals, 1, __ATOMIC_RELAXED);
+            continue;
+        }
+        r = os_transport_send(g_handle, &ji, &lsrc, &rdst, len, sk, ck, &ss, &st);
+        CHECK(r == 0 && st == URMA_SUCCESS);
+        if (r != 0) {
+            __atomic_fetch_add(&P.refusals, 1, __ATOMIC_RELAXED);
+            continue;
+        }
+        CHECK(wait_and_free_sync_timeout(g_handle, ss, 10000, &st) == 0 && st == URMA_SUCCESS);
+        switch (mode) {
+        case M_UNCOLLECTED:
+        case M_KEEP:
+            if (p_await(&g->seen, (int)g->expect, 10.0)) {
+                __atomic_fetch_add(&P.ok_gets, 1, __ATOMIC_RELAXED);
+            } else {
+                CHECK(!"a get never completed");
+            }
+            if (mode == M_KEEP) {
+                long n = __atomic_fetch_add(&P.kept_n, 1, __ATOMIC_RELAXED);
+                if (n < 64) {
+                    P.kept[n] = g->sync;
+                    P.kept_id[n] = ck;
+                }
+            }
+            break; /* the receive sync is never collected */
+        case M_CANCEL_IN_CB:
+            CHECK(p_await(&g->cb_done, 1, 10.0));
+            break; /* the callback cancelled the request and released its sync */
+        case M_BLOCK_IN_CB:
+            /* the RPC deadline passes while the callback blocks: timeout (1), sync released;
+             * the callback finishes a second later on its worker */
+            st = -1;
+            CHECK(wait_and_free_sync_timeout(g_handle, g->sync, 50, &st) == 1);
+            CHECK(st == URMA_SUCCESS);
+            __atomic_fetch_add(&P.blocked, 1, __ATOMIC_RELAXED);
+            break;
+        case M_WAIT_ZERO:
+            /* deadline already reached: an immediate check, done or timed out, sync released */
+            r = wait_and_free_sync_timeout(g_handle, g->sync, 0, &st);
+            CHECK(r == 0 || r == 1);
+            break;
+        case M_WAIT_SHORT:
+            CHECK(p_await(&g->seen, (int)g->expect, 10.0));
+            CHECK(wait_and_free_sync_timeout(g_handle, g->sync, 2, &st) == 0 && st == URMA_SUCCESS);
+            __atomic_fetch_add(&P.ok_gets, 1, __ATOMIC_RELAXED);
+            break;
+        }
+    }
+    return NULL;
+}
+
+/* Runs gets number first .. first + gets - 1 on P_THREADS client threads. */
+static void p_run(long gets, long first, unsigned seed)
+{
+    pthread_t th[P_THREADS];
+    struct pthread_arg a[P_THREADS];
+    int t;
+    for (t = 0; t < P_THREADS; t++) {
+        a[t].gets = gets / P_THREADS + (t < gets % P_THREADS);
+        a[t].first = first + (gets / P_THREADS) * t + (t < gets % P_THREADS ? t : gets % P_THREADS);
+        a[t].seed = seed + (unsigned)t;
+        CHECK(pthread_create(&th[t], NULL, p_client, &a[t]) == 0);
+    }
+    for (t = 0; t < P_THREADS; t++) {
+        pthread_join(th[t], NULL);
+    }
+}
+
+static int run_pattern(long gets)
+{
+    urma_context_t *ctx;
+    urma_jfce_t *jfce;
+    urma_jfc_t *jfc;
+    urma_jfc_cfg_t jfc_cfg;
+    urma_jfr_cfg_t jfr_cfg;
+    urma_jetty_cfg_t jc;
+    urma_rjetty_t rj;
+    urma_import_seg_flag_t iflag;
+    os_transport_cfg_t cfg;
+    ost_buffer_info_t host;
+    ost_device_info_t dev;
+    task_sync_t *sy = NULL;
+    urma_status_t st;
+    pthread_t poller;
+    long total, warm, rss_mid, rss_end, k, expect_ok = 0;
+    double t0, per_get;
+    Dl_info info;
+    void *sym;
+
+    if (gets < 100) {
+        fprintf(stderr, "pattern: at least 100 gets\n");
+        return 2;
+    }
+    CHECK(os_transport_log_reg(3, p_log) == 0);
+    ctx = open_context();
+    if (ctx == NULL) {
+        return 1;
+    }
+    jfce = urma_create_jfce(ctx);
+    memset(&jfc_cfg, 0, sizeof(jfc_cfg));
+    jfc_cfg.depth = 8192;
+    jfc_cfg.jfce = jfce;
+    jfc = urma_create_jfc(ctx, &jfc_cfg);
+    CHECK(jfce != NULL && jfc != NULL);
+
+    memset(&jfr_cfg, 0, sizeof(jfr_cfg));
+    jfr_cfg.depth = 4096;
+    jfr_cfg.trans_mode = URMA_TM_RM;
+    jfr_cfg.max_sge = 1;
+    jfr_cfg.jfc = jfc;
+    P.jfr = urma_create_jfr(ctx, &jfr_cfg);
+    CHECK(P.jfr != NULL);
+    memset(&jc, 0, sizeof(jc));
+    jc.flag.bs.share_jfr = 1;
+    jc.jfs_cfg.depth = 4096;
+    jc.jfs_cfg.trans_mode = URMA_TM_RM;
+    jc.jfs_cfg.max_sge = 1;
+    jc.jfs_cfg.jfc = jfc;
+    jc.shared.jfr = P.jfr;
+    jc.shared.jfc = jfc;
+    P.tx = urma_create_jetty(ctx, &jc);
+    P.rx = urma_create_jetty(ctx, &jc);
+    CHECK(P.tx != NULL && P.rx != NULL);
+    if (P.tx == NULL || P.rx == NULL || P.jfr == NULL || jfc == NULL) {
+        return 1;
+    }
+    memset(&rj, 0, sizeof(rj));
+    rj.jetty_id = P.rx->jetty_id;
+    rj.trans_mode = URMA_TM_RM;
+    rj.type = URMA_JETTY;
+    P.tj = urma_import_jetty(ctx, &rj, NULL);
+    /* never touched: with the loopback's no-copy mode the transfers move no bytes */
+    P.src = malloc(P_MAX_LEN);
+    P.dst = malloc(P_MAX_LEN);
+    P.max_ids = (uint64_t)gets * 3 + 4096;
+    P.gets = calloc(P.max_ids, sizeof(*P.gets));
+    P.plain = calloc(P.max_ids, 1);
+    if (P.tj == NULL || P.src == NULL || P.dst == NULL || P.gets == NULL || P.plain == NULL) {
+        fprintf(stderr, "pattern: setup failed\n");
+        return 1;
+    }
+    /* touch the bookkeeping now, so that it does not count as growth per get */
+    memset(P.gets, 0, P.max_ids * sizeof(*P.gets));
+    memset(P.plain, 0, P.max_ids);
+    P.plain_ctx = (uint64_t)(uintptr_t)&P.plain_ctx;
+    P.src_seg = reg_seg(ctx, P.src, P_MAX_LEN);
+    P.dst_seg = reg_seg(ctx, P.dst, P_MAX_LEN);
+    memset(&iflag, 0, sizeof(iflag));
+    iflag.bs.access = URMA_ACCESS_READ | URMA_ACCESS_WRITE;
+    P.dst_imp = P.dst_seg == NULL ? NULL : urma_import_seg(ctx, &P.dst_seg->seg, NULL, 0, iflag);
+    CHECK(P.src_seg != NULL && P.dst_seg != NULL && P.dst_imp != NULL);
+
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.worker_thread_num = 64;
+    cfg.recv_queue_capacity = 256;
+    cfg.urma_event_mode = true;
+    cfg.jfce = jfce;
+    cfg.jfc = jfc;
+    CHECK(os_transport_init(ctx, &cfg, &g_handle) == 0 && g_handle != NULL);
+    CHECK(pthread_create(&poller, NULL, p_poll, jfc) == 0);
+
+    host.addr = (uint64_t)(uintptr_t)P.dst;
+    host.tseg = P.dst_seg;
+    dev.jfr = P.jfr;
+    dev.jetty = P.rx;
+    dev.dst = P.dst;
+    /* more than 14 MiB is refused: the client falls back */
+    CHECK(os_transport_recv(g_handle, &host, &dev, P_MAX_LEN + 1, p_next_id(), &sy, p_notify) == ERR32);
+    CHECK(sy == NULL);
+
+    /* `gets` plain uncollected gets, plus the special ones among them */
+    for (total = 0, k = 0; k < gets; total++) {
+        k += p_mode(total) == M_UNCOLLECTED;
+        expect_ok += p_mode(total) == M_UNCOLLECTED || p_mode(total) == M_KEEP ||
+                     p_mode(total) == M_WAIT_SHORT;
+    }
+    warm = total / 10;
+    t0 = p_now();
+    p_run(warm, 0, 1);
+    rss_mid = p_rss_bytes();
+    p_run(total - warm, warm, 1000);
+    rss_end = p_rss_bytes();
+    per_get = (double)(rss_end - rss_mid) / (double)(total - warm);
+
+    /* the application's own work drains: every one of its completions returned -1 */
+    for (k = 0; k < 10000 && __atomic_load_n(&P.plain_crs, __ATOMIC_ACQUIRE) < P.plain_posted; k++) {
+        const struct timespec ms1 = { 0, 1000000 };
+        nanosleep(&ms1, NULL);
+    }
+    CHECK(P.plain_crs == P.plain_posted && P.plain_posted > 0);
+    CHECK(P.plain_bad == 0);
+    CHECK(P.cr_errors == 0);
+    CHECK(P.failures_in_cb == 0);
+    /* every get was served: no refusal, nothing logged about one */
+    CHECK(P.refusals == 0);
+    CHECK(P.refusal_logs == 0);
+    CHECK(P.ok_gets == expect_ok);
+    /* callbacks that blocked for a second all returned (before destroy) */
+    CHECK(p_await(&P.unblocked, (int)P.blocked, 10.0));
+
+    /* syncs of finished gets kept uncollected for a long time are still valid: half of them are
+     * waited for (success, released), half cancelled (0, released) */
+    for (k = 0; k < P.kept_n && k < 64; k++) {
+        if (k % 2 == 0) {
+            st = -1;
+            CHECK(wait_and_free_sync_timeout(g_handle, P.kept[k], 0, &st) == 0 && st == URMA_SUCCESS);
+        } else {
+            CHECK(os_transport_cancel_tasks(g_handle, &P.kept[k], P.kept_id[k]) == 0 && P.kept[k] == NULL);
+        }
+    }
+    CHECK(P.kept_n > 0);
+    CHECK(os_transport_recv(g_handle, &host, &dev, P_MAX_LEN + 1, p_next_id(), &sy, p_notify) == ERR32);
+
+    __atomic_store_n(&g_stop, 1, __ATOMIC_RELEASE);
+    pthread_join(poller, NULL);
+    /* destroy releases every sync that was never collected */
+    CHECK(os_transport_destroy(g_handle) == 0);
+
+    CHECK(urma_unimport_seg(P.dst_imp) == URMA_SUCCESS);
+    CHECK(urma_unregister_seg(P.src_seg) == URMA_SUCCESS);
+    CHECK(urma_unregister_seg(P.dst_seg) == URMA_SUCCESS);
+    CHECK(urma_unimport_jetty(P.tj) == URMA_SUCCESS);
+    CHECK(urma_delete_jetty(P.tx) == URMA_SUCCESS);
+    CHECK(urma_delete_jetty(P.rx) == URMA_SUCCESS);
+    CHECK(urma_delete_jfr(P.jfr) == URMA_SUCCESS);
+    CHECK(urma_delete_jfc(jfc) == URMA_SUCCESS);
+    CHECK(urma_delete_jfce(jfce) == URMA_SUCCESS);
+    CHECK(urma_delete_context(ctx) == URMA_SUCCESS);
+    free(P.src);
+    free(P.dst);
+    free(P.gets);
+    free(P.plain);
+
+    sym = dlsym(RTLD_DEFAULT, "os_transport_init");
+    if (sym == NULL || dladdr(sym, &info) == 0 || info.dli_fname == NULL) {
+        fprintf(stderr, "cannot locate os_transport_init\n");
+        return 1;
+    }
+    printf("consumer pattern: library %s: %ld gets in %.2f s (%ld receive syncs never collected, "
+           "%ld gets served), %ld plain completions (all -1), RSS growth %.0f bytes per get "
+           "(bound %d)\n",
+           info.dli_fname, total, p_now() - t0, gets, P.ok_gets, P.plain_crs, per_get, P_RSS_BOUND);
+    if (gets >= 10000) {
+        /* (short runs, e.g. under valgrind, are too small to measure) */
+        CHECK(per_get <= P_RSS_BOUND);
+    }
+    if (g_failures != 0) {
+        fprintf(stderr, "consumer pattern: %d check(s) failed (library %s)\n", g_failures, info.dli_fname);
+        return 1;
+    }
+    printf("consumer pattern ok: %s\n", info.dli_fname);
+    return 0;
+}
+
+static int run_basic(void)
+{
     urma_context_t *ctx;
     urma_jfc_cfg_t jfc_cfg;
     urma_jfs_cfg_t jfs_cfg;
@@ -142,16 +678,8 @@ int main(void)
     CHECK(os_transport_log_reg(0, log_cb) == 0);
     CHECK(os_transport_log_reg(0, NULL) == -1);
 
-    CHECK(urma_init(NULL) == URMA_SUCCESS);
-    devs = urma_get_device_list(&ndev);
-    if (devs == NULL || ndev < 1) {
-        fprintf(stderr, "no URMA device\n");
-        return 1;
-    }
-    ctx = urma_create_context(devs[0], 0);
-    urma_free_device_list(devs);
+    ctx = open_context();
     if (ctx == NULL) {
-        fprintf(stderr, "urma_create_context failed\n");
         return 1;
     }
     memset(&jfc_cfg, 0, sizeof(jfc_cfg));
@@ -296,4 +824,16 @@ int main(void)
     }
     printf("consumer ok: %s\n", info.dli_fname);
     return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[1], "pattern") == 0) {
+        return run_pattern(strtol(argv[2], NULL, 10));
+    }
+    if (argc != 1) {
+        fprintf(stderr, "usage: consumer [pattern GETS]\n");
+        return 2;
+    }
+    return run_basic();
 }
