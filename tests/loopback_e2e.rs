@@ -6,7 +6,7 @@ use common::lb::{self, io, wait};
 use compat_tests::loopback_ctl;
 use os_transport::abi::*;
 use os_transport::ffi::*;
-use os_transport::testing::live_syncs;
+use os_transport::testing::{inflight_requests, live_syncs};
 use std::ffi::c_void;
 use std::ptr::null_mut;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -697,11 +697,13 @@ fn d10_callback_waiting_on_its_own_request_gets_err() {
 fn d12_request_limit_posts_nothing_and_recovers() {
     let _g = serial();
     let ep = lb::ep();
+    let cap = 64u64;
+    std::env::set_var(os_transport::testing::MAX_INFLIGHT_ENV, cap.to_string());
     let h = lb::init(2, 2);
+    std::env::remove_var(os_transport::testing::MAX_INFLIGHT_ENV);
     let s = lb::buf(&ep, 64);
     let d = lb::buf(&ep, 64);
     let mut io = io(&ep, &s, &d);
-    let cap = os_transport::testing::SYNC_CAPACITY as u64;
     let mut syncs = Vec::new();
     for i in 0..cap {
         let (r, sy) = lb::recv(h, &mut io, 64, 0x1000 + i, Some(on_chunk));
@@ -709,9 +711,10 @@ fn d12_request_limit_posts_nothing_and_recovers() {
         syncs.push((0x1000 + i, sy));
     }
     assert_eq!(live_syncs(), cap as usize);
+    assert_eq!(inflight_requests(), cap as usize);
     let before = loopback_ctl::counters();
     let (r, sy) = lb::recv(h, &mut io, 64, 0x9999, Some(on_chunk));
-    assert_eq!((r, sy), (u32::MAX, null_mut()), "D12: table full");
+    assert_eq!((r, sy), (u32::MAX, null_mut()), "D12: limit reached");
     let (r, ss, st) = lb::send(h, &mut io, 64, 0x9998, 0x9997);
     assert_eq!((r, ss, st), (u32::MAX, null_mut(), URMA_SUCCESS));
     let after = loopback_ctl::counters();
@@ -733,5 +736,35 @@ fn d12_request_limit_posts_nothing_and_recovers() {
         assert_eq!(unsafe { os_transport_cancel_tasks(h, &mut sy, id) }, 0);
     }
     assert_eq!(live_syncs(), 0);
+    assert_eq!(inflight_requests(), 0);
     assert_eq!(os_transport_destroy(h), 0);
+}
+
+/// More syncs than one table segment holds are served (the table grows), and destroy releases
+/// every one of them.
+#[test]
+fn sync_table_grows_past_a_segment() {
+    let _g = serial();
+    let ep = lb::ep();
+    let h = lb::init(2, 2);
+    let s = lb::buf(&ep, 64);
+    let d = lb::buf(&ep, 64);
+    let mut io = io(&ep, &s, &d);
+    let n = 4096 * 2 + 100;
+    let mut syncs = Vec::new();
+    for i in 0..n {
+        let (r, sy) = lb::recv(h, &mut io, 64, 0x10_0000 + i, Some(on_chunk));
+        assert_eq!(r, 0, "recv {i}");
+        syncs.push((0x10_0000 + i, sy));
+    }
+    assert_eq!(live_syncs(), n as usize);
+    // Half are cancelled (tokens in the newest segment too), the rest are released by destroy.
+    for (id, mut sy) in syncs.into_iter().step_by(2) {
+        // SAFETY: valid pointer to a sync of this instance.
+        assert_eq!(unsafe { os_transport_cancel_tasks(h, &mut sy, id) }, 0);
+    }
+    assert_eq!(live_syncs(), n as usize / 2);
+    assert_eq!(os_transport_destroy(h), 0);
+    assert_eq!(live_syncs(), 0);
+    assert_eq!(inflight_requests(), 0);
 }

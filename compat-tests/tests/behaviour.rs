@@ -1851,52 +1851,101 @@ fn callback_waits_on_own_request(which: Which) {
     assert_eq!(notes().len(), 2);
 }
 
-/// D12: at most 4096 requests in flight (Rust): the next send/recv gets ERR with nothing posted,
-/// and the library recovers once requests end. Legacy has no bound (4097 accepted).
+/// D12: at most `OS_TRANSPORT_MAX_INFLIGHT` unfinished requests (Rust; set to 64 here, default
+/// 2^20): the next send/recv gets ERR with nothing posted, the refusals are logged once per burst,
+/// and the library recovers once requests end. Requests that finished without their syncs being
+/// collected never count, and those syncs stay valid for a later wait or cancel. Legacy has no
+/// bound (the 65th is accepted; it ignores the variable).
 fn requests_in_flight_limit(which: Which) {
+    const LIMIT: u64 = 64;
     let _g = serial();
-    let Some(s) = Sess::std(which) else { return };
+    std::env::set_var("OS_TRANSPORT_MAX_INFLIGHT", LIMIT.to_string());
+    let s = Sess::std(which);
+    std::env::remove_var("OS_TRANSPORT_MAX_INFLIGHT");
+    let Some(s) = s else { return };
+    lock(&LOG).clear();
+    // SAFETY: valid callback (WARN and above).
+    assert_eq!(unsafe { (s.lib.os_transport_log_reg)(1, Some(log_cb)) }, 0);
+    let len = CHUNK + 8;
+    let (src, dst, remote) = buffers(len as usize, 59);
+    // Twice the limit of gets whose receive syncs are never collected: all served.
+    let mut kept = Vec::new();
+    for i in 0..2 * LIMIT {
+        let ck = 0x30_0000 + i;
+        let (r, rs) = s.recv(&dst, len, ck);
+        assert_eq!(r, 0, "get {i}");
+        let (r, ss, st) = s.send(&src, &remote, len, 0x40_0000 + i, ck);
+        assert_eq!((r, st), (0, 0), "get {i}");
+        assert_eq!(s.wait(ss, LONG_MS), (0, 0));
+        assert!(
+            until(LONG, || notes().len() == 2 * (i as usize + 1)),
+            "get {i}"
+        );
+        kept.push((ck, rs));
+    }
     let b = Buffer::new(Loopback::get(), 4096);
-    const LIMIT: u64 = 4096;
     let mut syncs = Vec::new();
     for i in 0..LIMIT {
         let (r, sy) = s.recv(&b, 4096, 0x10_0000 + i);
         assert_eq!(r, 0, "recv {i}");
         syncs.push((0x10_0000 + i, sy));
     }
-    let (src, dst, remote) = buffers(CHUNK as usize + 8, 59);
     let before = counters();
     let (r, sy) = s.recv(&b, 4096, 0x20_0000);
-    let (r2, ss, st) = s.send(&src, &remote, CHUNK + 8, SK, CK);
+    let (r2, ss, st) = s.send(&src, &remote, len, SK, CK);
+    let (r3, sy3) = s.recv(&b, 4096, 0x20_0002);
+    let refusal_lines = || {
+        lock(&LOG)
+            .iter()
+            .filter(|(_, m)| m.contains("refused"))
+            .count()
+    };
     match which {
         Which::Rust => {
-            assert_eq!((r, sy), (OST_ERR, null_mut()), "D12: table full");
+            assert_eq!((r, sy), (OST_ERR, null_mut()), "D12: limit reached");
             assert_eq!((r2, ss, st), (OST_ERR, null_mut(), 0));
+            assert_eq!(r3, OST_ERR);
             let after = counters();
             assert_eq!(
                 (after.send_wrs, after.recv_wrs, after.post_errors),
                 (before.send_wrs, before.recv_wrs, before.post_errors),
                 "nothing posted"
             );
+            assert_eq!(refusal_lines(), 1, "one line for a burst of 3 refusals");
             // Recovers: two requests end, a whole transfer fits, and then one more recv.
             for (id, sy) in syncs.drain(..2) {
                 assert_eq!(s.cancel(sy, id), (0, null_mut()));
             }
-            s.transfer(&src, &dst, &remote, CHUNK + 8, SK, CK, 59);
+            s.transfer(&src, &dst, &remote, len, SK, CK, 59);
+            assert!(
+                lock(&LOG)
+                    .iter()
+                    .any(|(_, m)| m.contains("accepted again after 3 refused")),
+                "the end of the burst is logged with its size"
+            );
             let (r, sy) = s.recv(&b, 4096, 0x20_0001);
             assert_eq!(r, 0);
             syncs.push((0x20_0001, sy));
         }
         Which::Legacy => {
             // D12: unbounded.
-            assert_eq!(r, 0);
+            assert_eq!((r, r3), (0, 0));
             syncs.push((0x20_0000, sy));
+            syncs.push((0x20_0002, sy3));
             assert_eq!((r2, st), (0, 0));
             assert_eq!(s.cancel(ss, SK).0, 0);
+            assert_eq!(refusal_lines(), 0);
         }
     }
     for (id, sy) in syncs {
         assert_eq!(s.cancel(sy, id).0, 0);
     }
-    let _ = dst;
+    // The syncs of the finished gets are still valid: waited (success) or cancelled (0).
+    for (i, (ck, rs)) in kept.into_iter().enumerate() {
+        if i % 2 == 0 {
+            assert_eq!(s.wait(rs, 0), (0, 0), "kept sync {i}");
+        } else {
+            assert_eq!(s.cancel(rs, ck), (0, null_mut()), "kept sync {i}");
+        }
+    }
 }
