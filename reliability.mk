@@ -1,7 +1,7 @@
 # reliability.mk - issue 9 targets (include from the top-level Makefile with `-include reliability.mk`).
 #
 #   make reliability-check   memcheck + helgrind (both gating) + fuzz smoke; part of `make test`
-#   make reliability-memcheck  C consumer and the fuzz scenarios (fuzz/seeds) under valgrind memcheck:
+#   make reliability-memcheck  C consumer (both modes) and the fuzz scenarios (fuzz/seeds) under valgrind memcheck:
 #                            fails on any error or any byte definitely/indirectly lost
 #   make reliability-helgrind  the fuzz scenarios under helgrind against the valgrind-annotations build
 #                            of the library: fails on any report with an os_transport frame (HELGRIND_STRICT=0: report only)
@@ -35,8 +35,9 @@ reliability-bins: build
 
 reliability-memcheck: reliability-bins
 	LD_LIBRARY_PATH=$(REL_DIR)/lib:$(PROFILE_DIR) $(MEMCHECK) $(REL_DIR)/consumer
+	URMA_LOOPBACK_KNOBS=nocopy=1 LD_LIBRARY_PATH=$(REL_DIR)/lib:$(PROFILE_DIR) $(MEMCHECK) $(REL_DIR)/consumer pattern 1200
 	$(MEMCHECK) $(REL_DIR)/replay fuzz/seeds
-	@echo "memcheck: 0 errors, 0 bytes definitely/indirectly lost (consumer + fuzz/seeds replay)"
+	@echo "memcheck: 0 errors, 0 bytes definitely/indirectly lost (consumer, consumer pattern with 1200 uncollected gets, fuzz/seeds replay)"
 
 # The helgrind run uses a build of the library with the `valgrind-annotations` feature (its own
 # target dir, so the normal debug build keeps plain std::sync): Helgrind then sees the

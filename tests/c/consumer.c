@@ -333,11 +333,11 @@ static void p_plain(unsigned seq)
 /* What get number k does besides the plain uncollected get. */
 static int p_mode(long k)
 {
-    return k % 25000 == 4321  ? M_BLOCK_IN_CB
+    return k % 25000 == 321   ? M_BLOCK_IN_CB
            : k % 5000 == 17   ? M_CANCEL_IN_CB
            : k % 1000 == 500  ? M_WAIT_ZERO
            : k % 1000 == 700  ? M_WAIT_SHORT
-           : k % 2500 == 1234 ? M_KEEP
+           : k % 2500 == 234  ? M_KEEP
                               : M_UNCOLLECTED;
 }
 
