@@ -9,7 +9,7 @@ use crate::recv::{expected_key, repost};
 use crate::request::{Early, ReqTable, ReqTables};
 use crate::send;
 use crate::sync::{table, Kind};
-use crate::user_data::{dec, UserData, SENTINEL_CHUNK_ID};
+use crate::user_data::{dec, key_valid, UserData, SENTINEL_CHUNK_ID};
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 use urma_sys::flags::CR_FLAG_S_R;
@@ -41,13 +41,22 @@ pub fn wake_up(inst: &Instance, cr: &urma_cr_t) -> i32 {
         ud.rid = dec(ud.rid);
         repost(inst);
         if status != URMA_CR_SUCCESS {
-            return fail_request(inst, ud.rid, status);
+            return fail_request(inst, ud.rid, Kind::Recv, status);
         }
         deliver(inst, ud.rid, ud.raw(), true)
     } else {
         let ud = UserData::from_raw(cr.user_ctx);
+        if !key_valid(ud.rid) {
+            // Every WR the library posts carries a request id of at most 40 bits: this is the
+            // completion of the application's own work, whatever its chunk bits say.
+            debug!(
+                2,
+                "completion {:#018x} is not a pipeline completion", cr.user_ctx
+            );
+            return -1;
+        }
         if status != URMA_CR_SUCCESS {
-            let r = fail_request(inst, ud.rid, status);
+            let r = fail_request(inst, ud.rid, Kind::Send, status);
             return if ud.chunk_id >= SENTINEL_CHUNK_ID {
                 0
             } else {
@@ -104,9 +113,14 @@ fn dispatch(inst: &Instance, rid: u64, found: (u32, u32, u32), ud: u64, recv_sid
     let (s, g, w) = found;
     if !recv_side {
         // D15: the send pipeline step (SEND_IMM k, WRITE k+1: URMA posts only, no user code)
-        // runs here, on the delivering thread, instead of on the bound worker.
-        send_step(&inst.reqs, inst.seq, s, g, ud);
-        return 0;
+        // runs here, on the delivering thread, instead of on the bound worker. A completion it
+        // does not take (another kind of request, or not the WRITE the next step waits for:
+        // the application's own work, a duplicate) did nothing: -1.
+        return if send_step(&inst.reqs, inst.seq, s, g, ud) {
+            0
+        } else {
+            -1
+        };
     }
     match inst.pool.enqueue(w as usize, s, g, ud) {
         Ok(()) => 0,
@@ -163,8 +177,9 @@ fn deliver(inst: &Instance, rid: u64, ud: u64, recv_side: bool) -> i32 {
     }
 }
 
-/// D3: a completion with a non-success status fails its request.
-fn fail_request(inst: &Instance, rid: u64, status: u32) -> i32 {
+/// D3: a completion with a non-success status fails its request, if `rid` names a live request
+/// of `kind` (send-side completions belong to sends, receive-side ones to receives); -1 otherwise.
+fn fail_request(inst: &Instance, rid: u64, kind: Kind, status: u32) -> i32 {
     let mut t = inst.reqs(rid);
     let Some((s, g)) = t.get(rid) else {
         debug!(
@@ -175,7 +190,7 @@ fn fail_request(inst: &Instance, rid: u64, status: u32) -> i32 {
     };
     let slot = table().slot(s);
     let mut r = slot.lock();
-    if !(r.live && r.gen == g && !r.done) {
+    if !(r.live && r.gen == g && !r.done && r.kind == kind) {
         return -1;
     }
     error!(
@@ -194,20 +209,21 @@ fn fail_request(inst: &Instance, rid: u64, status: u32) -> i32 {
 
 /// One step of the send pipeline: if `ud` is the completion of the WRITE that the next task of the
 /// send in `idx` waits for, runs that task (SEND_IMM k, then WRITE k+1) on the calling thread and
-/// accounts it. Called by `os_transport_wake_up_task` for send completions (D15).
-fn send_step(reqs: &ReqTables, instance: u64, idx: u32, gen: u32, ud: u64) {
+/// accounts it. Called by `os_transport_wake_up_task` for send completions (D15). Returns
+/// whether the completion was taken (the task ran).
+fn send_step(reqs: &ReqTables, instance: u64, idx: u32, gen: u32, ud: u64) -> bool {
     let slot = table().slot(idx);
     let mut r = slot.lock();
     if !r.live || r.gen != gen || r.instance != instance || r.kind != Kind::Send {
         debug!(2, "wake-up for a finished request dropped");
-        return;
+        return false;
     }
     if r.next_send >= r.n {
         warning!(
             "Wakeup received without matching queued task (request {:#x})",
             r.rid
         );
-        return;
+        return false;
     }
     let k = r.next_send;
     // Task k is triggered by the completion of WRITE chunk k only (§3.2). A duplicated,
@@ -221,7 +237,7 @@ fn send_step(reqs: &ReqTables, instance: u64, idx: u32, gen: u32, ud: u64) {
             ud,
             k
         );
-        return;
+        return false;
     }
     r.next_send += 1;
     r.running += 1;
@@ -239,6 +255,7 @@ fn send_step(reqs: &ReqTables, instance: u64, idx: u32, gen: u32, ud: u64) {
         r.canceled += 1;
         r.fail();
     });
+    true
 }
 
 /// Worker handler for one wake-up.
@@ -252,7 +269,7 @@ pub fn on_wake(ctx: &WorkerCtx, reqs: &ReqTables, idx: u32, gen: u32, ud: u64) {
     match r.kind {
         Kind::Send => {
             drop(r);
-            send_step(reqs, ctx.id.instance, idx, gen, ud);
+            let _ = send_step(reqs, ctx.id.instance, idx, gen, ud);
         }
         Kind::Recv => {
             let i = UserData::from_raw(ud).chunk_id;

@@ -193,6 +193,7 @@ cases!(
     prefill_failure,
     callback_waits_on_own_request,
     requests_in_flight_limit,
+    wake_up_task_return_table,
 );
 
 // ------------------------------------------------------------------------------------------------
@@ -1220,10 +1221,15 @@ fn duplicated_write_completion(which: Which) {
         assert_eq!(w0.len(), 1);
         let mut dup = w0[0];
         assert_eq!(s.wake(&mut w0[0]), 0);
+        // Legacy queues it and runs task 1; Rust discards it (D14) and says so (D16).
+        let dup_ret = match which {
+            Which::Rust => -1,
+            Which::Legacy => 0,
+        };
         assert_eq!(
             s.wake(&mut dup),
-            0,
-            "queued (legacy runs task 1, Rust discards it)"
+            dup_ret,
+            "the duplicated WRITE 0 completion"
         );
         // Local CRs of what the worker(s) posted on these two wake-ups: S0, W1 (+ S1, W2).
         let more = match which {
@@ -1948,4 +1954,288 @@ fn requests_in_flight_limit(which: Which) {
             assert_eq!(s.cancel(rs, ck), (0, null_mut()), "kept sync {i}");
         }
     }
+}
+
+/// One row of the `os_transport_wake_up_task` return table (docs/abi.md): hands `cr` over and
+/// checks the return against `(rust, legacy)`.
+fn wake_row(s: &Sess, which: Which, row: &str, mut cr: u::urma_cr_t, rust: i32, legacy: i32) {
+    let want = match which {
+        Which::Rust => rust,
+        Which::Legacy => legacy,
+    };
+    assert_eq!(s.wake(&mut cr), want, "{row}");
+}
+
+/// A send-side CR with `status`.
+fn send_cr_status(user_ctx: u64, status: u32) -> u::urma_cr_t {
+    u::urma_cr_t {
+        status,
+        ..send_cr(user_ctx)
+    }
+}
+
+/// Every row of the `os_transport_wake_up_task` return table in docs/abi.md, on both libraries:
+/// the CRs a consumer polling one shared JFC hands over (pipeline WRITE / SEND_IMM completions of
+/// live, finished, cancelled and never-registered requests, the completions of its own plain work
+/// with arbitrary `user_ctx`, error statuses, flush). Where the two differ, the ledger says why
+/// (D3, D4, D16).
+fn wake_up_task_return_table(which: Which) {
+    let _g = serial();
+    let Some(s) = Sess::std(which) else { return };
+    let len = 2 * CHUNK + 10;
+    let (src, dst, remote) = buffers(len as usize, 83);
+    // A heap address: the user_ctx of a plain WRITE whose context is a pointer.
+    let boxed = Box::new(0u64);
+    let ptr = &*boxed as *const u64 as u64;
+
+    // A live send (its WRITE 0 completion held) and its live recv.
+    s.sp().set_hold(true);
+    let (r, rs) = s.recv(&dst, len, CK);
+    assert_eq!(r, 0);
+    let (r, ss, _) = s.send(&src, &remote, len, SK, CK);
+    assert_eq!(r, 0);
+    assert!(s.sp().wait_seen(1, LONG));
+    let mut w0 = s.sp().take_held();
+    assert_eq!(w0.len(), 1);
+    let write0 = w0[0];
+    assert_eq!(write0.user_ctx, ud(SK, false, 0));
+    wake_row(
+        &s,
+        which,
+        "SEND_IMM completion (chunk id 7) of a live send",
+        send_cr(ud(SK, false, 7)),
+        0,
+        0,
+    );
+    // Legacy queues it to the recv's worker, which finds no task with that key and drops it.
+    wake_row(
+        &s,
+        which,
+        "own work whose user_ctx names a live recv (D16)",
+        send_cr(ud(CK, false, 6)),
+        -1,
+        0,
+    );
+    wake_row(&s, which, "pipeline WRITE of a live send", write0, 0, 0);
+    s.sp().set_hold(false);
+    s.sp().release_held();
+    assert_eq!(s.wait(ss, LONG_MS), (0, 0));
+    assert!(until(LONG, || notes().len() == 3));
+
+    // Finished: the send was waited for, the recv's sync is not collected yet.
+    wake_row(
+        &s,
+        which,
+        "pipeline WRITE of a finished send",
+        write0,
+        -1,
+        -1,
+    );
+    wake_row(
+        &s,
+        which,
+        "SEND_IMM completion of a finished send",
+        send_cr(ud(SK, true, 7)),
+        0,
+        0,
+    );
+    wake_row(
+        &s,
+        which,
+        "receive completion of a finished recv, sync uncollected (D4: kept)",
+        recv_cr(ud(enc(CK), true, 2), 0),
+        0,
+        -1,
+    );
+    assert_eq!(s.wait(rs, 0), (0, 0), "the uncollected sync is still valid");
+
+    // A cancelled send (its WRITE 0 completion arrives after the cancel). First every send-side
+    // CR of the transfer above (3 WRITE, 3 SEND_IMM) has gone by.
+    assert!(s.sp().wait_seen(6, LONG));
+    s.sp().set_hold(true);
+    let (r, ss, _) = s.send(&src, &remote, len, SK + 1, CK + 1);
+    assert_eq!(r, 0);
+    assert!(s.sp().wait_seen(7, LONG));
+    w0 = s.sp().take_held();
+    assert_eq!(w0.len(), 1);
+    assert_eq!(w0[0].user_ctx, ud(SK + 1, false, 0));
+    assert_eq!(s.cancel(ss, SK + 1), (0, null_mut()));
+    wake_row(
+        &s,
+        which,
+        "pipeline WRITE of a cancelled send",
+        w0[0],
+        -1,
+        -1,
+    );
+    s.sp().set_hold(false);
+    // A cancelled recv.
+    let (r, rs) = s.recv(&dst, len, CK + 2);
+    assert_eq!(r, 0);
+    assert_eq!(s.cancel(rs, CK + 2), (0, null_mut()));
+    wake_row(
+        &s,
+        which,
+        "receive completion of a cancelled recv",
+        recv_cr(ud(enc(CK + 2), false, 0), 0),
+        -1,
+        -1,
+    );
+
+    // Never registered.
+    wake_row(
+        &s,
+        which,
+        "WRITE-shaped, never-registered id",
+        send_cr(ud(0x4242, false, 0)),
+        -1,
+        -1,
+    );
+    wake_row(
+        &s,
+        which,
+        "SEND_IMM-shaped, never-registered id",
+        send_cr(ud(0x4242, true, 7)),
+        0,
+        0,
+    );
+    wake_row(
+        &s,
+        which,
+        "receive completion, never-registered id (D4: kept)",
+        recv_cr(ud(enc(0x4343), false, 0), 0),
+        0,
+        -1,
+    );
+
+    // The application's own plain WRITE / READ / SEND completions (send side; the opcode of a
+    // send-side CR carries no meaning).
+    wake_row(
+        &s,
+        which,
+        "own work, user_ctx = an unused id",
+        send_cr(0x77_0001),
+        -1,
+        -1,
+    );
+    wake_row(&s, which, "own work, user_ctx = 0", send_cr(0), -1, -1);
+    wake_row(
+        &s,
+        which,
+        "own work, user_ctx = a pointer",
+        send_cr(ptr),
+        -1,
+        -1,
+    );
+    wake_row(
+        &s,
+        which,
+        "own work, top three bits set (D16)",
+        send_cr(ptr | 0xE000_0000_0000_0000),
+        -1,
+        0,
+    );
+    wake_row(
+        &s,
+        which,
+        "own work, all bits set (D16)",
+        send_cr(u64::MAX),
+        -1,
+        0,
+    );
+    // Own SEND / WRITE_WITH_IMM arriving on the receive side.
+    let mut own = recv_cr(0x77_0002, 0);
+    own.opcode = u::URMA_CR_OPC_SEND;
+    wake_row(&s, which, "own SEND received", own, -1, -1);
+    own.opcode = u::URMA_CR_OPC_WRITE_WITH_IMM;
+    wake_row(&s, which, "own WRITE_WITH_IMM received", own, -1, -1);
+
+    // Error statuses (no live request involved: a live one is failed, D3, see
+    // error_status_cr_send / error_status_cr_recv; both return 0 there).
+    let err = u::URMA_CR_LOC_LEN_ERR;
+    wake_row(
+        &s,
+        which,
+        "error, WRITE-shaped unknown id",
+        send_cr_status(ud(0x4242, false, 1), err),
+        -1,
+        -1,
+    );
+    wake_row(
+        &s,
+        which,
+        "error, SEND_IMM-shaped",
+        send_cr_status(ud(0x4242, true, 7), err),
+        0,
+        0,
+    );
+    wake_row(
+        &s,
+        which,
+        "error, own work (pointer)",
+        send_cr_status(ptr, err),
+        -1,
+        -1,
+    );
+    wake_row(
+        &s,
+        which,
+        "error, own work, top bits set (D16)",
+        send_cr_status(u64::MAX, err),
+        -1,
+        0,
+    );
+    wake_row(
+        &s,
+        which,
+        "error, receive side, unknown id",
+        recv_cr(ud(enc(0x4444), false, 0), err),
+        -1,
+        -1,
+    );
+    // Flush: the per-WR flush error is an error status; the provider's flush/suspend markers
+    // carry no user_ctx of ours (D3).
+    wake_row(
+        &s,
+        which,
+        "WR_FLUSH_ERR, unknown id",
+        send_cr_status(ud(0x4242, false, 0), u::URMA_CR_WR_FLUSH_ERR),
+        -1,
+        -1,
+    );
+    wake_row(
+        &s,
+        which,
+        "WR_FLUSH_ERR_DONE",
+        send_cr_status(0, u::URMA_CR_WR_FLUSH_ERR_DONE),
+        -1,
+        -1,
+    );
+    wake_row(
+        &s,
+        which,
+        "WR_SUSPEND_DONE",
+        send_cr_status(0, u::URMA_CR_WR_SUSPEND_DONE),
+        -1,
+        -1,
+    );
+    wake_row(
+        &s,
+        which,
+        "WR_FLUSH_ERR_DONE, SEND_IMM-shaped user_ctx (D3)",
+        send_cr_status(ud(0x4242, true, 7), u::URMA_CR_WR_FLUSH_ERR_DONE),
+        -1,
+        0,
+    );
+    // NULL arguments.
+    // SAFETY: NULL CR / NULL handle are checked errors on both libraries.
+    let (a, b) = unsafe {
+        let mut cr = send_cr(0);
+        (
+            (s.lib.os_transport_wake_up_task)(s.h(), null_mut()),
+            (s.lib.os_transport_wake_up_task)(null_mut(), (&mut cr as *mut u::urma_cr_t).cast()),
+        )
+    };
+    assert_eq!((a, b), (-1, -1), "NULL cr, NULL handle");
+    drop(boxed);
 }
