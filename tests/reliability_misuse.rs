@@ -10,7 +10,7 @@ use common::lb;
 use compat_tests::loopback_ctl;
 use os_transport::abi::*;
 use os_transport::ffi::*;
-use os_transport::testing::{live_syncs, SYNC_CAPACITY};
+use os_transport::testing::{live_syncs, MAX_INFLIGHT_ENV};
 use reliability_common as rc;
 use std::ffi::c_void;
 use std::ptr::null_mut;
@@ -213,17 +213,21 @@ fn a_thread_that_used_an_instance_sees_its_destroy_and_the_next_instance() {
 fn requests_beyond_capacity_get_a_clear_error_and_nothing_is_queued() {
     let _g = serial();
     let ep = lb::ep();
+    // The in-flight limit (unfinished requests) comes from the environment at init.
+    const LIMIT: usize = 4096;
+    std::env::set_var(MAX_INFLIGHT_ENV, LIMIT.to_string());
     let h = lb::init(2, 4);
+    std::env::remove_var(MAX_INFLIGHT_ENV);
     let s = lb::buf(&ep, 64);
     let d = lb::buf(&ep, 64);
     let mut io = rc::io(&ep, &s, &d);
-    let mut syncs = Vec::with_capacity(SYNC_CAPACITY);
-    for i in 0..SYNC_CAPACITY as u64 {
+    let mut syncs = Vec::with_capacity(LIMIT);
+    for i in 0..LIMIT as u64 {
         let (r, sy) = rc::recv(h, &mut io, 64, 1000 + i, Some(ok_cb));
         assert_eq!(r, 0, "recv {i}");
         syncs.push(sy);
     }
-    assert_eq!(live_syncs(), SYNC_CAPACITY);
+    assert_eq!(live_syncs(), LIMIT);
     let before = loopback_ctl::counters();
     let (r, sy) = rc::recv(h, &mut io, 64, 99_999, Some(ok_cb));
     assert_eq!((r, sy), (ERR, null_mut()), "recv beyond capacity");
@@ -236,10 +240,10 @@ fn requests_beyond_capacity_get_a_clear_error_and_nothing_is_queued() {
     let after = loopback_ctl::counters();
     assert_eq!(after.send_wrs, before.send_wrs, "nothing posted");
     assert_eq!(after.recv_wrs, before.recv_wrs, "nothing posted");
-    assert_eq!(live_syncs(), SYNC_CAPACITY, "nothing registered");
+    assert_eq!(live_syncs(), LIMIT, "nothing registered");
     // Freeing one makes room again.
     assert_eq!(
-        rc::cancel(h, syncs.pop().unwrap(), 1000 + SYNC_CAPACITY as u64 - 1).0,
+        rc::cancel(h, syncs.pop().unwrap(), 1000 + LIMIT as u64 - 1).0,
         0
     );
     let (r, extra) = rc::recv(h, &mut io, 64, 99_999, Some(ok_cb));
