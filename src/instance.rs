@@ -155,6 +155,8 @@ pub unsafe fn init(cfg: *mut os_transport_cfg_t, handle: *mut *mut c_void) -> u3
     unsafe { *handle = std::ptr::null_mut() };
     // SAFETY: non-NULL cfg points to an os_transport_cfg_t (caller contract).
     let cfg = unsafe { *cfg };
+    // Read (and complained about) before any lock is taken.
+    let max_inflight = sync::max_inflight_from_env();
     let mut g = LIVE.write().unwrap_or_else(|e| e.into_inner());
     if g.is_some() {
         error!("os_transport_init: already initialized (one instance per process)");
@@ -172,7 +174,7 @@ pub unsafe fn init(cfg: *mut os_transport_cfg_t, handle: *mut *mut c_void) -> u3
         return ERR;
     }
     let _ = table(); // preallocate the sync table now, not on the first request
-    sync::configure_from_env();
+    sync::set_max_inflight(max_inflight);
     let seq = SEQ.fetch_add(1, Ordering::Relaxed) + 1;
     let reqs = Arc::new(ReqTables::new());
     let r2 = reqs.clone();

@@ -364,10 +364,10 @@ pub fn max_inflight() -> usize {
     table().limit.load(Ordering::Relaxed)
 }
 
-/// Reads [`MAX_INFLIGHT_ENV`] (called by init): a decimal number from 1 to [`SYNC_CAPACITY`];
-/// anything else keeps the default, with a warning.
-pub fn configure_from_env() {
-    let limit = match std::env::var(MAX_INFLIGHT_ENV) {
+/// Reads [`MAX_INFLIGHT_ENV`]: a decimal number from 1 to [`SYNC_CAPACITY`]; anything else gives
+/// the default, with a warning (so call it with no lock held: the log callback may call in).
+pub fn max_inflight_from_env() -> usize {
+    match std::env::var(MAX_INFLIGHT_ENV) {
         Err(_) => DEFAULT_MAX_INFLIGHT,
         Ok(v) => match v.trim().parse::<usize>() {
             Ok(n) if (1..=SYNC_CAPACITY).contains(&n) => n,
@@ -382,7 +382,11 @@ pub fn configure_from_env() {
                 DEFAULT_MAX_INFLIGHT
             }
         },
-    };
+    }
+}
+
+/// Sets [`max_inflight`] (by init, from [`max_inflight_from_env`]).
+pub fn set_max_inflight(limit: usize) {
     table().limit.store(limit, Ordering::Relaxed);
 }
 
@@ -543,6 +547,13 @@ pub fn inflight_requests() -> usize {
 mod tests {
     use super::*;
 
+    /// Serialises the tests that take slots of the process-wide table.
+    static TABLE_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    fn table_test() -> std::sync::MutexGuard<'static, ()> {
+        TABLE_TESTS.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     #[test]
     fn tokens_roundtrip_and_reject_garbage() {
         let t = token(5, 7);
@@ -567,6 +578,7 @@ mod tests {
 
     #[test]
     fn free_bumps_generation() {
+        let _g = table_test();
         let tab = table();
         let i = tab.alloc().unwrap();
         let s = tab.slot(i);
@@ -579,6 +591,59 @@ mod tests {
         assert_ne!(r.gen, g);
         assert!(!r.live);
         assert!(!r.counted, "a freed request no longer counts as in flight");
+    }
+
+    #[test]
+    fn the_in_flight_limit_comes_from_the_environment() {
+        // Only this test touches the variable in this process.
+        for (v, want) in [
+            (Some("12"), 12),
+            (Some(" 4096 "), 4096),
+            (Some("0"), DEFAULT_MAX_INFLIGHT),
+            (Some("-3"), DEFAULT_MAX_INFLIGHT),
+            (Some("lots"), DEFAULT_MAX_INFLIGHT),
+            (Some("67108865"), DEFAULT_MAX_INFLIGHT),
+            (None, DEFAULT_MAX_INFLIGHT),
+        ] {
+            match v {
+                Some(v) => std::env::set_var(MAX_INFLIGHT_ENV, v),
+                None => std::env::remove_var(MAX_INFLIGHT_ENV),
+            }
+            assert_eq!(max_inflight_from_env(), want, "{v:?}");
+        }
+        std::env::remove_var(MAX_INFLIGHT_ENV);
+    }
+
+    #[test]
+    fn refusals_beyond_the_limit_and_finished_requests_do_not_count() {
+        let _g = table_test();
+        let tab = table();
+        let base = tab.inflight();
+        // Only this test changes the limit in this process (unit tests create no instance).
+        set_max_inflight(base + 2);
+        let a = tab.alloc().unwrap();
+        let b = tab.alloc().unwrap();
+        assert_eq!(tab.alloc(), Err(Refusal::InFlight));
+        assert_eq!(tab.alloc(), Err(Refusal::InFlight));
+        assert_eq!(tab.refused.load(Ordering::Relaxed), 2, "one burst of two");
+        // `a` finishes but stays held (its sync not collected): room for one more.
+        let mut r = tab.slot(a).lock();
+        reset(&mut r);
+        r.live = true;
+        r.counted = true;
+        tab.finished(&mut r);
+        tab.finished(&mut r);
+        drop(r);
+        let c = tab.alloc().unwrap();
+        assert_eq!(tab.refused.load(Ordering::Relaxed), 0, "the burst ended");
+        assert_eq!(tab.inflight(), base + 2);
+        let mut r = tab.slot(a).lock();
+        tab.free(a, &mut r);
+        drop(r);
+        tab.unalloc(b);
+        tab.unalloc(c);
+        assert_eq!(tab.inflight(), base);
+        set_max_inflight(DEFAULT_MAX_INFLIGHT);
     }
 
     #[test]
