@@ -634,7 +634,7 @@ static int run_pattern(long gets, long rss_bound)
     }
     printf("consumer pattern: library %s: %ld gets in %.2f s (%ld receive syncs never collected, "
            "%ld gets served), %ld plain completions (all -1), RSS growth %.0f bytes per get "
-           "(bound %ld)\n",
+           "(bound %ld, 0 = not checked)\n",
            info.dli_fname, total, p_now() - t0, gets, P.ok_gets, P.plain_crs, per_get, rss_bound);
     if (rss_bound > 0) {
         CHECK(per_get <= (double)rss_bound);
