@@ -1949,7 +1949,7 @@ fn requests_in_flight_limit(which: Which) {
     // The syncs of the finished gets are still valid: waited (success) or cancelled (0).
     for (i, (ck, rs)) in kept.into_iter().enumerate() {
         if i % 2 == 0 {
-            assert_eq!(s.wait(rs, 0), (0, 0), "kept sync {i}");
+            assert_eq!(s.wait(rs, LONG_MS), (0, 0), "kept sync {i}");
         } else {
             assert_eq!(s.cancel(rs, ck), (0, null_mut()), "kept sync {i}");
         }
@@ -2021,6 +2021,9 @@ fn wake_up_task_return_table(which: Which) {
     s.sp().release_held();
     assert_eq!(s.wait(ss, LONG_MS), (0, 0));
     assert!(until(LONG, || notes().len() == 3));
+    // The last callback has run; its task is accounted (and the request finished) once the
+    // worker is back to sleep.
+    assert!(compat_tests::harness::ctx::wait_workers_idle(LONG));
 
     // Finished: the send was waited for, the recv's sync is not collected yet.
     wake_row(
@@ -2047,7 +2050,11 @@ fn wake_up_task_return_table(which: Which) {
         0,
         -1,
     );
-    assert_eq!(s.wait(rs, 0), (0, 0), "the uncollected sync is still valid");
+    assert_eq!(
+        s.wait(rs, 0),
+        (0, 0),
+        "the uncollected sync of the finished recv is still valid"
+    );
 
     // A cancelled send (its WRITE 0 completion arrives after the cancel). First every send-side
     // CR of the transfer above (3 WRITE, 3 SEND_IMM) has gone by.
