@@ -166,7 +166,7 @@ fn consumer_pattern_with_uncollected_receive_syncs() {
             dir.display()
         );
         eprintln!(
-            "{}({:.1} s)",
+            "{} [{:.1} s]",
             out.lines().next().unwrap_or(""),
             t.elapsed().as_secs_f64()
         );
