@@ -11,24 +11,37 @@ use std::ffi::{c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use urma_sys::{urma_context_t, urma_cr_t, urma_jfc_t, urma_jfce_t, urma_status_t, URMA_SUCCESS};
 
-fn guard_u32(name: &str, f: impl FnOnce() -> u32) -> u32 {
-    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
-        error!("{}: internal panic caught at the API boundary", name);
-        ERR
-    })
+/// The value an export returns when it cannot do its job.
+trait ErrorValue {
+    const ERROR: Self;
 }
 
-fn guard_i32(name: &str, f: impl FnOnce() -> i32) -> i32 {
-    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
+impl ErrorValue for u32 {
+    const ERROR: u32 = ERR;
+}
+
+impl ErrorValue for c_int {
+    const ERROR: c_int = -1;
+}
+
+/// The one boundary every export runs in: a panic inside becomes the export's error value (it
+/// never unwinds into C), and log lines for the application's callback are held for the whole call
+/// and delivered after it let go of every internal lock (`log::held`), so a log callback may call
+/// the library back.
+fn boundary<R: ErrorValue>(name: &str, f: impl FnOnce() -> R) -> R {
+    let held = crate::log::hold();
+    let r = catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
         error!("{}: internal panic caught at the API boundary", name);
-        -1
-    })
+        R::ERROR
+    });
+    drop(held);
+    r
 }
 
 /// Registers a log callback; messages below `level` are dropped. Returns 0, or -1 when `cb` is NULL.
 #[no_mangle]
 pub extern "C" fn os_transport_log_reg(level: c_int, cb: log_callback_t) -> c_int {
-    guard_i32("os_transport_log_reg", || crate::log::register(level, cb))
+    boundary("os_transport_log_reg", || crate::log::register(level, cb))
 }
 
 /// Creates the process-wide instance and its worker threads.
@@ -43,7 +56,7 @@ pub unsafe extern "C" fn os_transport_init(
 ) -> u32 {
     let _ = urma_ctx; // stored by legacy, never used
                       // SAFETY: forwarded caller contract.
-    guard_u32("os_transport_init", || unsafe {
+    boundary("os_transport_init", || unsafe {
         instance::init(ost_cfg, handle)
     })
 }
@@ -55,7 +68,7 @@ pub extern "C" fn os_transport_reg_jfc(
     jfc: *mut urma_jfc_t,
     handle: *mut c_void,
 ) -> u32 {
-    guard_u32("os_transport_reg_jfc", || {
+    boundary("os_transport_reg_jfc", || {
         instance::reg_jfc(jfce.cast(), jfc.cast(), handle)
     })
 }
@@ -77,7 +90,7 @@ pub unsafe extern "C" fn os_transport_send(
     ret_sync_handle: *mut *mut task_sync_t,
     urma_status: *mut urma_status_t,
 ) -> u32 {
-    guard_u32("os_transport_send", || {
+    boundary("os_transport_send", || {
         // SAFETY: forwarded caller contract.
         unsafe {
             crate::send::send(
@@ -109,7 +122,7 @@ pub unsafe extern "C" fn os_transport_recv(
     ret_sync_handle: *mut *mut task_sync_t,
     notify_callback: notify_callback_t,
 ) -> u32 {
-    guard_u32("os_transport_recv", || {
+    boundary("os_transport_recv", || {
         // SAFETY: forwarded caller contract.
         unsafe {
             crate::recv::recv(
@@ -134,7 +147,7 @@ pub unsafe extern "C" fn os_transport_wake_up_task(
     handle: *mut c_void,
     cr_t: *mut c_void,
 ) -> c_int {
-    guard_i32("os_transport_wake_up_task", || {
+    boundary("os_transport_wake_up_task", || {
         if cr_t.is_null() {
             return -1;
         }
@@ -158,7 +171,7 @@ pub unsafe extern "C" fn wait_and_free_sync(
     urma_status: *mut urma_status_t,
 ) -> u32 {
     // SAFETY: forwarded caller contract.
-    guard_u32("wait_and_free_sync", || unsafe {
+    boundary("wait_and_free_sync", || unsafe {
         wait_common(handle, sync_handle, -1, urma_status)
     })
 }
@@ -175,7 +188,7 @@ pub unsafe extern "C" fn wait_and_free_sync_timeout(
     urma_status: *mut urma_status_t,
 ) -> u32 {
     // SAFETY: forwarded caller contract.
-    guard_u32("wait_and_free_sync_timeout", || unsafe {
+    boundary("wait_and_free_sync_timeout", || unsafe {
         wait_common(handle, sync_handle, timeout_ms, urma_status)
     })
 }
@@ -211,7 +224,7 @@ pub unsafe extern "C" fn os_transport_cancel_tasks(
     sync_handle: *mut *mut task_sync_t,
     request_id: u64,
 ) -> u32 {
-    guard_u32("os_transport_cancel_tasks", || {
+    boundary("os_transport_cancel_tasks", || {
         let Some(inst) = instance::get(handle) else {
             error!("os_transport_cancel_tasks: not initialized or bad handle");
             return ERR;
@@ -224,5 +237,5 @@ pub unsafe extern "C" fn os_transport_cancel_tasks(
 /// Stops the workers and releases the instance; every outstanding sync completes as cancelled.
 #[no_mangle]
 pub extern "C" fn os_transport_destroy(handle: *mut c_void) -> u32 {
-    guard_u32("os_transport_destroy", || instance::destroy(handle))
+    boundary("os_transport_destroy", || instance::destroy(handle))
 }

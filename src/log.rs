@@ -101,6 +101,10 @@ impl<const N: usize> StackBuf<N> {
         self.buf[self.len..self.len + take].copy_from_slice(&b[..take]);
         self.len += take;
     }
+    pub(crate) fn clear(&mut self) {
+        self.len = 0;
+        self.truncated = false;
+    }
     pub(crate) fn as_bytes(&self) -> &[u8] {
         &self.buf[..self.len]
     }
@@ -219,9 +223,10 @@ pub fn write(level: Level, vlevel: i32, file: &str, line: u32, args: fmt::Argume
             let _ = write!(out, "[ost:{}:{}] ", basename(file), line);
             out.push_bytes(text.as_bytes());
             out.push_bytes(b"\n");
-            let p = out.as_cstr_ptr();
-            // SAFETY: cb is the registered C callback; p is NUL-terminated and valid for the call.
-            unsafe { cb(encode_level(level as i32, vlevel), p) };
+            let level = encode_level(level as i32, vlevel);
+            if !held::keep(cb, level, out.as_bytes()) {
+                call(cb, level, &mut out);
+            }
         }
         Backend::File(fd) => {
             let (name, _) = names(level);
@@ -274,6 +279,150 @@ pub fn write(level: Level, vlevel: i32, file: &str, line: u32, args: fmt::Argume
     }
 }
 
+/// Runs the application's log callback on one formatted line.
+fn call<const N: usize>(cb: LogCallback, level: i32, line: &mut StackBuf<N>) {
+    let p = line.as_cstr_ptr();
+    // SAFETY: cb is the registered C callback; p is NUL-terminated and valid for the call.
+    unsafe { cb(level, p) };
+}
+
+/// Lines for the log callback are never delivered while the library may hold an internal lock:
+/// the application's callback may call the library back (cancel a request, destroy the instance),
+/// and doing that under one of our locks would deadlock. Every API call and every worker task
+/// runs inside a [`hold`]; lines logged meanwhile are kept, formatted, in a per-thread queue and
+/// delivered, in order, when the outermost hold ends, which is after every lock it took has been
+/// released. The file and syslog backends run no application code and write at once.
+pub mod held {
+    use super::{call, LogCallback, StackBuf, LINE_MAX};
+    use std::cell::{Cell, RefCell};
+
+    /// Most bytes of text kept per thread while held; lines beyond it are counted and dropped.
+    pub const MAX_BYTES: usize = 64 * 1024;
+
+    struct Line {
+        cb: LogCallback,
+        level: i32,
+        end: usize,
+    }
+
+    #[derive(Default)]
+    struct Queue {
+        lines: Vec<Line>,
+        text: Vec<u8>,
+        dropped: u32,
+    }
+
+    thread_local! {
+        static DEPTH: Cell<u32> = const { Cell::new(0) };
+        static QUEUE: RefCell<Queue> = RefCell::new(Queue::default());
+    }
+
+    /// While alive, callback lines of this thread are kept (see the module documentation).
+    #[must_use = "the hold ends when dropped"]
+    pub struct Hold(());
+
+    /// Starts (or nests) a hold on this thread.
+    #[inline]
+    pub fn hold() -> Hold {
+        DEPTH.with(|d| d.set(d.get() + 1));
+        Hold(())
+    }
+
+    impl Drop for Hold {
+        #[inline]
+        fn drop(&mut self) {
+            let outer = DEPTH.with(|d| {
+                let v = d.get() - 1;
+                d.set(v);
+                v == 0
+            });
+            if outer {
+                deliver();
+            }
+        }
+    }
+
+    /// Keeps a line for later delivery if a hold is active; `false` means "deliver it now".
+    pub(super) fn keep(cb: LogCallback, level: i32, line: &[u8]) -> bool {
+        if DEPTH.with(Cell::get) == 0 {
+            return false;
+        }
+        // A thread being torn down cannot keep anything: deliver at once rather than lose it.
+        QUEUE
+            .try_with(|q| {
+                let Ok(mut q) = q.try_borrow_mut() else {
+                    return false;
+                };
+                if q.text.len() + line.len() > MAX_BYTES {
+                    q.dropped = q.dropped.saturating_add(1);
+                } else {
+                    q.text.extend_from_slice(line);
+                    let end = q.text.len();
+                    q.lines.push(Line { cb, level, end });
+                }
+                true
+            })
+            .unwrap_or(false)
+    }
+
+    /// Delivers every kept line of this thread, in the order logged.
+    fn deliver() {
+        let Ok(Some(q)) = QUEUE.try_with(|q| {
+            let mut q = q.try_borrow_mut().ok()?;
+            (!q.lines.is_empty() || q.dropped != 0).then(|| std::mem::take(&mut *q))
+        }) else {
+            return;
+        };
+        let mut start = 0;
+        let mut buf: StackBuf<{ LINE_MAX + 1 }> = StackBuf::new();
+        for l in &q.lines {
+            buf.clear();
+            buf.push_bytes(&q.text[start..l.end]);
+            start = l.end;
+            call(l.cb, l.level, &mut buf);
+        }
+        if q.dropped != 0 {
+            if let Some(l) = q.lines.last() {
+                buf.clear();
+                let _ = std::fmt::Write::write_fmt(
+                    &mut buf,
+                    format_args!(
+                        "{}{} log lines dropped: more than {} bytes were logged during one call\n",
+                        super::PREFIX,
+                        q.dropped,
+                        MAX_BYTES
+                    ),
+                );
+                call(
+                    l.cb,
+                    super::encode_level(super::Level::Warn as i32, -1),
+                    &mut buf,
+                );
+            }
+        }
+        // Give the (now empty) buffers back so that their capacity is reused, unless the callbacks
+        // logged through the library meanwhile.
+        let (mut lines, mut text) = (q.lines, q.text);
+        lines.clear();
+        text.clear();
+        let _ = QUEUE.try_with(|cur| {
+            if let Ok(mut cur) = cur.try_borrow_mut() {
+                if cur.lines.is_empty() && cur.dropped == 0 {
+                    cur.lines = lines;
+                    cur.text = text;
+                }
+            }
+        });
+    }
+
+    /// Number of lines this thread keeps now (tests).
+    pub fn kept() -> usize {
+        QUEUE.with(|q| q.borrow().lines.len())
+    }
+}
+
+pub use held::hold;
+
 fn names(level: Level) -> (&'static str, i32) {
     match level {
         Level::Debug => ("DEBUG", libc::LOG_DEBUG),
@@ -307,6 +456,79 @@ mod tests {
         assert_eq!(encode_level(Level::Debug as i32, 1), 0x01FF);
         assert_eq!(encode_level(Level::Debug as i32, 2), 0x02FF);
         assert_eq!(encode_level(2, 0), 2);
+    }
+
+    std::thread_local! {
+        static SEEN: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+
+    unsafe extern "C" fn record(_level: i32, msg: *const c_char) {
+        // SAFETY: the library passes a NUL-terminated line, valid during the call.
+        let s = unsafe { std::ffi::CStr::from_ptr(msg) }
+            .to_string_lossy()
+            .into_owned();
+        SEEN.with(|v| v.borrow_mut().push(s));
+    }
+
+    fn seen() -> Vec<String> {
+        SEEN.with(|v| std::mem::take(&mut *v.borrow_mut()))
+    }
+
+    #[test]
+    fn held_lines_are_delivered_in_order_when_the_outermost_hold_ends() {
+        // The callback records per thread, so other tests logging meanwhile do not interfere.
+        std::thread::spawn(|| {
+            assert_eq!(register(Level::Debug as i32, Some(record)), 0);
+            let outer = hold();
+            error!("first");
+            let inner = hold();
+            warning!("second");
+            drop(inner);
+            assert!(
+                seen().is_empty(),
+                "nothing is delivered while a hold is active"
+            );
+            assert_eq!(held::kept(), 2);
+            drop(outer);
+            let lines = seen();
+            assert_eq!(lines.len(), 2, "{lines:?}");
+            assert!(lines[0].ends_with("[PIPLN RH2D] first\n"), "{lines:?}");
+            assert!(lines[1].ends_with("[PIPLN RH2D] second\n"), "{lines:?}");
+            assert_eq!(held::kept(), 0);
+            error!("unheld");
+            assert_eq!(
+                seen().len(),
+                1,
+                "without a hold a line is delivered at once"
+            );
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn held_lines_beyond_the_bound_are_counted_and_reported() {
+        std::thread::spawn(|| {
+            assert_eq!(register(Level::Debug as i32, Some(record)), 0);
+            let h = hold();
+            let body = "x".repeat(1000);
+            let n = held::MAX_BYTES / 1000 + 10;
+            for _ in 0..n {
+                error!("{}", body);
+            }
+            let kept = held::kept();
+            assert!(kept < n && kept > n - 20, "{kept} of {n}");
+            drop(h);
+            let lines = seen();
+            assert_eq!(lines.len(), kept + 1);
+            let last = lines.last().unwrap();
+            assert!(
+                last.contains(&format!("{} log lines dropped", n - kept)),
+                "{last}"
+            );
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]

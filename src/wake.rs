@@ -260,6 +260,9 @@ fn send_step(reqs: &ReqTables, instance: u64, idx: u32, gen: u32, ud: u64) -> bo
 
 /// Worker handler for one wake-up.
 pub fn on_wake(ctx: &WorkerCtx, reqs: &ReqTables, idx: u32, gen: u32, ud: u64) {
+    // Log lines of this task reach the application's log callback only once no lock is held: before
+    // the notify_callback runs, and when the task ends.
+    let held = crate::log::hold();
     let slot = table().slot(idx);
     let mut r = slot.lock();
     if !r.live || r.gen != gen || r.instance != ctx.id.instance {
@@ -286,6 +289,7 @@ pub fn on_wake(ctx: &WorkerCtx, reqs: &ReqTables, idx: u32, gen: u32, ud: u64) {
             ctx.shared.busy.store(true, Ordering::Relaxed);
             slot.ud.store(ud, Ordering::Relaxed);
             let arg: *mut c_void = slot.ud.as_ptr().cast();
+            drop(held);
             let ret = match cb {
                 // SAFETY: cb is the application's notify_callback; arg points to this slot's 8-byte
                 // copy, which stays valid and unchanged at least until the callback returns (the
@@ -295,6 +299,7 @@ pub fn on_wake(ctx: &WorkerCtx, reqs: &ReqTables, idx: u32, gen: u32, ud: u64) {
                 None => -1,
             };
             ctx.shared.busy.store(false, Ordering::Relaxed);
+            let _held = crate::log::hold();
             if ret == 0 {
                 debug!(2, "request {:#x}: chunk {} completed", ck, i);
             } else {
