@@ -416,6 +416,7 @@ pub mod held {
     }
 
     /// Number of lines this thread keeps now (tests).
+    #[cfg(test)]
     pub fn kept() -> usize {
         QUEUE.with(|q| q.borrow().lines.len())
     }
