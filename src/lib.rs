@@ -27,7 +27,7 @@ pub mod testing {
     pub use crate::pool::{MAX_WORKERS, WORKER_QUEUE_CAPACITY};
     pub use crate::request::{STASH_CAPACITY, TOMBSTONES};
     pub use crate::sync::{
-        inflight_requests, live_syncs, DEFAULT_MAX_INFLIGHT, MAX_INFLIGHT_ENV, SLOT_BYTES,
-        SYNC_CAPACITY,
+        inflight_requests, live_syncs, set_next_free_generation, DEFAULT_MAX_INFLIGHT, GEN_MASK,
+        MAX_INFLIGHT_ENV, SLOT_BYTES, SYNC_CAPACITY,
     };
 }

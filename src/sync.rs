@@ -16,7 +16,7 @@
 //! Separately, at most [`max_inflight`] requests may be unfinished at once (a request is finished
 //! once every task completed, failed or was cancelled, whether or not its sync was collected).
 
-use crate::log::{error, warning};
+use crate::log::{debug, error, warning};
 use crate::pool::WorkerShared;
 use crate::sync_annotate::{Condvar, Mutex, MutexGuard};
 use once_cell::sync::Lazy;
@@ -43,15 +43,20 @@ pub const DEFAULT_MAX_INFLIGHT: usize = 1 << 20;
 /// Environment variable that sets [`max_inflight`] (read by every `os_transport_init`).
 pub const MAX_INFLIGHT_ENV: &str = "OS_TRANSPORT_MAX_INFLIGHT";
 
-// Token layout: bits 0..4 zero, slot in bits 4..30, generation in bits 30..50, tag above.
+// Token layout: bits 0..4 zero, slot in bits 4..30, generation in bits 30..60, tag 0x5 above. A
+// slot whose generation reaches GEN_MASK is retired instead of wrapping (see `SyncTable::free`),
+// so a generation value is never handed out twice for the same slot: a stale token can never
+// name a later request.
 const SLOT_SHIFT: u32 = 4;
 const SLOT_BITS: u32 = SYNC_CAPACITY.trailing_zeros();
 const GEN_SHIFT: u32 = SLOT_SHIFT + SLOT_BITS;
-const GEN_BITS: u32 = 20;
-const GEN_MASK: u32 = (1 << GEN_BITS) - 1;
+const GEN_BITS: u32 = 30;
+/// Last generation a slot is used with.
+pub const GEN_MASK: u32 = (1 << GEN_BITS) - 1;
 const TAG_SHIFT: u32 = GEN_SHIFT + GEN_BITS;
-const TOKEN_TAG: u64 = 0x5B << TAG_SHIFT;
+const TOKEN_TAG: u64 = 0x5 << TAG_SHIFT;
 const TOKEN_TAG_MASK: u64 = !((1u64 << TAG_SHIFT) - 1);
+const _: () = assert!(TAG_SHIFT == 60, "the token layout fills 64 bits");
 
 /// Encodes (slot, generation) as the opaque value the caller holds.
 pub fn token(slot: u32, gen: u32) -> usize {
@@ -331,6 +336,8 @@ pub struct SyncTable {
     /// Registrations refused since the last accepted one (a burst of refusals is logged once when
     /// it starts and once, with its size, when it ends).
     refused: AtomicU64,
+    /// Slots retired after their last generation (never handed out again).
+    retired: AtomicUsize,
 }
 
 static TABLE: Lazy<SyncTable> = Lazy::new(|| {
@@ -344,6 +351,7 @@ static TABLE: Lazy<SyncTable> = Lazy::new(|| {
         inflight: AtomicUsize::new(0),
         limit: AtomicUsize::new(DEFAULT_MAX_INFLIGHT),
         refused: AtomicU64::new(0),
+        retired: AtomicUsize::new(0),
     };
     // Helgrind: the initialising thread's writes happen-before every `table()` caller (once_cell
     // orders them with an atomic flag Helgrind cannot see). No-op without the feature.
@@ -504,18 +512,25 @@ impl SyncTable {
         self.finished(r);
         r.live = false;
         r.cb = None;
-        r.gen = if r.gen >= GEN_MASK { 1 } else { r.gen + 1 };
-        self.free
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(idx);
+        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        if r.gen >= GEN_MASK {
+            // Every generation of this slot has been handed out: retire it rather than start
+            // again at 1, which would make the oldest tokens valid again.
+            self.retired.fetch_add(1, Ordering::Relaxed);
+            drop(free);
+            debug!(1, "sync slot {} retired after {} uses", idx, GEN_MASK);
+            return;
+        }
+        r.gen += 1;
+        free.push(idx);
     }
 
     /// Number of slots in use (test hook for leak checks).
     pub fn live(&self) -> usize {
         let free = self.free.lock().unwrap_or_else(|e| e.into_inner());
-        // `grow` changes the length and the free list together under this lock.
-        self.len() - free.len()
+        // `grow` changes the length and the free list together under this lock, and `free`
+        // retires a slot under it.
+        self.len() - free.len() - self.retired.load(Ordering::Relaxed)
     }
 
     /// Unfinished requests (test hook).
@@ -535,6 +550,17 @@ pub fn reset(r: &mut Req) {
 #[doc(hidden)]
 pub fn live_syncs() -> usize {
     table().live()
+}
+
+/// Sets the generation of the slot the next request will take (the top of the free list) and
+/// returns that slot. Test-only hook (not a C export), for the generation wrap point.
+#[doc(hidden)]
+pub fn set_next_free_generation(gen: u32) -> Option<u32> {
+    let t = table();
+    // Lock order: a slot before the free list, so read the index first, then lock the slot.
+    let idx = *t.free.lock().unwrap_or_else(|e| e.into_inner()).last()?;
+    t.slot(idx).lock().gen = gen.clamp(1, GEN_MASK);
+    Some(idx)
 }
 
 /// Number of unfinished requests in this process. Test-only hook (not a C export).
@@ -591,6 +617,39 @@ mod tests {
         assert_ne!(r.gen, g);
         assert!(!r.live);
         assert!(!r.counted, "a freed request no longer counts as in flight");
+    }
+
+    #[test]
+    fn a_slot_is_retired_at_its_last_generation_instead_of_wrapping() {
+        let _g = table_test();
+        let tab = table();
+        let live = tab.live();
+        let take = |gen: u32| {
+            let i = set_next_free_generation(gen).expect("a free slot");
+            assert_eq!(tab.alloc(), Ok(i));
+            let mut r = tab.slot(i).lock();
+            reset(&mut r);
+            r.live = true;
+            r.counted = true;
+            (i, r.gen)
+        };
+        let (i, g) = take(GEN_MASK - 1);
+        assert_eq!(g, GEN_MASK - 1);
+        tab.free(i, &mut tab.slot(i).lock());
+        assert_eq!(tab.slot(i).lock().gen, GEN_MASK);
+        // The same slot comes back (the free list is a stack) with its last generation.
+        let (j, g) = take(GEN_MASK);
+        assert_eq!((j, g), (i, GEN_MASK));
+        tab.free(j, &mut tab.slot(j).lock());
+        assert_eq!(tab.live(), live, "a retired slot does not count as in use");
+        let next = tab.alloc().unwrap();
+        assert_ne!(next, i, "a retired slot is never handed out again");
+        tab.unalloc(next);
+        assert_eq!(
+            untoken(token(i, 1)).map(|(s, g)| tab.slot(s).lock().gen == g),
+            Some(false),
+            "no token of the retired slot matches it again"
+        );
     }
 
     #[test]

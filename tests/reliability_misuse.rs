@@ -10,7 +10,7 @@ use common::lb;
 use compat_tests::loopback_ctl;
 use os_transport::abi::*;
 use os_transport::ffi::*;
-use os_transport::testing::{live_syncs, MAX_INFLIGHT_ENV};
+use os_transport::testing::{live_syncs, set_next_free_generation, GEN_MASK, MAX_INFLIGHT_ENV};
 use reliability_common as rc;
 use std::ffi::c_void;
 use std::ptr::null_mut;
@@ -39,7 +39,7 @@ fn foreign_syncs(real: *mut task_sync_t) -> Vec<*mut task_sync_t> {
         0x1234 as *mut task_sync_t,
         usize::MAX as *mut task_sync_t,
         obj.as_mut_ptr().cast(),
-        (r ^ (1 << 20)) as *mut task_sync_t, // same slot, other generation
+        (r ^ (1 << 30)) as *mut task_sync_t, // same slot, other generation
         (r + 0x10) as *mut task_sync_t,      // neighbouring slot (free)
         (r + 1) as *mut task_sync_t,         // misaligned token
         (r ^ (1 << 60)) as *mut task_sync_t, // wrong tag
@@ -92,6 +92,42 @@ fn stale_foreign_and_null_syncs_are_refused() {
     assert_eq!(rc::wait(h, s3, 0), (1, URMA_SUCCESS), "the new one is fine");
     assert_eq!(live_syncs(), 0);
     assert_eq!(os_transport_destroy(h), 0);
+}
+
+/// A sync kept after it was consumed stays stale for good: when its slot has used its last
+/// generation the slot is retired rather than starting again at generation 1, so the old token
+/// can never name a later request (which it would after the generation wrapped).
+#[test]
+fn a_stale_sync_never_aliases_a_later_request_at_the_generation_wrap() {
+    let _g = serial();
+    let ep = lb::ep();
+    let h = lb::init(2, 4);
+    let s = lb::buf(&ep, 4096);
+    let d = lb::buf(&ep, 4096);
+    let mut io = rc::io(&ep, &s, &d);
+    // A request with generation 1 of a slot; its sync is consumed (the wait times out).
+    let slot = set_next_free_generation(1).expect("free slot");
+    let (r, old) = rc::recv(h, &mut io, 4096, 0x51, Some(ok_cb));
+    assert_eq!(r, 0);
+    assert_eq!(rc::wait(h, old, 0), (WAIT_TIMEOUT, URMA_SUCCESS));
+    // The same slot, at its last generation, serves one more request.
+    assert_eq!(set_next_free_generation(GEN_MASK), Some(slot));
+    let (r, last) = rc::recv(h, &mut io, 4096, 0x52, Some(ok_cb));
+    assert_eq!(r, 0);
+    assert_eq!(rc::wait(h, last, 0), (WAIT_TIMEOUT, URMA_SUCCESS));
+    // The next request must not get generation 1 of that slot again.
+    let (r, new) = rc::recv(h, &mut io, 4096, 0x53, Some(ok_cb));
+    assert_eq!(r, 0);
+    assert_ne!(new, old, "the consumed token was handed out again");
+    assert_eq!(rc::wait(h, old, 0), (ERR, URMA_SUCCESS), "stale token");
+    assert_eq!(rc::wait(h, last, 0), (ERR, URMA_SUCCESS), "stale token");
+    assert_eq!(
+        rc::wait(h, new, 0),
+        (WAIT_TIMEOUT, URMA_SUCCESS),
+        "the live request was not touched by the stale tokens"
+    );
+    assert_eq!(os_transport_destroy(h), 0);
+    assert_eq!(live_syncs(), 0);
 }
 
 #[test]
