@@ -334,19 +334,6 @@ pub fn register(
     t.insert(rid, idx, gen);
     if kind == Kind::Recv {
         t.clear_tombstone(rid);
-        let pool = &inst.pool;
-        t.drain_stash(rid, |e| {
-            debug!(
-                1,
-                "request {:#x}: delivering early completion {:#018x}", rid, e.ud
-            );
-            if pool.enqueue(w, idx, gen, e.ud).is_err() {
-                error!(
-                    "request {:#x}: worker queue full, early completion lost",
-                    rid
-                );
-            }
-        });
     }
     t.publish(rid, idx, gen);
     debug!(
@@ -354,6 +341,41 @@ pub fn register(
         "request {:#x}: registered {} tasks on worker {}", rid, n, w
     );
     Ok((idx, gen))
+}
+
+/// Arms the receive registered in `idx` (generation `gen`) once its recv WRs are prefilled: hands
+/// it the completions that arrived before it (D4), in arrival order, and from then on lets
+/// completions reach it directly. Until then its completions are kept in the stash, so a receive
+/// whose prefill fails leaves them there for a retry of the same key.
+pub fn arm(inst: &Instance, rid: u64, idx: u32, gen: u32) {
+    let mut t = inst.reqs(rid);
+    let slot = table().slot(idx);
+    let w = {
+        let r = slot.lock();
+        if !(r.live && r.gen == gen && r.arming) {
+            return;
+        }
+        r.worker as usize
+    };
+    // Drained under the shard lock, before the request accepts completions: one that arrives
+    // meanwhile waits for this lock and finds the kept ones queued ahead of it.
+    let pool = &inst.pool;
+    t.drain_stash(rid, |e| {
+        debug!(
+            1,
+            "request {:#x}: delivering early completion {:#018x}", rid, e.ud
+        );
+        if pool.enqueue(w, idx, gen, e.ud).is_err() {
+            error!(
+                "request {:#x}: worker queue full, early completion lost",
+                rid
+            );
+        }
+    });
+    let mut r = slot.lock();
+    if r.live && r.gen == gen {
+        r.arming = false;
+    }
 }
 
 /// What must happen in the request table after a request became terminal.
@@ -406,7 +428,9 @@ pub fn settle(idx: u32, slot: &sync::Slot, r: &mut Req) -> Settled {
         rid: r.rid,
         slot: idx,
         gen: r.gen,
-        tomb: r.kind == Kind::Recv && !r.succeeded(),
+        // A receive that never armed (its prefill failed) saw no completion: its id is not
+        // tombstoned, so completions for it are still kept for a retry.
+        tomb: r.kind == Kind::Recv && !r.succeeded() && !r.arming,
     });
     r.cleaned = true;
     if r.released {

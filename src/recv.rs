@@ -115,6 +115,7 @@ pub unsafe fn recv(
     let Ok((idx, gen)) = register(&inst, Kind::Recv, ck, n, |r| {
         r.pending = ((1u16 << n) - 1) as u8;
         r.cb = cb;
+        r.arming = true;
     }) else {
         return ERR;
     };
@@ -144,6 +145,7 @@ pub unsafe fn recv(
         }
         return ERR;
     }
+    instance::arm(&inst, ck, idx, gen);
     // SAFETY: valid out-pointer (checked above).
     unsafe { *ret = token(idx, gen) as *mut task_sync_t };
     debug!(

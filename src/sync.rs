@@ -182,6 +182,9 @@ pub struct Req {
     pub sleeping: bool,
     /// The request-table cleanup for this request was issued.
     pub cleaned: bool,
+    /// Receive registered but not armed yet (`instance::arm`): its completions are kept in the
+    /// stash meanwhile.
+    pub arming: bool,
     /// The request counts against the in-flight limit (from registration until it is finished).
     pub counted: bool,
     /// First non-success URMA status.
@@ -216,6 +219,7 @@ impl Req {
             waiting: false,
             sleeping: false,
             cleaned: false,
+            arming: false,
             counted: false,
             status: 0,
             send: SendCtx::EMPTY,

@@ -90,7 +90,7 @@ fn accepting(inst: &Instance, rid: u64, (s, g): (u32, u32)) -> Option<(u32, u32,
         return None;
     }
     let r = table().slot(s).lock();
-    (r.live && r.gen == g && r.rid == rid && r.instance == inst.seq && !r.done)
+    (r.live && r.gen == g && r.rid == rid && r.instance == inst.seq && !r.done && !r.arming)
         .then_some((s, g, r.worker))
 }
 

@@ -623,6 +623,57 @@ fn d9_prefill_failure_releases_the_request() {
     assert_eq!(os_transport_destroy(h), 0);
 }
 
+/// D4 with D9: a completion kept for a receive that is not registered yet survives a receive of
+/// that key whose prefill fails; the retry gets it.
+#[test]
+fn d4_kept_completion_survives_a_failed_prefill_and_reaches_the_retry() {
+    let _g = serial();
+    let ep = lb::ep();
+    let h = lb::init(1, 2);
+    let (stop, pj, handled) = lb::poller_counted(h as usize, ep.jfc as usize);
+    let s = lb::buf(&ep, 4096);
+    let d = lb::buf(&ep, 4096);
+    let mut io = io(&ep, &s, &d);
+    // A first transfer records the jetty as the receive queue and fills its JFR with recv WRs.
+    let (r, rs) = lb::recv(h, &mut io, 4096, 800, Some(on_chunk));
+    assert_eq!(r, 0);
+    let (r, ss, _) = lb::send(h, &mut io, 4096, 801, 800);
+    assert_eq!(r, 0);
+    assert_eq!(wait(h, ss, 5000).0, 0);
+    assert_eq!(wait(h, rs, 5000).0, 0);
+    // The sender of key 802 runs ahead: its notification is kept (no receive for 802 yet).
+    let base = handled.load(Ordering::Acquire);
+    let (r, ss, _) = lb::send(h, &mut io, 4096, 803, 802);
+    assert_eq!(r, 0);
+    assert_eq!(wait(h, ss, 5000).0, 0);
+    assert!(lb::until(std::time::Duration::from_secs(5), || {
+        handled.load(Ordering::Acquire) >= base + 3
+    }));
+    // The receive for 802 targets the JFR alone: a new receive queue, so it prefills, and the
+    // first recv WR of that prefill is rejected.
+    io.dev.jetty = null_mut();
+    let reset: Reset = lb::ctl("urma_loopback_reset");
+    let fail: FailPost = lb::ctl("urma_loopback_fail_post");
+    // SAFETY: loopback control calls; the next recv WR (queue 2 = recv) is rejected.
+    unsafe {
+        reset();
+        assert_eq!(fail(2, 1, URMA_EINVAL), 0);
+    }
+    let (r, rs) = lb::recv(h, &mut io, 4096, 802, Some(on_chunk));
+    assert_eq!((r, rs), (u32::MAX, null_mut()), "prefill failure: ERR");
+    // The retry prefills and gets the kept completion at once.
+    let (r, rs) = lb::recv(h, &mut io, 4096, 802, Some(on_chunk));
+    assert_eq!(r, 0);
+    assert_eq!(
+        wait(h, rs, 5000),
+        (0, URMA_SUCCESS),
+        "D4: the kept completion reached the retry"
+    );
+    assert_eq!(os_transport_destroy(h), 0);
+    stop.store(true, Ordering::Release);
+    pj.join().unwrap();
+}
+
 /// (handle, own sync) for `self_waiting_cb`, and what it saw: (wait result, status, destroy
 /// result, wait duration).
 static SELF_WAIT: Mutex<(usize, usize)> = Mutex::new((0, 0));
