@@ -13,6 +13,7 @@ use std::ffi::c_void;
 use std::ops::Deref;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 const HANDLE_TAG: u64 = 0x5A << 40;
 
@@ -247,7 +248,10 @@ pub fn destroy(handle: *mut c_void) -> u32 {
         }
     };
     inst.reqs.for_each_shard(|s| s.closing = true);
-    inst.pool.stop();
+    // Workers finish their current task and take no new one. Every request is then completed as
+    // cancelled before the workers are joined, so that a notify_callback blocked in a wait on one
+    // of them returns (ERR) and lets its worker exit.
+    inst.pool.signal_stop();
     let mut swept = 0;
     for (idx, slot) in table().slots() {
         let mut r = slot.lock();
@@ -265,11 +269,36 @@ pub fn destroy(handle: *mut c_void) -> u32 {
             }
         }
     }
+    let bound = destroy_join_bound();
+    let left = inst.pool.join_until(Instant::now() + bound);
+    if !left.is_empty() {
+        error!(
+            "os_transport_destroy: {} worker(s) (first: ost_wkr_{}) still running a callback after \
+             {} ms; destroy returns without them, they exit when their callbacks return",
+            left.len(),
+            left[0],
+            bound.as_millis()
+        );
+    }
     info!(
         "os_transport_destroy: done, {} outstanding requests cancelled",
         swept
     );
     0
+}
+
+/// Longest time `os_transport_destroy` waits for the workers to finish their current task.
+pub const DESTROY_JOIN_BOUND: Duration = Duration::from_secs(5);
+static DESTROY_JOIN_BOUND_MS: AtomicU64 = AtomicU64::new(DESTROY_JOIN_BOUND.as_millis() as u64);
+
+fn destroy_join_bound() -> Duration {
+    Duration::from_millis(DESTROY_JOIN_BOUND_MS.load(Ordering::Relaxed))
+}
+
+/// Sets the bound of [`destroy_join_bound`]. Test-only hook (not a C export).
+#[doc(hidden)]
+pub fn set_destroy_join_bound(d: Duration) {
+    DESTROY_JOIN_BOUND_MS.store(d.as_millis() as u64, Ordering::Relaxed);
 }
 
 /// Registration failure reasons.

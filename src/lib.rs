@@ -24,6 +24,7 @@ mod wake;
 /// Test hooks (Rust only, not exported from the shared object).
 #[doc(hidden)]
 pub mod testing {
+    pub use crate::instance::{set_destroy_join_bound, DESTROY_JOIN_BOUND};
     pub use crate::pool::{MAX_WORKERS, WORKER_QUEUE_CAPACITY};
     pub use crate::request::{STASH_CAPACITY, TOMBSTONES};
     pub use crate::sync::{

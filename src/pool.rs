@@ -153,6 +153,23 @@ impl Queue {
         drop(q);
         self.cv.notify_one();
     }
+
+    /// Waits until the worker thread has exited, or `deadline`; `true` if it has.
+    fn wait_gone(&self, deadline: Instant) -> bool {
+        let mut q = self.lock();
+        while !q.gone {
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            q = self
+                .cv
+                .wait_timeout(q, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        true
+    }
 }
 
 /// A worker's estimate of the gap between the end of a task and the arrival of its next wake-up,
@@ -246,6 +263,9 @@ impl Drop for GoneOnExit {
         let n = q.ring.len() as u32;
         q.ring.clear();
         self.0.len.fetch_sub(n, Ordering::Relaxed);
+        drop(q);
+        // Wakes a `wait_gone` (the worker itself no longer waits on this condvar).
+        self.0.cv.notify_all();
     }
 }
 
@@ -339,18 +359,41 @@ impl Pool {
         self.workers.len()
     }
 
-    /// Stops every worker after its current task and joins them. Queued wake-ups are not processed.
-    pub fn stop(&self) {
+    /// Tells every worker to stop after its current task. Queued wake-ups are not processed.
+    pub fn signal_stop(&self) {
         self.stopping.store(true, Ordering::Release);
         for w in &self.workers {
             w.q.stop();
         }
+    }
+
+    /// Stops every worker after its current task and joins them. Queued wake-ups are not processed.
+    pub fn stop(&self) {
+        self.signal_stop();
         for w in &self.workers {
             let j = w.join.lock().unwrap_or_else(|e| e.into_inner()).take();
             if let Some(j) = j {
                 let _ = j.join();
             }
         }
+    }
+
+    /// After [`Pool::signal_stop`]: joins every worker that has exited by `deadline`. A worker still
+    /// running a task then (a callback that has not returned) is left to exit on its own when the
+    /// task ends, which touches nothing this pool owns: its index is returned.
+    pub fn join_until(&self, deadline: Instant) -> Vec<usize> {
+        let mut left = Vec::new();
+        for (i, w) in self.workers.iter().enumerate() {
+            let Some(j) = w.join.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+                continue;
+            };
+            if w.q.wait_gone(deadline) {
+                let _ = j.join();
+            } else {
+                left.push(i); // dropping the handle detaches the thread
+            }
+        }
+        left
     }
 }
 

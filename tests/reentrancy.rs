@@ -399,3 +399,175 @@ fn notify_callback_may_call_every_api() {
         finish(h);
     }
 }
+
+/// The sync a blocking notify_callback waits on, how it waits, and what its wait returned (with
+/// how long after destroy started).
+static BLOCK_ON: AtomicUsize = AtomicUsize::new(0);
+static BLOCK_TIMED: AtomicBool = AtomicBool::new(false);
+static BLOCK_SEEN: Mutex<Option<(u32, std::time::Instant)>> = Mutex::new(None);
+/// Set to let `stuck_chunk` return.
+static RELEASE: AtomicBool = AtomicBool::new(false);
+/// Set by a blocking callback when it starts.
+static STUCK_ENTERED: AtomicBool = AtomicBool::new(false);
+
+/// Blocks in a wait on another worker's request (BLOCK_ON), untimed or with a 60 s timeout.
+unsafe extern "C" fn blocking_chunk(_ud: *mut c_void) -> i32 {
+    STUCK_ENTERED.store(true, Ordering::SeqCst);
+    let h = handle();
+    let s = BLOCK_ON.load(Ordering::SeqCst) as *mut task_sync_t;
+    let mut st = 0;
+    let r = if BLOCK_TIMED.load(Ordering::SeqCst) {
+        // SAFETY: valid out-pointer; the sync is a plain value to the library.
+        unsafe { wait_and_free_sync_timeout(h, s, 60_000, &mut st) }
+    } else {
+        // SAFETY: as above.
+        unsafe { wait_and_free_sync(h, s, &mut st) }
+    };
+    *BLOCK_SEEN.lock().unwrap() = Some((r, std::time::Instant::now()));
+    0
+}
+
+/// Blocks outside the library until the test sets RELEASE.
+unsafe extern "C" fn stuck_chunk(_ud: *mut c_void) -> i32 {
+    STUCK_ENTERED.store(true, Ordering::SeqCst);
+    while !RELEASE.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    0
+}
+
+/// Starts a transfer to a receive whose notify_callback is `cb` (bound to worker 0) and a second
+/// receive (bound to worker 1) that never gets data; returns once `cb` runs.
+fn callback_running(h: *mut c_void, cb: notify_callback_t, entered: impl Fn() -> bool) -> usize {
+    let w = world();
+    let mut io = w.io.lock().unwrap();
+    let id = NEXT_ID.fetch_add(2, Ordering::SeqCst);
+    let (r, _a) = lb::recv(h, &mut io, 64, id, cb);
+    assert_eq!(r, 0);
+    let (r, b) = lb::recv(h, &mut io, 64, id + 1, Some(quiet_chunk));
+    assert_eq!(r, 0);
+    BLOCK_ON.store(b as usize, Ordering::SeqCst);
+    let (r, _s, _) = lb::send(h, &mut io, 64, id + 0x30_0000, id);
+    assert_eq!(r, 0);
+    drop(io);
+    assert!(
+        lb::until(Duration::from_secs(5), entered),
+        "the callback did not start"
+    );
+    b as usize
+}
+
+/// Destroy while a notify_callback waits (untimed, then with a long timeout) on another worker's
+/// request: the wait returns ERR as soon as destroy cancels that request, and destroy returns.
+#[test]
+fn destroy_wakes_a_callback_blocked_in_a_wait_and_returns() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    world();
+    for timed in [false, true] {
+        reset(None);
+        *BLOCK_SEEN.lock().unwrap() = None;
+        BLOCK_TIMED.store(timed, Ordering::SeqCst);
+        let h = init_instance();
+        let (stop, pj) = lb::poller(h as usize, world().ep.jfc as usize);
+        STUCK_ENTERED.store(false, Ordering::SeqCst);
+        callback_running(h, Some(blocking_chunk), || {
+            STUCK_ENTERED.load(Ordering::SeqCst)
+        });
+        // Let the callback get from its first line into the wait.
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(
+            BLOCK_SEEN.lock().unwrap().is_none(),
+            "the callback is blocked"
+        );
+        let t0 = std::time::Instant::now();
+        watchdog(
+            &format!("destroy with a callback blocked in a wait (timed: {timed})"),
+            move || {
+                assert_eq!(os_transport_destroy(handle()), 0);
+            },
+        );
+        let took = t0.elapsed();
+        let (r, at) = BLOCK_SEEN
+            .lock()
+            .unwrap()
+            .expect("the callback's wait returned");
+        assert_eq!(
+            r, ERR,
+            "timed: {timed}: the blocked wait returns ERR (cancelled by destroy)"
+        );
+        assert!(
+            at.duration_since(t0) < Duration::from_secs(2),
+            "timed: {timed}: the wait returned {:?} after destroy started",
+            at.duration_since(t0)
+        );
+        assert!(
+            took < Duration::from_secs(2),
+            "timed: {timed}: destroy took {took:?}"
+        );
+        stop.store(true, Ordering::Release);
+        pj.join().unwrap();
+        assert_eq!(
+            os_transport::testing::live_syncs(),
+            0,
+            "everything released"
+        );
+    }
+}
+
+/// A notify_callback that does not return (blocked outside the library): destroy gives up on its
+/// worker after the documented bound, says so at ERROR, and returns; the worker exits on its own
+/// once the callback returns.
+#[test]
+fn destroy_returns_within_the_bound_when_a_callback_never_returns() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    world();
+    reset(None);
+    RELEASE.store(false, Ordering::SeqCst);
+    STUCK_ENTERED.store(false, Ordering::SeqCst);
+    let bound = Duration::from_millis(300);
+    os_transport::testing::set_destroy_join_bound(bound);
+    static ERRORS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    unsafe extern "C" fn errors(level: c_int, msg: *const c_char) {
+        if level & 0xFF == 2 {
+            // SAFETY: NUL-terminated line, valid during the call.
+            let s = unsafe { CStr::from_ptr(msg) }
+                .to_string_lossy()
+                .into_owned();
+            ERRORS.lock().unwrap().push(s);
+        }
+    }
+    assert_eq!(os_transport_log_reg(2, Some(errors)), 0);
+    let h = init_instance();
+    let (stop, pj) = lb::poller(h as usize, world().ep.jfc as usize);
+    callback_running(h, Some(stuck_chunk), || {
+        STUCK_ENTERED.load(Ordering::SeqCst)
+    });
+    let t0 = std::time::Instant::now();
+    watchdog("destroy with a callback that never returns", move || {
+        assert_eq!(os_transport_destroy(handle()), 0);
+    });
+    let took = t0.elapsed();
+    assert!(
+        took >= bound,
+        "destroy waited {took:?}, less than the bound"
+    );
+    assert!(
+        took < bound + Duration::from_secs(2),
+        "destroy took {took:?}"
+    );
+    let errs = ERRORS.lock().unwrap().clone();
+    assert!(
+        errs.iter().any(|l| l.contains("still running a callback")),
+        "destroy reports the stuck worker: {errs:?}"
+    );
+    // The callback returns later: its worker exits without touching the destroyed instance, and
+    // a new instance works.
+    RELEASE.store(true, Ordering::SeqCst);
+    std::thread::sleep(Duration::from_millis(50));
+    stop.store(true, Ordering::Release);
+    pj.join().unwrap();
+    os_transport::testing::set_destroy_join_bound(os_transport::testing::DESTROY_JOIN_BOUND);
+    let h = init_instance();
+    assert_eq!(transfer(h, Some(quiet_chunk)), 0, "a new instance works");
+    finish(h);
+}
