@@ -1,4 +1,4 @@
-# openEuler RPM targets (issue 7), included by the top Makefile. See docs/packaging.md.
+# openEuler RPM targets, included by the top Makefile. See docs/packaging.md.
 #
 #   make dist      Source0 (git archive of HEAD) + Source1 (vendored crates) in target/rpm/SOURCES
 #   make rpm       rpmbuild -ba openeuler.spec: target/rpm/RPMS/<arch>/*.rpm, target/rpm/SRPMS/*.rpm
