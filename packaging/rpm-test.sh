@@ -48,7 +48,13 @@ srpms=("$rpmdir"/SRPMS/$name-"$version"-"$release".src.rpm)
 shopt -u nullglob
 [ ${#main_rpms[@]} -eq 3 ] || fail "expected 3 binary RPMs of $name-$version-$release in $rpmdir/RPMS/$arch (run make rpm): ${main_rpms[*]:-none}"
 [ ${#srpms[@]} -eq 1 ] || fail "no source RPM in $rpmdir/SRPMS"
-rpm_of() { local f; for f in "${main_rpms[@]}"; do [ "$(rpm -qp --qf '%{NAME}' "$f")" = "$1" ] && echo "$f"; done; }
+rpm_of() {
+    local f
+    for f in "${main_rpms[@]}"; do
+        if [ "$(rpm -qp --qf '%{NAME}' "$f")" = "$1" ]; then echo "$f"; return 0; fi
+    done
+    fail "no $1 among ${main_rpms[*]}"
+}
 conf_rpm=$(rpm_of $name-conformance)
 
 rm -rf "$work"
@@ -62,28 +68,39 @@ for f in "${main_rpms[@]}" "${srpms[@]}"; do echo "   ${f#"$T"/}"; done
 
 # --- 1. metadata checks -------------------------------------------------------------------------
 # The loopback liburma.so.0 and the reference library are private to mlcachedirect-conformance.
-provides_of() { rpm -qp --provides "$1"; }
-requires_of() { rpm -qp --requires "$1"; }
+# Captured once: `cmd | grep -q` under pipefail fails when grep stops reading early.
+main_rpm=$(rpm_of $name)
+devel_rpm=$(rpm_of $name-devel)
 isa=$(rpm --eval '%{?_isa}')
 umdk_min=$(awk '$1 == "%global" && $2 == "umdk_min" { print $3 }' "$src/openeuler.spec")
-main_rpm=$(rpm_of $name)
-provides_of "$conf_rpm" | grep -q 'liburma' && fail "$name-conformance offers liburma: $(provides_of "$conf_rpm" | grep liburma)"
-provides_of "$conf_rpm" | grep -q 'libos_transport' && fail "$name-conformance offers libos_transport"
-requires_of "$conf_rpm" | grep -q 'liburma' && fail "$name-conformance requires the system liburma"
-provides_of "$conf_rpm" | grep -qx "$name-compat = $version-$release" || fail "$name-conformance does not provide $name-compat"
-rpm -qp --obsoletes "$conf_rpm" | grep -qx "$name-compat < $version-$release" || fail "$name-conformance does not obsolete $name-compat"
-provides_of "$main_rpm" | grep -qx "libos_transport.so.1()(64bit)" || fail "$name does not provide libos_transport.so.1()(64bit)"
-provides_of "$main_rpm" | grep -qx "os-transport = $version-$release" || fail "$name does not provide os-transport"
-requires_of "$main_rpm" | grep -qx "liburma.so.0()(64bit)" || fail "$name does not require liburma.so.0()(64bit)"
-requires_of "$main_rpm" | grep -qxF "umdk-urma-lib$isa >= $umdk_min" || fail "$name does not require umdk-urma-lib$isa >= $umdk_min"
-requires_of "$(rpm_of $name-devel)" | grep -qxF "umdk-urma-devel$isa >= $umdk_min" ||
+conf_provides=$(rpm -qp --provides "$conf_rpm")
+conf_requires=$(rpm -qp --requires "$conf_rpm")
+conf_obsoletes=$(rpm -qp --obsoletes "$conf_rpm")
+main_provides=$(rpm -qp --provides "$main_rpm")
+main_requires=$(rpm -qp --requires "$main_rpm")
+main_files=$(rpm -qlp "$main_rpm")
+devel_requires=$(rpm -qp --requires "$devel_rpm")
+has() { grep -qx -e "$2" <<<"$1"; }           # has LIST LINE-REGEX
+has_fixed() { grep -qxF -e "$2" <<<"$1"; }    # has_fixed LIST LINE
+grep -q 'liburma' <<<"$conf_provides" && fail "$name-conformance offers liburma: $(grep liburma <<<"$conf_provides")"
+grep -q 'libos_transport' <<<"$conf_provides" && fail "$name-conformance offers libos_transport"
+grep -q 'liburma' <<<"$conf_requires" && fail "$name-conformance requires the system liburma"
+has_fixed "$conf_provides" "$name-compat = $version-$release" || fail "$name-conformance does not provide $name-compat"
+has_fixed "$conf_obsoletes" "$name-compat < $version-$release" || fail "$name-conformance does not obsolete $name-compat"
+has_fixed "$main_provides" "libos_transport.so.1()(64bit)" || fail "$name does not provide libos_transport.so.1()(64bit)"
+has_fixed "$main_provides" "os-transport = $version-$release" || fail "$name does not provide os-transport"
+has_fixed "$main_requires" "liburma.so.0()(64bit)" || fail "$name does not require liburma.so.0()(64bit)"
+has_fixed "$main_requires" "umdk-urma-lib$isa >= $umdk_min" || fail "$name does not require umdk-urma-lib$isa >= $umdk_min"
+has_fixed "$devel_requires" "umdk-urma-devel$isa >= $umdk_min" ||
     fail "$name-devel does not require umdk-urma-devel$isa >= $umdk_min"
-# The runtime package has the three names of the library that the C package had.
+# The runtime package has the three names of the library that the C package had, and the licence.
 for f in libos_transport.so libos_transport.so.1 libos_transport.so.1.0.0; do
-    rpm -qlp "$main_rpm" | grep -qx "$libdir/$f" || fail "$name does not ship $libdir/$f"
+    has_fixed "$main_files" "$libdir/$f" || fail "$name does not ship $libdir/$f"
 done
-rpm -qlp "$main_rpm" | grep -q '/licenses/.*/LICENSE$' || fail "$name ships no LICENSE"
-echo "   $name: requires $(requires_of "$main_rpm" | grep -e liburma -e umdk | tr '\n' ' ')"
+has "$main_files" '/usr/share/licenses/.*/LICENSE' || fail "$name ships no LICENSE"
+echo "   $name requires: $(grep -e liburma -e umdk <<<"$main_requires" | tr '\n' ' ')"
+echo "   $name-devel requires: $(grep -e umdk -e "^$name" <<<"$devel_requires" | tr '\n' ' ')"
+echo "   $name-conformance provides/obsoletes: $(grep compat <<<"$conf_provides" | tr '\n' ' ')/ $conf_obsoletes"
 step "dependency metadata"
 
 # --- 2. TEST ONLY stand-ins and the repository ----------------------------------------------------
@@ -169,7 +186,11 @@ step "C consumer (pkg-config, send + recv of 2 MiB + 1 byte over the loopback)"
 # find_package(os-transport) from the root's %{_libdir}/cmake/os-transport; nothing else is given
 # but where the root is and, as above, where the linker finds liburma.so.0 of libos_transport.so.1.
 command -v cmake >/dev/null || fail "cmake not installed (packaging/deps.sh install rpm)"
+# Host adaptation only: CMake on openEuler looks for packages in <prefix>/lib64/cmake; Debian's
+# CMake (multiarch: lib/<triplet>) turns FIND_LIBRARY_USE_LIB64_PATHS off after project().
+echo 'set_property(GLOBAL PROPERTY FIND_LIBRARY_USE_LIB64_PATHS TRUE)' > "$work/lib64-paths.cmake"
 cmake -S "$src/packaging/tests/cmake-consumer" -B "$work/cmake-build" -DCMAKE_PREFIX_PATH="$root/usr" \
+    -DCMAKE_PROJECT_INCLUDE="$work/lib64-paths.cmake" \
     -DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath-link,$root$privdir" > "$work/log/cmake.log" 2>&1 &&
     cmake --build "$work/cmake-build" --verbose >> "$work/log/cmake.log" 2>&1 ||
     { cat "$work/log/cmake.log"; fail "CMake consumer build"; }
@@ -215,8 +236,11 @@ dlopen_check() {
 }
 rroot=$work/runtime-root
 mkdir -p "$rroot"
-dnf_root "$rroot" install os-transport mlcachedirect-test-host > "$work/log/runtime-migration.log" 2>&1 ||
+# By full name: a bare "os-transport" resolves to mlcachedirect, which provides and obsoletes it.
+dnf_root "$rroot" install os-transport-1.0.0-1 mlcachedirect-test-host > "$work/log/runtime-migration.log" 2>&1 ||
     { cat "$work/log/runtime-migration.log"; fail "installing the os-transport stand-in"; }
+echo "   before: $(rpm_root "$rroot" -qa | sort | tr '\n' ' ')"
+installed "$rroot" os-transport && ! installed "$rroot" $name || fail "the root does not start with os-transport alone"
 dlopen_check "$rroot" os-transport
 dnf_root "$rroot" upgrade >> "$work/log/runtime-migration.log" 2>&1 ||
     { cat "$work/log/runtime-migration.log"; fail "dnf upgrade (runtime only)"; }
@@ -238,8 +262,11 @@ step "runtime-only migration os-transport -> $name -> os-transport, dlopen of bo
 # --- 8. migration with -devel and the old harness package ----------------------------------------
 mroot=$work/migration-root
 mkdir -p "$mroot"
-dnf_root "$mroot" install os-transport os-transport-devel mlcachedirect-compat-1.0.0-2 mlcachedirect-test-host \
-    > "$work/log/migration.log" 2>&1 || { cat "$work/log/migration.log"; fail "installing the stand-ins"; }
+dnf_root "$mroot" install os-transport-1.0.0-1 os-transport-devel-1.0.0-1 mlcachedirect-compat-1.0.0-2 \
+    mlcachedirect-test-host > "$work/log/migration.log" 2>&1 || { cat "$work/log/migration.log"; fail "installing the stand-ins"; }
+echo "   before: $(rpm_root "$mroot" -qa | sort | tr '\n' ' ')"
+for p in os-transport os-transport-devel $name-compat; do installed "$mroot" $p || fail "$p stand-in not installed"; done
+for p in $name $name-devel $name-conformance; do installed "$mroot" $p && fail "$p installed too early"; done
 # dnf upgrade replaces os-transport, os-transport-devel and mlcachedirect-compat through the Obsoletes.
 dnf_root "$mroot" upgrade >> "$work/log/migration.log" 2>&1 || { cat "$work/log/migration.log"; fail "dnf upgrade"; }
 echo "   after dnf upgrade: $(rpm_root "$mroot" -qa | sort | tr '\n' ' ')"
