@@ -1,4 +1,4 @@
-# reliability.mk - issue 9 targets (include from the top-level Makefile with `-include reliability.mk`).
+# reliability.mk - reliability targets: stress, faults, fuzzed CRs, memory and race checkers (include from the top-level Makefile with `-include reliability.mk`).
 #
 #   make reliability-check   memcheck + helgrind (both gating) + fuzz smoke; part of `make test`
 #   make reliability-memcheck  C consumer (both modes) and the fuzz scenarios (fuzz/seeds) under valgrind memcheck:

@@ -1,6 +1,6 @@
 /*
  * cr_fuzz.c - coverage-guided fuzz target (libFuzzer, clang -fsanitize=fuzzer) for the Rust
- * libos_transport.so (issue 9, item 1).
+ * libos_transport.so: arbitrary completion records (docs/reliability.md).
  *
  * The input is a small program: each step is an opcode byte followed by its operands. Steps
  * register receives and sends over the loopback liburma.so.0 (no-copy mode, ids from a small set

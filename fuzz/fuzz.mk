@@ -1,4 +1,4 @@
-# fuzz/fuzz.mk - coverage-guided fuzzing of the Rust library (issue 9, item 1), included by the
+# fuzz/fuzz.mk - coverage-guided fuzzing of the Rust library's completion handling, included by the
 # top-level Makefile. Needs clang with libFuzzer (Debian: clang + libclang-rt-dev; deps.sh group fuzz).
 #
 #   make fuzz         long run: FUZZ_TIME seconds (default 600), corpus kept in $(FUZZ_DIR)/corpus

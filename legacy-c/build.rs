@@ -6,7 +6,8 @@
 //!    URMA headers published by `urma-sys` as `DEP_URMA_INCLUDE`.
 //! 2. Links them with the same compiler into `<target>/legacy/libos_transport.so.1.0.0`
 //!    (SONAME `libos_transport.so.1`, `-Wl,-z,defs`, `-L$DEP_URMA_LINK_DIR -lurma -lpthread`), with
-//!    the symlinks `libos_transport.so.1` and `libos_transport.so`. `<target>` is derived from
+//!    the symlinks `libos_transport.so.1` and `libos_transport.so`, plus the flags of `LDFLAGS`
+//!    (the distribution's hardening flags in an RPM build). `<target>` is derived from
 //!    `OUT_DIR` = `<target>/<profile>/build/<pkg>-<hash>/out`.
 //! 3. Exposes the path to `rust/lib.rs` as `OST_LEGACY_LIB_PATH` (read with `env!`).
 
@@ -44,6 +45,7 @@ fn main() {
     );
     println!("cargo:rerun-if-env-changed=DEP_URMA_INCLUDE");
     println!("cargo:rerun-if-env-changed=DEP_URMA_LINK_DIR");
+    println!("cargo:rerun-if-env-changed=LDFLAGS");
 
     let urma_include = env::var_os("DEP_URMA_INCLUDE")
         .map(PathBuf::from)
@@ -88,6 +90,10 @@ fn main() {
         .arg(format!("-L{}", urma_link_dir.display()))
         .arg("-lurma")
         .arg("-lpthread");
+    // The `cc` crate passes CFLAGS to the compile step only; the link step takes LDFLAGS here.
+    if let Ok(ldflags) = env::var("LDFLAGS") {
+        cmd.args(ldflags.split_whitespace());
+    }
     let status = cmd
         .status()
         .unwrap_or_else(|e| panic!("running the C compiler to link {REAL_NAME}: {e}"));

@@ -1,4 +1,4 @@
-# legacy-c/legacy.mk - issue 5: the shared behavioural suite against the ASan/UBSan build of the
+# legacy-c/legacy.mk - the shared behavioural suite against the ASan/UBSan build of the
 # C reference. Include from the top-level Makefile (`-include legacy-c/legacy.mk`); it uses that
 # Makefile's CARGO, TARGET_DIR, PROFILE_DIR and `build` target.
 #

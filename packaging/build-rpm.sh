@@ -20,6 +20,24 @@ if ! rpm -q --quiet rpm-build 2>/dev/null && ! rpm -q --quiet rpm 2>/dev/null; t
     opts+=(--nodeps)
 fi
 
+# Host-only adaptations, kept out of the spec (docs/packaging.md):
+# - no real UMDK header on this host (Debian, CI): build with the header bundled in urma-sys
+#   instead of failing at its absence; openEuler builds use umdk-urma-devel (BuildRequires).
+if [ ! -f /usr/include/ub/umdk/urma/urma_api.h ]; then
+    echo "build-rpm: no /usr/include/ub/umdk/urma/urma_api.h (umdk-urma-devel): building --without system_urma" >&2
+    opts+=(--without system_urma)
+fi
+# - rpm configurations whose %{build_cflags}/%{build_ldflags} carry no hardening (Debian's rpm:
+#   "-O2 -g" and nothing): the host's own hardened flags, from dpkg-buildflags. openEuler's
+#   openEuler-rpm-config defines both (with its -specs=/usr/lib/rpm/generic-hardened-* files).
+if [ -z "$(rpm --eval '%{?build_ldflags}' | tr -d '[:space:]')" ] && command -v dpkg-buildflags >/dev/null; then
+    export DEB_BUILD_MAINT_OPTIONS=hardening=+all
+    cflags="$(dpkg-buildflags --get CPPFLAGS) $(dpkg-buildflags --get CFLAGS)"
+    ldflags="$(dpkg-buildflags --get LDFLAGS)"
+    echo "build-rpm: host rpm has no build_ldflags: using dpkg-buildflags ($cflags | $ldflags)" >&2
+    opts+=(--define "build_cflags $cflags" --define "build_ldflags $ldflags")
+fi
+
 # The conformance harness binary (`compat`, crate compat-tests) is packaged when the source tree
 # defines it; older trees get `--without harness`.
 if ! (cd "$src" && cargo metadata --no-deps --offline --format-version 1 2>/dev/null) |

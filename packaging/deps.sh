@@ -24,6 +24,7 @@ reqs=(
   "rpm|rpm2cpio|command -v rpm2cpio|rpm2cpio|rpm"
   "rpm|readelf (binutils)|command -v readelf|binutils|binutils"
   "rpm|python3 >= 3.11 (tomllib, make dist)|python3 -c 'import tomllib'|python3|python3"
+  "rpm|cmake (CMake consumer of rpm-test)|command -v cmake|cmake|cmake"
   "bench|gnuplot|command -v gnuplot|gnuplot-nox|gnuplot"
   "fuzz|clang|command -v clang|clang|clang"
 )

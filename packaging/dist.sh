@@ -8,6 +8,7 @@
 #                                           that .gitignore does not exclude (for trying out changes)
 #   mlcachedirect-<version>-vendor.tar.gz  Source1: `cargo vendor --locked --versioned-dirs`, with the
 #                                           crates that no Linux target can build replaced by stubs
+#                                           and no prebuilt Windows/macOS binaries (DLLs, .lib, .a)
 # Needs git, cargo (and network access to crates.io unless every crate is in cargo's cache).
 set -euo pipefail
 out=${1:?usage: dist.sh OUTDIR}
@@ -115,6 +116,39 @@ done
 if [ ${#stubbed[@]} -gt 0 ]; then
     echo "dist: stubbed crates not used on Linux: ${stubbed[*]}"
 fi
+
+# Prebuilt binaries for other systems inside the crates that stay (libloading's test DLLs, import
+# libraries, executables): removed, and dropped from the crate's per-file checksums, which cargo
+# checks only for the files listed there. A source package ships no binaries it does not build.
+binaries=$(python3 - "$src/vendor" <<'PY'
+import json, os, sys
+vendor = sys.argv[1]
+exts = (".dll", ".exe", ".lib", ".obj", ".pdb", ".dylib", ".a")
+removed = []
+for crate in sorted(os.listdir(vendor)):
+    d = os.path.join(vendor, crate)
+    sums_path = os.path.join(d, ".cargo-checksum.json")
+    with open(sums_path) as f:
+        sums = json.load(f)
+    changed = False
+    for rel in sorted(sums["files"]):
+        if rel.lower().endswith(exts):
+            os.remove(os.path.join(d, rel))
+            del sums["files"][rel]
+            removed.append(f"{crate}/{rel}")
+            changed = True
+    if changed:
+        with open(sums_path, "w") as f:
+            json.dump(sums, f)
+print(" ".join(removed))
+PY
+)
+if [ -n "$binaries" ]; then
+    echo "dist: removed prebuilt non-Linux binaries: $binaries"
+fi
+left=$(cd "$src/vendor" && find . -type f \( -iname '*.dll' -o -iname '*.exe' -o -iname '*.lib' -o -iname '*.obj' \
+    -o -iname '*.pdb' -o -iname '*.dylib' -o -iname '*.a' \) | sort)
+[ -z "$left" ] || { echo "dist: prebuilt binaries left in vendor/: $left" >&2; exit 1; }
 
 # Cargo must still resolve the whole lock file offline from the filtered directory.
 (cd "$src" && cargo metadata --offline --locked --format-version 1 \

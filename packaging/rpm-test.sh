@@ -2,15 +2,20 @@
 # Usage: packaging/rpm-test.sh            (after `make rpm`; `make rpm-test` runs both)
 # Install test of the mlcachedirect RPMs under $TARGET_DIR/rpm (default target/rpm), in
 # $TARGET_DIR/rpm-test:
-#   1. repository: the RPMs + the TEST ONLY stand-ins of packaging/tests/test-stubs.spec, createrepo_c
-#   2. clean root: `dnf --installroot` of mlcachedirect, -devel and -compat into an empty root,
+#   1. metadata: Provides/Requires/Obsoletes of the RPMs, the files of the runtime package
+#   2. repository: the RPMs + the TEST ONLY stand-ins of packaging/tests/test-stubs.spec, createrepo_c
+#   3. clean root: `dnf --installroot` of mlcachedirect, -devel and -conformance into an empty root,
 #      `rpm -V`, and checks of the dependency metadata (nothing offers the loopback liburma.so.0)
-#   3. C consumer: packaging/tests/consumer.c built with `pkg-config --cflags --libs os-transport`
+#   4. C consumer: packaging/tests/consumer.c built with `pkg-config --cflags --libs os-transport`
 #      from the root, run on the root's library over the loopback provider (2 MiB + 1 byte)
-#   4. mlcachedirect-compat from the root (when the package ships the harness)
-#   5. migration: a root with the original os-transport + os-transport-devel 1.0.0-1 (stand-ins),
-#      upgraded to mlcachedirect by dnf (Obsoletes), then back to os-transport (docs/migration.md)
-#   6. rpmlint of every RPM and the spec: 0 errors
+#   5. CMake consumer: the same program built by CMake with find_package(os-transport) from the root
+#   6. mlcachedirect-conformance from the root: the full comparison, C runner included
+#   7. runtime-only migration: a root with only the original os-transport 1.0.0-1 (stand-in),
+#      `dnf upgrade` to mlcachedirect, dlopen("libos_transport.so") and dlopen("libos_transport.so.1")
+#      before and after, then back to os-transport (docs/migration.md)
+#   8. migration with -devel: os-transport + os-transport-devel 1.0.0-1 and mlcachedirect-compat
+#      1.0.0-2 (old name), upgraded by dnf (Obsoletes), then back to os-transport
+#   9. rpmlint of every RPM and the spec: 0 errors
 # Prints one line per step with its time; exits non-zero on the first failure.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -38,13 +43,19 @@ fail() { echo "rpm-test: FAIL: $*" >&2; exit 1; }
 
 shopt -s nullglob
 main_rpms=("$rpmdir"/RPMS/"$arch"/$name-"$version"-"$release".*.rpm
-           "$rpmdir"/RPMS/"$arch"/$name-{devel,compat}-"$version"-"$release".*.rpm)
+           "$rpmdir"/RPMS/"$arch"/$name-{devel,conformance}-"$version"-"$release".*.rpm)
 srpms=("$rpmdir"/SRPMS/$name-"$version"-"$release".src.rpm)
 shopt -u nullglob
 [ ${#main_rpms[@]} -eq 3 ] || fail "expected 3 binary RPMs of $name-$version-$release in $rpmdir/RPMS/$arch (run make rpm): ${main_rpms[*]:-none}"
 [ ${#srpms[@]} -eq 1 ] || fail "no source RPM in $rpmdir/SRPMS"
-rpm_of() { local f; for f in "${main_rpms[@]}"; do [ "$(rpm -qp --qf '%{NAME}' "$f")" = "$1" ] && echo "$f"; done; }
-compat_rpm=$(rpm_of $name-compat)
+rpm_of() {
+    local f
+    for f in "${main_rpms[@]}"; do
+        if [ "$(rpm -qp --qf '%{NAME}' "$f")" = "$1" ]; then echo "$f"; return 0; fi
+    done
+    fail "no $1 among ${main_rpms[*]}"
+}
+conf_rpm=$(rpm_of $name-conformance)
 
 rm -rf "$work"
 mkdir -p "$work"/{repo,stubin/include,stubs,home,cache,reposd,log}
@@ -56,16 +67,40 @@ echo "== rpm-test: packages"
 for f in "${main_rpms[@]}" "${srpms[@]}"; do echo "   ${f#"$T"/}"; done
 
 # --- 1. metadata checks -------------------------------------------------------------------------
-# The loopback liburma.so.0 and the reference library are private to mlcachedirect-compat.
-provides_of() { rpm -qp --provides "$1"; }
-requires_of() { rpm -qp --requires "$1"; }
-provides_of "$compat_rpm" | grep -q 'liburma' && fail "mlcachedirect-compat offers liburma: $(provides_of "$compat_rpm" | grep liburma)"
-provides_of "$compat_rpm" | grep -q 'libos_transport' && fail "mlcachedirect-compat offers libos_transport"
-requires_of "$compat_rpm" | grep -q 'liburma' && fail "mlcachedirect-compat requires the system liburma"
-provides_of "$(rpm_of $name)" | grep -qx "libos_transport.so.1()(64bit)" || fail "mlcachedirect does not provide libos_transport.so.1()(64bit)"
-provides_of "$(rpm_of $name)" | grep -qx "os-transport = $version-$release" || fail "mlcachedirect does not provide os-transport"
-requires_of "$(rpm_of $name)" | grep -qx "liburma.so.0()(64bit)" || fail "mlcachedirect does not require liburma.so.0()(64bit)"
-requires_of "$(rpm_of $name-devel)" | grep -qx "umdk-urma-devel" || fail "mlcachedirect-devel does not require umdk-urma-devel"
+# The loopback liburma.so.0 and the reference library are private to mlcachedirect-conformance.
+# Captured once: `cmd | grep -q` under pipefail fails when grep stops reading early.
+main_rpm=$(rpm_of $name)
+devel_rpm=$(rpm_of $name-devel)
+isa=$(rpm --eval '%{?_isa}')
+umdk_min=$(awk '$1 == "%global" && $2 == "umdk_min" { print $3 }' "$src/openeuler.spec")
+conf_provides=$(rpm -qp --provides "$conf_rpm")
+conf_requires=$(rpm -qp --requires "$conf_rpm")
+conf_obsoletes=$(rpm -qp --obsoletes "$conf_rpm")
+main_provides=$(rpm -qp --provides "$main_rpm")
+main_requires=$(rpm -qp --requires "$main_rpm")
+main_files=$(rpm -qlp "$main_rpm")
+devel_requires=$(rpm -qp --requires "$devel_rpm")
+has() { grep -qx -e "$2" <<<"$1"; }           # has LIST LINE-REGEX
+has_fixed() { grep -qxF -e "$2" <<<"$1"; }    # has_fixed LIST LINE
+grep -q 'liburma' <<<"$conf_provides" && fail "$name-conformance offers liburma: $(grep liburma <<<"$conf_provides")"
+grep -q 'libos_transport' <<<"$conf_provides" && fail "$name-conformance offers libos_transport"
+grep -q 'liburma' <<<"$conf_requires" && fail "$name-conformance requires the system liburma"
+has_fixed "$conf_provides" "$name-compat = $version-$release" || fail "$name-conformance does not provide $name-compat"
+has_fixed "$conf_obsoletes" "$name-compat < $version-$release" || fail "$name-conformance does not obsolete $name-compat"
+has_fixed "$main_provides" "libos_transport.so.1()(64bit)" || fail "$name does not provide libos_transport.so.1()(64bit)"
+has_fixed "$main_provides" "os-transport = $version-$release" || fail "$name does not provide os-transport"
+has_fixed "$main_requires" "liburma.so.0()(64bit)" || fail "$name does not require liburma.so.0()(64bit)"
+has_fixed "$main_requires" "umdk-urma-lib$isa >= $umdk_min" || fail "$name does not require umdk-urma-lib$isa >= $umdk_min"
+has_fixed "$devel_requires" "umdk-urma-devel$isa >= $umdk_min" ||
+    fail "$name-devel does not require umdk-urma-devel$isa >= $umdk_min"
+# The runtime package has the three names of the library that the C package had, and the licence.
+for f in libos_transport.so libos_transport.so.1 libos_transport.so.1.0.0; do
+    has_fixed "$main_files" "$libdir/$f" || fail "$name does not ship $libdir/$f"
+done
+has "$main_files" '/usr/share/licenses/.*/LICENSE' || fail "$name ships no LICENSE"
+echo "   $name requires: $(grep -e liburma -e umdk <<<"$main_requires" | tr '\n' ' ')"
+echo "   $name-devel requires: $(grep -e umdk -e "^$name" <<<"$devel_requires" | tr '\n' ' ')"
+echo "   $name-conformance provides/obsoletes: $(grep compat <<<"$conf_provides" | tr '\n' ' ')/ $conf_obsoletes"
 step "dependency metadata"
 
 # --- 2. TEST ONLY stand-ins and the repository ----------------------------------------------------
@@ -80,7 +115,7 @@ readelf -l "$ldconfig_bin" | grep -q INTERP && fail "$ldconfig_bin is not static
 cp "$ldconfig_bin" "$work/stubin/ldconfig"
 cp -r "$src/urma-sys/include/ub" "$work/stubin/include/"
 cp "$src/include/os_transport.h" "$work/stubin/"
-(cd "$work/stubin" && rpm2cpio "$compat_rpm" | cpio -id --quiet ".$privdir/liburma.so.0" ".$privdir/legacy/libos_transport.so.1")
+(cd "$work/stubin" && rpm2cpio "$conf_rpm" | cpio -id --quiet ".$privdir/liburma.so.0" ".$privdir/legacy/libos_transport.so.1")
 cp "$work/stubin/$privdir/liburma.so.0" "$work/stubin/liburma.so"
 cp "$work/stubin/$privdir/legacy/libos_transport.so.1" "$work/stubin/libos_transport.so.1.0.0"
 rpmbuild -bb --quiet --define "_topdir $work/stubs" --define "stubdir $work/stubin" \
@@ -110,20 +145,21 @@ installed() { rpm_root "$1" -q "$2" >/dev/null 2>&1; }
 # --- 3. clean root --------------------------------------------------------------------------------
 root=$work/root
 mkdir -p "$root"
-dnf_root "$root" install $name $name-devel $name-compat > "$work/log/install.log" 2>&1 ||
+dnf_root "$root" install $name $name-devel $name-conformance > "$work/log/install.log" 2>&1 ||
     { cat "$work/log/install.log"; fail "dnf install into a clean root"; }
 echo "   installed: $(rpm_root "$root" -qa --qf '%{NAME}-%{VERSION}-%{RELEASE} ' | tr ' ' '\n' | sort | tr '\n' ' ')"
 installed "$root" os-transport && fail "os-transport was pulled in"
 installed "$root" umdk-urma-lib || fail "liburma.so.0 did not pull in umdk-urma-lib"
-rpm_root "$root" -V $name $name-devel $name-compat || fail "rpm -V"
-echo "   rpm -V $name $name-devel $name-compat: OK"
-for p in $name $name-devel $name-compat; do echo "   rpm -ql $p:"; rpm_root "$root" -ql $p | sed 's/^/     /'; done
+rpm_root "$root" -V $name $name-devel $name-conformance || fail "rpm -V"
+echo "   rpm -V $name $name-devel $name-conformance: OK"
+for p in $name $name-devel $name-conformance; do echo "   rpm -ql $p:"; rpm_root "$root" -ql $p | sed 's/^/     /'; done
 [ "$(readlink "$root$libdir/libos_transport.so")" = libos_transport.so.1 ] || fail "libos_transport.so link"
+[ "$(rpm_root "$root" -qf --qf '%{NAME}' "$libdir/libos_transport.so")" = $name ] || fail "libos_transport.so is not in $name"
 [ -f "$root$libdir/libos_transport.so.1.0.0" ] && [ -x "$root$libdir/libos_transport.so.1.0.0" ] || fail "library file"
 [ -e "$root/etc/ld.so.cache" ] || fail "the ldconfig scriptlet did not run"
 step "dnf --installroot install, rpm -V"
 
-# --- 4. C consumer -------------------------------------------------------------------------------
+# --- 4. C consumer (pkg-config) --------------------------------------------------------------------
 pcflags=$(PKG_CONFIG_SYSROOT_DIR=$root PKG_CONFIG_LIBDIR=$root$libdir/pkgconfig:$root/usr/share/pkgconfig \
     pkg-config --cflags --libs os-transport)
 echo "   pkg-config --cflags --libs os-transport: $pcflags"
@@ -132,43 +168,111 @@ echo "   pkg-config --cflags --libs os-transport: $pcflags"
 # liburma.so.0, which libos_transport.so.1 needs (the loopback, as at run time).
 gcc -std=c11 -O2 -Wall -Wextra -Werror -pthread -I"$root/usr/include" \
     "$src/packaging/tests/consumer.c" $pcflags -Wl,-rpath-link,"$root$privdir" -o "$work/consumer"
-LD_LIBRARY_PATH=$root$libdir:$root$privdir timeout 120 "$work/consumer" | tee "$work/log/consumer.log" ||
-    fail "consumer run"
-grep -qF "libos_transport from $root$libdir/libos_transport.so.1," "$work/log/consumer.log" ||
-    fail "the consumer did not run on the installed libos_transport.so.1"
-grep -qF "liburma from $root$privdir/liburma.so.0" "$work/log/consumer.log" ||
-    fail "the consumer did not run on the loopback liburma.so.0"
+# Runs the consumer ($1) on the root's library over the loopback and checks which files it used.
+run_consumer() {
+    local exe=$1 log=$2
+    LD_LIBRARY_PATH=$root$libdir:$root$privdir timeout 120 "$exe" | tee "$log" | sed 's/^/   /' ||
+        fail "$exe did not run"
+    grep -qF "libos_transport from $root$libdir/libos_transport.so.1," "$log" ||
+        fail "$exe did not run on the installed libos_transport.so.1"
+    grep -qF "liburma from $root$privdir/liburma.so.0" "$log" ||
+        fail "$exe did not run on the loopback liburma.so.0"
+    grep -qx "consumer: OK" "$log" || fail "$exe did not finish"
+}
+run_consumer "$work/consumer" "$work/log/consumer.log"
 step "C consumer (pkg-config, send + recv of 2 MiB + 1 byte over the loopback)"
 
-# --- 5. mlcachedirect-compat -----------------------------------------------------------------------
-if [ -e "$root/usr/bin/mlcachedirect-compat" ]; then
+# --- 5. CMake consumer -----------------------------------------------------------------------------
+# find_package(os-transport) from the root's %{_libdir}/cmake/os-transport; nothing else is given
+# but where the root is and, as above, where the linker finds liburma.so.0 of libos_transport.so.1.
+command -v cmake >/dev/null || fail "cmake not installed (packaging/deps.sh install rpm)"
+# Host adaptation only: CMake on openEuler looks for packages in <prefix>/lib64/cmake; Debian's
+# CMake (multiarch: lib/<triplet>) turns FIND_LIBRARY_USE_LIB64_PATHS off after project().
+echo 'set_property(GLOBAL PROPERTY FIND_LIBRARY_USE_LIB64_PATHS TRUE)' > "$work/lib64-paths.cmake"
+cmake -S "$src/packaging/tests/cmake-consumer" -B "$work/cmake-build" -DCMAKE_PREFIX_PATH="$root/usr" \
+    -DCMAKE_PROJECT_INCLUDE="$work/lib64-paths.cmake" \
+    -DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath-link,$root$privdir" > "$work/log/cmake.log" 2>&1 &&
+    cmake --build "$work/cmake-build" --verbose >> "$work/log/cmake.log" 2>&1 ||
+    { cat "$work/log/cmake.log"; fail "CMake consumer build"; }
+grep -E -- '-o cmake-consumer|cmake-consumer ' "$work/log/cmake.log" | tail -n 1 | sed 's/^/   link: /'
+run_consumer "$work/cmake-build/cmake-consumer" "$work/log/cmake-consumer.log"
+step "CMake consumer (find_package(os-transport), send + recv over the loopback)"
+
+# --- 6. mlcachedirect-conformance --------------------------------------------------------------------
+if [ -e "$root/usr/bin/$name-conformance" ]; then
     # The installed wrapper, with its absolute paths moved into the root.
     sed -e "s|$privdir|$root$privdir|g" -e "s|$libdir/libos_transport|$root$libdir/libos_transport|g" \
-        "$root/usr/bin/mlcachedirect-compat" > "$work/mlcachedirect-compat"
-    chmod +x "$work/mlcachedirect-compat"
-    # 20 random scenarios instead of 200: this proves the installed harness; `make compat` is the
-    # full run.
-    if "$work/mlcachedirect-compat" --out "$work/compat" --random 20 > "$work/log/compat.log" 2>&1; then
-        tail -n 5 "$work/log/compat.log" | sed 's/^/   /'
+        "$root/usr/bin/$name-conformance" > "$work/$name-conformance"
+    chmod +x "$work/$name-conformance"
+    # The full comparison, as a user runs it: catalogue, C runner, random scenarios, interop.
+    if "$work/$name-conformance" --out "$work/conformance" > "$work/log/conformance.log" 2>&1; then
+        tail -n 3 "$work/log/conformance.log" | sed 's/^/   /'
     else
-        tail -n 30 "$work/log/compat.log"; fail "mlcachedirect-compat"
+        tail -n 30 "$work/log/conformance.log"; fail "$name-conformance"
     fi
-    step "mlcachedirect-compat on the installed library"
+    summary=$(grep -E '^compat: [0-9]+ scenarios' "$work/log/conformance.log" | tail -n 1)
+    c_runner=$(sed -E -n 's/.*, ([0-9]+) C runner,.*/\1/p' <<<"$summary")
+    [ "${c_runner:-0}" -gt 0 ] || fail "$name-conformance ran no C runner scenario: $summary"
+    step "$name-conformance on the installed library ($c_runner C runner scenarios)"
 else
-    echo "== rpm-test: mlcachedirect-compat: not in this build (harness not built), skipped"
+    echo "== rpm-test: $name-conformance: not in this build (harness not built), skipped"
 fi
 
-# --- 6. migration from and back to the original os-transport --------------------------------------
+# --- 7. runtime-only migration and dlopen ---------------------------------------------------------
+gcc -std=c11 -O2 -Wall -Wextra -Werror "$src/packaging/tests/dlopen.c" -ldl -o "$work/dlopen"
+# dlopen_check ROOT PACKAGE: both names load from ROOT's library directory, whose real file is
+# owned by PACKAGE (liburma.so.0 = the loopback of the clean root; the stand-in UMDK has none).
+dlopen_check() {
+    local r=$1 pkg=$2 out n path owner
+    out=$(LD_LIBRARY_PATH=$r$libdir:$root$privdir "$work/dlopen" libos_transport.so libos_transport.so.1) ||
+        fail "dlopen in $r ($pkg)"
+    for n in libos_transport.so libos_transport.so.1; do
+        path=$(awk -v n=$n '$1 == n { print $2 }' <<<"$out")
+        [ "$path" = "$r$libdir/$n" ] || fail "dlopen(\"$n\") loaded ${path:-nothing}, not $r$libdir/$n"
+        owner=$(rpm_root "$r" -qf --qf '%{NAME}-%{VERSION}-%{RELEASE}' "$libdir/$(readlink -f "$path" | xargs basename)")
+        [ "${owner%-*-*}" = "$pkg" ] || fail "dlopen(\"$n\") loaded a file of $owner, expected $pkg"
+        echo "   dlopen(\"$n\") -> ${path#"$r"} -> $(readlink -f "$path" | xargs basename) ($owner)"
+    done
+}
+rroot=$work/runtime-root
+mkdir -p "$rroot"
+# By full name: a bare "os-transport" resolves to mlcachedirect, which provides and obsoletes it.
+dnf_root "$rroot" install os-transport-1.0.0-1 mlcachedirect-test-host > "$work/log/runtime-migration.log" 2>&1 ||
+    { cat "$work/log/runtime-migration.log"; fail "installing the os-transport stand-in"; }
+echo "   before: $(rpm_root "$rroot" -qa | sort | tr '\n' ' ')"
+installed "$rroot" os-transport && ! installed "$rroot" $name || fail "the root does not start with os-transport alone"
+dlopen_check "$rroot" os-transport
+dnf_root "$rroot" upgrade >> "$work/log/runtime-migration.log" 2>&1 ||
+    { cat "$work/log/runtime-migration.log"; fail "dnf upgrade (runtime only)"; }
+echo "   after dnf upgrade: $(rpm_root "$rroot" -qa | sort | tr '\n' ' ')"
+installed "$rroot" os-transport && fail "os-transport not replaced by dnf upgrade"
+installed "$rroot" $name || fail "$name not installed by dnf upgrade"
+installed "$rroot" $name-devel && fail "dnf upgrade of the runtime package pulled in $name-devel"
+rpm_root "$rroot" -V $name || fail "rpm -V after the runtime-only migration"
+dlopen_check "$rroot" $name
+dnf_root "$rroot" install --allowerasing os-transport-1.0.0-1 >> "$work/log/runtime-migration.log" 2>&1 ||
+    { cat "$work/log/runtime-migration.log"; fail "going back to os-transport (runtime only)"; }
+dnf_root "$rroot" upgrade --setopt=excludepkgs="$name*" >> "$work/log/runtime-migration.log" 2>&1 ||
+    { cat "$work/log/runtime-migration.log"; fail "dnf upgrade with excludepkgs (runtime only)"; }
+installed "$rroot" $name && fail "$name still installed after going back"
+rpm_root "$rroot" -V os-transport || fail "rpm -V after going back (runtime only)"
+dlopen_check "$rroot" os-transport
+step "runtime-only migration os-transport -> $name -> os-transport, dlopen of both names each time"
+
+# --- 8. migration with -devel and the old harness package ----------------------------------------
 mroot=$work/migration-root
 mkdir -p "$mroot"
-dnf_root "$mroot" install os-transport os-transport-devel mlcachedirect-test-host > "$work/log/migration.log" 2>&1 ||
-    { cat "$work/log/migration.log"; fail "installing the os-transport stand-ins"; }
-# dnf upgrade replaces os-transport and os-transport-devel through the Obsoletes.
+dnf_root "$mroot" install os-transport-1.0.0-1 os-transport-devel-1.0.0-1 mlcachedirect-compat-1.0.0-2 \
+    mlcachedirect-test-host > "$work/log/migration.log" 2>&1 || { cat "$work/log/migration.log"; fail "installing the stand-ins"; }
+echo "   before: $(rpm_root "$mroot" -qa | sort | tr '\n' ' ')"
+for p in os-transport os-transport-devel $name-compat; do installed "$mroot" $p || fail "$p stand-in not installed"; done
+for p in $name $name-devel $name-conformance; do installed "$mroot" $p && fail "$p installed too early"; done
+# dnf upgrade replaces os-transport, os-transport-devel and mlcachedirect-compat through the Obsoletes.
 dnf_root "$mroot" upgrade >> "$work/log/migration.log" 2>&1 || { cat "$work/log/migration.log"; fail "dnf upgrade"; }
 echo "   after dnf upgrade: $(rpm_root "$mroot" -qa | sort | tr '\n' ' ')"
-for p in os-transport os-transport-devel; do installed "$mroot" $p && fail "$p not replaced by dnf upgrade"; done
-for p in $name $name-devel; do installed "$mroot" $p || fail "$p not installed by dnf upgrade"; done
-rpm_root "$mroot" -V $name $name-devel || fail "rpm -V after the migration"
+for p in os-transport os-transport-devel $name-compat; do installed "$mroot" $p && fail "$p not replaced by dnf upgrade"; done
+for p in $name $name-devel $name-conformance; do installed "$mroot" $p || fail "$p not installed by dnf upgrade"; done
+rpm_root "$mroot" -V $name $name-devel $name-conformance || fail "rpm -V after the migration"
 # Back to the C package (docs/migration.md): one transaction that installs the named C builds and
 # erases mlcachedirect, whose Obsoletes forbid them; then keep dnf upgrade from switching again.
 dnf_root "$mroot" install --allowerasing os-transport-1.0.0-1 os-transport-devel-1.0.0-1 \
@@ -176,12 +280,12 @@ dnf_root "$mroot" install --allowerasing os-transport-1.0.0-1 os-transport-devel
 dnf_root "$mroot" upgrade --setopt=excludepkgs="$name*" >> "$work/log/migration.log" 2>&1 ||
     { cat "$work/log/migration.log"; fail "dnf upgrade with excludepkgs"; }
 echo "   after going back: $(rpm_root "$mroot" -qa | sort | tr '\n' ' ')"
-for p in $name $name-devel; do installed "$mroot" $p && fail "$p still installed after going back"; done
+for p in $name $name-devel $name-conformance; do installed "$mroot" $p && fail "$p still installed after going back"; done
 for p in os-transport os-transport-devel; do installed "$mroot" $p || fail "$p not back"; done
 rpm_root "$mroot" -V os-transport os-transport-devel || fail "rpm -V after going back"
-step "migration os-transport 1.0.0-1 -> $name $version-$release -> os-transport"
+step "migration os-transport(-devel) 1.0.0-1 + $name-compat 1.0.0-2 -> $name $version-$release -> os-transport"
 
-# --- 7. rpmlint -------------------------------------------------------------------------------------
+# --- 9. rpmlint -------------------------------------------------------------------------------------
 set +e
 rpmlint -r "$src/packaging/mlcachedirect.rpmlintrc" "${main_rpms[@]}" "${srpms[@]}" "$src/openeuler.spec" \
     > "$work/log/rpmlint.log" 2>&1

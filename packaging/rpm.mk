@@ -1,9 +1,10 @@
-# openEuler RPM targets (issue 7), included by the top Makefile. See docs/packaging.md.
+# openEuler RPM targets, included by the top Makefile. See docs/packaging.md.
 #
 #   make dist      Source0 (git archive of HEAD) + Source1 (vendored crates) in target/rpm/SOURCES
 #   make rpm       rpmbuild -ba openeuler.spec: target/rpm/RPMS/<arch>/*.rpm, target/rpm/SRPMS/*.rpm
 #   make rpm-test  installs the rpm tools if needed, make rpm, then packaging/rpm-test.sh: dnf install
-#                  into an empty root, rpm -V, a C consumer over the loopback, migration, rpmlint
+#                  into an empty root, rpm -V, C and CMake consumers over the loopback, the installed
+#                  conformance harness, migrations (dlopen of both names), rpmlint
 #
 # DIST_TREE=worktree packs the tracked files as they are in the working tree instead of HEAD.
 # RPMBUILD_OPTS passes options to rpmbuild (e.g. --without check).

@@ -1,4 +1,4 @@
-//! Chunk plan (spec §3.1): `N = ceil(len / 2 MiB)`, at most 7 chunks, only the last one short.
+//! Chunk plan (contract §3.1): `N = ceil(len / 2 MiB)`, at most 7 chunks, only the last one short.
 
 /// `DEFAULT_CHUNK_SIZE`: 2 MiB, fixed.
 pub const CHUNK_SIZE: u32 = 2 * 1024 * 1024;

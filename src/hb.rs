@@ -1,4 +1,4 @@
-//! Happens-before hints for Helgrind (issue 9, item 3).
+//! Happens-before hints for Helgrind (the race checker of docs/reliability.md).
 //!
 //! Helgrind only models pthread primitives; the library synchronises with futex-based
 //! `std::sync` types, so it cannot see their ordering. With the cargo feature

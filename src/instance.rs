@@ -1,4 +1,4 @@
-//! The single per-process instance (spec §7, D6): atomic init/destroy, handle validation by value,
+//! The single per-process instance (contract §7, D6): atomic init/destroy, handle validation by value,
 //! request registration, and destroy that cancels every outstanding sync (D5).
 
 use crate::abi::{os_transport_cfg_t, ERR};

@@ -1,4 +1,4 @@
-//! Logging (spec §8): severity encoding, line formats and the callback / file / syslog / silent backends.
+//! Logging (contract §8): severity encoding, line formats and the callback / file / syslog / silent backends.
 //!
 //! Lines are formatted into fixed stack buffers, so logging never allocates.
 

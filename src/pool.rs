@@ -1,4 +1,4 @@
-//! Worker pool (spec §5): `worker_thread_num` threads named `ost_wkr_<n>`, one bounded wake-up queue
+//! Worker pool (contract §5): `worker_thread_num` threads named `ost_wkr_<n>`, one bounded wake-up queue
 //! each, least-loaded worker selection at submit. Right after finishing a task a worker waits
 //! briefly without sleeping ([`SPIN_PAUSES`] pause iterations, then `sched_yield` for a budget set
 //! by [`Pacer`]: [`SPIN_MIN`], or up to [`SPIN_MAX`] while its recent tasks came that close to each
@@ -322,7 +322,7 @@ impl Pool {
         Ok(pool)
     }
 
-    /// Least-loaded worker (spec §5.2): the first idle worker with nothing queued, else the smallest
+    /// Least-loaded worker (contract §5.2): the first idle worker with nothing queued, else the smallest
     /// `(load, busy)` pair, lowest index on ties. `load` = queued tasks + queued wake-ups.
     pub fn select(&self) -> usize {
         let mut best = 0usize;

@@ -1,4 +1,4 @@
-//! Building and posting work requests through liburma (spec §3.2, §4.1). WRs and SGEs live on the
+//! Building and posting work requests through liburma (contract §3.2, §4.1). WRs and SGEs live on the
 //! stack: posting allocates nothing.
 
 use crate::chunk;

@@ -1,4 +1,4 @@
-//! `os_transport_recv` (spec §1.5, §4): registration, recv-queue prefill and re-post.
+//! `os_transport_recv` (contract §1.5, §4): registration, recv-queue prefill and re-post.
 
 use crate::abi::{notify_callback_t, ost_buffer_info_t, ost_device_info_t, task_sync_t, ERR};
 use crate::chunk::chunk_count;

@@ -44,7 +44,7 @@ type IdMap = HashMap<u64, (u32, u32), BuildHasherDefault<IdHasher>>;
 
 /// Receive-side completions kept for requests that are not registered yet (D4). When full, the
 /// oldest kept completion is dropped to make room (FIFO), so completions that never find a request
-/// (foreign or corrupt CRs) cannot fill the stash for good and disable D4 (issue 9).
+/// (foreign or corrupt CRs) cannot fill the stash for good and disable D4.
 pub const STASH_CAPACITY: usize = 1024;
 /// Request ids of recently failed/cancelled receives whose stray completions are dropped instead of
 /// stashed (so a later request reusing the id never consumes a stale chunk).
@@ -423,7 +423,7 @@ mod tests {
 
     #[test]
     fn full_stash_drops_the_oldest_entry() {
-        // Issue 9: completions that never find a request must not disable D4 for good.
+        // Completions that never find a request must not disable D4 for good.
         let mut t = Kept::new();
         for i in 0..STASH_CAPACITY as u64 {
             assert_eq!(

@@ -1,4 +1,4 @@
-//! `os_transport_send` (spec §1.4, §3) and the send worker task.
+//! `os_transport_send` (contract §1.4, §3) and the send worker task.
 
 use crate::abi::{ost_buffer_info_t, task_sync_t, urma_jetty_info_t, ERR};
 use crate::chunk::chunk_count;

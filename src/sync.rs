@@ -1,4 +1,4 @@
-//! Generation-checked sync table (spec §6).
+//! Generation-checked sync table (contract §6; stale and foreign syncs are refused, docs/reliability.md).
 //!
 //! A `task_sync_t *` handed to the caller is a token, never a pointer: it names a slot of a
 //! process-wide table and the slot's generation. Every use locks the slot and checks the

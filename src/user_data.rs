@@ -1,4 +1,4 @@
-//! Bit layout of `os_transport_user_data_t` and the request-id transport encoding (spec §2).
+//! Bit layout of `os_transport_user_data_t` and the request-id transport encoding (contract §2).
 //!
 //! `raw64 = (rid & (2^60-1)) | (chunk_type << 60) | (chunk_id << 61)`; gcc on x86_64 allocates the
 //! header's bitfields LSB-first, so this is the value C code sees through `.user_ctx`.

@@ -1,5 +1,5 @@
-//! Issue 9: single, deterministic faults and their regressions: duplicated and stale send-side
-//! completions, dropped completions, a slow or stuck callback (item 5).
+//! Single, deterministic faults and their regressions: duplicated and stale send-side
+//! completions, dropped completions, a slow or stuck callback.
 mod common;
 mod reliability_common;
 
@@ -110,7 +110,7 @@ fn stuck_callback_blocks_only_its_worker() {
     let h = lb::init(2, 16);
     let (stop, pj) = lb::poller(h as usize, ep.jfc as usize);
     // A 7-chunk receive whose callback gets stuck on its first chunk. Its worker keeps the other 6
-    // chunk tasks queued, so the least-loaded binding (spec §5.2: smallest (load, busy)) sends
+    // chunk tasks queued, so the least-loaded binding (contract §5.2: smallest (load, busy)) sends
     // every later request of at most 2 chunks to the other worker.
     let big = 7 * DEFAULT_CHUNK_SIZE;
     let sa = lb::buf(&ep, big as usize);

@@ -1,4 +1,4 @@
-//! Issue 9, item 1: fuzzed completion records.
+//! Fuzzed completion records.
 //!
 //! A seeded generator feeds `OST_FUZZ_CRS` (default 1 000 000) arbitrary `urma_cr_t` values
 //! (random status, opcode, flag bits, user_ctx, imm_data, lengths, ids) to

@@ -1,4 +1,4 @@
-//! Issue 9, item 4: misuse is refused, not undefined. Stale (already waited, cancelled,
+//! Misuse is refused, not undefined. Stale (already waited, cancelled,
 //! destroyed), foreign (never returned by us) and NULL syncs and handles return the function's
 //! error value; double waits, waits after cancel, calls after destroy, a callback calling back
 //! into the library for its own request and more requests than capacity are all refused cleanly.

@@ -1,4 +1,4 @@
-//! Issue 9, item 2: stress with faults.
+//! Stress with faults.
 //!
 //! `OST_STRESS_THREADS` (8) application threads each run `OST_STRESS_REQS` send+recv pairs
 //! (default 400 here, 10 000 for `make stress`) with lengths log-uniform over 1 B .. 14 MiB, while

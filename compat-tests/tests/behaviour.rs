@@ -1,7 +1,7 @@
 //! Shared behavioural suite, parameterised over the library under test: every case runs against
 //! the Rust library (`case_rust`) and, when it is built, the legacy C library (`case_legacy`).
-//! Where the two differ by design the legacy expectation comes from the spec
-//! (`/work/shared/spec/legacy-behaviour.md`) and the branch is tagged with its ledger id
+//! Where the two differ by design the legacy expectation comes from the 1.0 contract
+//! (`docs/contract.md`) and the branch is tagged with its ledger id
 //! (`docs/divergences.md`). Paths on which the legacy library hangs or aborts by design are not
 //! run on it; each such place says why.
 //!
@@ -51,7 +51,7 @@ fn serial() -> MutexGuard<'static, ()> {
     g
 }
 
-/// `enc()` of spec §2.3.
+/// `enc()` of contract §2.3.
 fn enc(x: u64) -> u64 {
     (x & 0xFFFFF) | (((x >> 20) & 0xFFFFF) << 40)
 }
@@ -973,7 +973,7 @@ fn wr_trace_send_n2_n3_n7(which: Which) {
         let seen = s.sp().seen();
         // Fresh ids per transfer: the legacy worker may still hold the previous request's pool
         // context just after its wait returned, and reusing a live id strands the new tasks
-        // (§10 #10). The first transfer keeps the spec's keys for the raw-value checks below.
+        // (§10 #10). The first transfer keeps the contract's keys for the raw-value checks below.
         let (sk, ck) = (SK + i as u64, CK + i as u64);
         let (_, lines) = capture_trace(|| {
             s.transfer(&src, &dst, &remote, len, sk, ck, 7);
@@ -1745,7 +1745,7 @@ fn second_init_and_zero_workers(which: Which) {
 }
 
 // ------------------------------------------------------------------------------------------------
-// Paths from issue 4 (D9, D10, D12).
+// Failure paths of recv prefill, send tasks and notify callbacks (D9, D10, D12).
 
 /// D9: the recv prefill fails (3rd recv WR rejected): ERR, no sync; the next recv retries the
 /// prefill. Rust releases the failed request (its id is reusable at once). A tolerated

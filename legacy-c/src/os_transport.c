@@ -1,6 +1,6 @@
 /*
  * os_transport.c - public API, request registration and task_sync lifecycle of the os_transport 1.0
- * C reference (legacy-behaviour.md §1, §2, §3, §4, §6, §7, defects of §10).
+ * C reference (docs/contract.md §1, §2, §3, §4, §6, §7, defects of §10).
  *
  * This file reproduces the observable behaviour of the original library, defects included:
  * sends of <= 2 MiB rejected, CR status ignored, early wake-ups dropped, sync leaked after a task

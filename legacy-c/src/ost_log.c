@@ -1,5 +1,5 @@
 /*
- * ost_log.c - logging module (legacy-behaviour.md §1.10, §8).
+ * ost_log.c - logging module (docs/contract.md §1.10, §8).
  *
  * Backends, chosen lazily while no callback is registered:
  *   1. file  : OST_LOG_FILE_PATH, opened O_WRONLY|O_CREAT|O_APPEND|O_CLOEXEC, mode 0644 (final);

@@ -1,5 +1,5 @@
 /*
- * ost_log.h - logging module of the os_transport 1.0 C reference (legacy-behaviour.md §8).
+ * ost_log.h - logging module of the os_transport 1.0 C reference (docs/contract.md §8).
  *
  * Levels: DEBUG = -1, INFO = 0, WARN = 1, ERROR = 2. INFO/WARN/ERROR carry verbosity -1,
  * DEBUG carries the verbosity given by the call site (the library uses 1 and 2). The value handed

@@ -1,5 +1,5 @@
 /*
- * ost_thread_pool.c - worker pool with per-request worker binding (legacy-behaviour.md §5, §10 #8-#15, #20, #21).
+ * ost_thread_pool.c - worker pool with per-request worker binding (docs/contract.md §5, §10 #8-#15, #20, #21).
  *
  * Shape kept from the original so that its cost profile is representative:
  *   - n workers created one by one at init, each named ost_wkr_<idx>; creation waits for IDLE;

@@ -1,5 +1,5 @@
 /*
- * ost_thread_pool.h - worker pool with per-request worker binding (legacy-behaviour.md §5).
+ * ost_thread_pool.h - worker pool with per-request worker binding (docs/contract.md §5).
  *
  * The original exported these as thread_pool_*; here they are internal (hidden) and carry the
  * ost_ prefix. Return conventions follow §1.11.

@@ -1,5 +1,5 @@
 /*
- * ost_urma.c - work-request builders and posting (legacy-behaviour.md §2.4, §3.2, §4.1).
+ * ost_urma.c - work-request builders and posting (docs/contract.md §2.4, §3.2, §4.1).
  *
  * Every send-side WR: tjetty from the jetty info, flag 0 except complete_enable = 1
  * (inline_flag 0), next NULL. Posting target: urma_post_jfs_wr(jfs) when jfs is set, else

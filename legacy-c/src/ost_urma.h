@@ -1,5 +1,5 @@
 /*
- * ost_urma.h - work-request builders and posting (legacy-behaviour.md §2.4, §3.2, §4.1).
+ * ost_urma.h - work-request builders and posting (docs/contract.md §2.4, §3.2, §4.1).
  *
  * The original exported these as urma_write_chunk / urma_write_notify / urma_recv_with_notify,
  * squatting on the URMA SDK namespace; here they are internal and carry the ost_ prefix.

@@ -17,7 +17,7 @@ CC=${CC:-gcc}
 LOG_DIR=$ASAN_DIR/suite-logs
 rm -rf "$LOG_DIR" && mkdir -p "$LOG_DIR"
 
-# Cases that leak by design (legacy-behaviour.md section in the README). Run with detect_leaks=0.
+# Cases that leak by design (contract §10 #3, #4, #14; section in the README). Run with detect_leaks=0.
 LEAKY=(
     callback_failure                   # §6.4, §10 #3: failed callback, sync/group/chunks leak
     mid_pipeline_post_failure          # §3.4, §6.4, §10 #3: failed worker post, same leak

@@ -1,7 +1,7 @@
 /*
  * smoke.c - C-level smoke test of the legacy reference library against the recording URMA fake
  * (tests/fake_urma.c, a test double). Checks the exact WR sequence of a 2 MiB + 1 send (N = 2,
- * legacy-behaviour.md §3.3), a 2 MiB + 1 recv with out-of-order completions (§4), and a few
+ * docs/contract.md §3.3), a 2 MiB + 1 recv with out-of-order completions (§4), and a few
  * defects observable through the API. Completions are built by hand and fed to wake_up_task.
  *
  * Scenarios that leak by design run only with SMOKE_LEAKY=1 (use ASAN_OPTIONS=detect_leaks=0).

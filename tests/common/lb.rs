@@ -204,7 +204,7 @@ pub fn init(workers: u32, cap: u32) -> *mut c_void {
     let mut h: *mut c_void = std::ptr::null_mut();
     assert_eq!(
         // SAFETY: `c` and `h` are live locals for the call; the library copies the cfg and only
-        // stores the urma_ctx argument, which may be NULL (legacy-behaviour.md 1.2).
+        // stores the urma_ctx argument, which may be NULL (contract §1.2).
         unsafe { os_transport_init(std::ptr::null_mut(), &mut c, &mut h) },
         0
     );

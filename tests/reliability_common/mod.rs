@@ -1,4 +1,4 @@
-//! Helpers shared by the `tests/reliability_*.rs` suites (issue 9): a seeded generator, request
+//! Helpers shared by the `tests/reliability_*.rs` suites: a seeded generator, request
 //! wrappers over the C exports, a log-line counter and the loopback control functions.
 #![allow(dead_code)]
 

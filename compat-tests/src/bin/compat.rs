@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! compat [--rust-lib PATH] [--legacy-lib PATH] [--out DIR] [--random N] [--seed S]
-//!        [--scenario ID]... [--list] [--no-c-runner] [--no-interop] [--ledger PATH]
+//!        [--scenario ID]... [--list] [--no-c-runner] [--c-runner-exe PATH] [--no-interop]
+//!        [--ledger PATH]
 //! ```
 //! Defaults: the Rust library `<target>/<profile>/libos_transport.so`, the reference C library
 //! `$LEGACY_LIB` or `<target>/legacy/libos_transport.so.1`, `--out <target>/compat`,
@@ -17,7 +18,8 @@ use compat_tests::lib_under_test::{legacy_lib_path, rust_lib_path, target_dir};
 fn usage() -> ! {
     eprintln!(
         "usage: compat [--rust-lib PATH] [--legacy-lib PATH] [--out DIR] [--random N] [--seed S] \
-         [--scenario ID]... [--list] [--no-c-runner] [--no-interop] [--ledger PATH]"
+         [--scenario ID]... [--list] [--no-c-runner] [--c-runner-exe PATH] [--no-interop] \
+         [--ledger PATH]"
     );
     std::process::exit(2)
 }
@@ -33,6 +35,7 @@ fn main() {
         list: false,
         ledger: ledger::default_path(),
         c_runner: true,
+        c_runner_exe: None,
         interop: true,
     };
     let mut args = std::env::args().skip(1);
@@ -58,6 +61,7 @@ fn main() {
             }
             "--list" => opts.list = true,
             "--no-c-runner" => opts.c_runner = false,
+            "--c-runner-exe" => opts.c_runner_exe = Some(PathBuf::from(val("--c-runner-exe"))),
             "--no-interop" => opts.interop = false,
             "-h" | "--help" => {
                 println!("{}", include_str!("compat_help.txt"));

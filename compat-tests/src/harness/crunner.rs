@@ -67,12 +67,19 @@ pub fn urma_dir(opts: &Options) -> PathBuf {
     }
 }
 
-/// Builds the runner into `<out>/c-runner/runner`.
+/// Builds the runner into `<out>/c-runner/runner`, or takes the prebuilt one of
+/// `--c-runner-exe` (linked like this build: `-los_transport -lurma -ldl`).
 pub fn build(opts: &Options) -> Result<(PathBuf, PathBuf, PathBuf), String> {
     let dir = opts.out.join("c-runner");
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let legacy_dir = lib_dir(&dir, "legacy", &opts.legacy_lib)?;
     let rust_dir = lib_dir(&dir, "rust", &opts.rust_lib)?;
+    if let Some(exe) = &opts.c_runner_exe {
+        if !exe.is_file() {
+            return Err(format!("--c-runner-exe {}: no such file", exe.display()));
+        }
+        return Ok((exe.clone(), legacy_dir, rust_dir));
+    }
     let src = repo().join("compat-tests/c/runner.c");
     if !src.exists() {
         return Err(format!("{} not found", src.display()));

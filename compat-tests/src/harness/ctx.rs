@@ -69,12 +69,12 @@ pub fn r32(v: u32) -> String {
     }
 }
 
-/// `dec()` of the spec §2.3 (transport encoding of a client key).
+/// `dec()` of the contract §2.3 (transport encoding of a client key).
 pub fn dec_rid(y: u64) -> u64 {
     (y & 0xFFFFF) | (((y >> 40) & 0xFFFFF) << 20)
 }
 
-/// `enc()` of the spec §2.3.
+/// `enc()` of the contract §2.3.
 pub fn enc_rid(x: u64) -> u64 {
     (x & 0xFFFFF) | (((x >> 20) & 0xFFFFF) << 40)
 }

@@ -1,4 +1,4 @@
-//! The differential C-vs-Rust conformance harness (issue 6).
+//! The differential C-vs-Rust conformance harness (docs/compat.md).
 //!
 //! * [`record`]: the trace recorder (API calls, wake-ups, notify callbacks, log levels, the
 //!   loopback's URMA trace, data checks) and the process-wide callbacks that feed it;

@@ -4,13 +4,13 @@
 //!   symbolically named segment) and queues/targets by name (`jfs1`, `tjetty1`, ...); API
 //!   arguments are recorded symbolically by the runner (`H`, `S1`, `src+0`, ...). No pointer,
 //!   thread id or timestamp reaches the normalised form.
-//! * Order: the spec orders everything about one request (its WRs, its completions, its
+//! * Order: the contract orders everything about one request (its WRs, its completions, its
 //!   wake-ups, its notify callbacks: §3.2, §5.4) and nothing across requests bound to different
 //!   workers. So each section that mixes requests is split into per-request streams
 //!   (`req:0x<rid>`; the receive queue's own stream `rq:<queue>`); order inside a stream is kept,
 //!   streams are listed sorted by key. API calls are made by the scenario thread and stay in
 //!   call order.
-//! * Log: the spec fixes levels and the `[ost:<file>:<line>] [PIPLN RH2D] ` prefix, not texts,
+//! * Log: the contract fixes levels and the `[ost:<file>:<line>] [PIPLN RH2D] ` prefix, not texts,
 //!   and log lines from workers and pollers interleave freely. The implementations word and
 //!   split their INFO/DEBUG lines differently (D13), so the normalised form is: the set of
 //!   levels present, the exact number of WARN and ERROR messages, and the number of messages

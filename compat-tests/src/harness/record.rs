@@ -166,7 +166,7 @@ fn log_common(lib: u32, level: c_int, msg: *const c_char) {
     }
 }
 
-/// True when `msg` has the spec's callback form `"[ost:<file>:<line>] [PIPLN RH2D] <text>\n"`.
+/// True when `msg` has the contract's callback form `"[ost:<file>:<line>] [PIPLN RH2D] <text>\n"`.
 pub fn log_prefix_ok(msg: &str) -> bool {
     let Some(rest) = msg.strip_prefix("[ost:") else {
         return false;
@@ -198,7 +198,7 @@ pub fn log_callback(slot: u32) -> LogCallback {
     }
 }
 
-/// Name of a callback level value (§8 of the spec).
+/// Name of a callback level value (§8 of the contract).
 pub fn level_name(level: i64) -> String {
     match level {
         0xFF00 => "INFO".into(),

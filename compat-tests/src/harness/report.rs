@@ -28,6 +28,9 @@ pub struct Options {
     pub list: bool,
     pub ledger: PathBuf,
     pub c_runner: bool,
+    /// A prebuilt C runner (`--c-runner-exe`): used as it is instead of compiling
+    /// `compat-tests/c/runner.c` (the installed conformance package ships one).
+    pub c_runner_exe: Option<PathBuf>,
     pub interop: bool,
 }
 
