@@ -469,6 +469,11 @@ fn bad_inputs() {
         assert_eq!(os_transport_log_reg(0, None), -1);
         assert_eq!(os_transport_destroy(null_mut()), u32::MAX);
     }
+    assert_eq!(
+        (live_syncs(), inflight_requests()),
+        (0, 0),
+        "no refused call registered anything"
+    );
     assert_eq!(os_transport_destroy(h), 0);
 }
 
@@ -755,13 +760,28 @@ fn d12_request_limit_posts_nothing_and_recovers() {
     let s = lb::buf(&ep, 64);
     let d = lb::buf(&ep, 64);
     let mut io = io(&ep, &s, &d);
+    // A get whose receive sync is never collected: once finished it does not count against the
+    // limit, and its sync stays valid until destroy releases it.
+    let (stop, pj) = lb::poller(h as usize, ep.jfc as usize);
+    let (r, kept) = lb::recv(h, &mut io, 64, 0x0FFF, Some(on_chunk));
+    assert_eq!(r, 0);
+    let (r, ss, _) = lb::send(h, &mut io, 64, 0x0FFE, 0x0FFF);
+    assert_eq!(r, 0);
+    assert_eq!(wait(h, ss, 5000), (0, URMA_SUCCESS));
+    assert!(
+        lb::until(std::time::Duration::from_secs(5), || inflight_requests()
+            == 0),
+        "the get finished"
+    );
+    stop.store(true, Ordering::Release);
+    pj.join().unwrap();
     let mut syncs = Vec::new();
     for i in 0..cap {
         let (r, sy) = lb::recv(h, &mut io, 64, 0x1000 + i, Some(on_chunk));
         assert_eq!(r, 0, "recv {i}");
         syncs.push((0x1000 + i, sy));
     }
-    assert_eq!(live_syncs(), cap as usize);
+    assert_eq!(live_syncs(), cap as usize + 1);
     assert_eq!(inflight_requests(), cap as usize);
     let before = loopback_ctl::counters();
     let (r, sy) = lb::recv(h, &mut io, 64, 0x9999, Some(on_chunk));
@@ -774,7 +794,7 @@ fn d12_request_limit_posts_nothing_and_recovers() {
         (before.recv_wrs, before.send_wrs),
         "nothing posted"
     );
-    assert_eq!(live_syncs(), cap as usize);
+    assert_eq!(live_syncs(), cap as usize + 1, "nothing registered");
     // One request ends: one new request fits.
     let (id, mut sy) = syncs.pop().unwrap();
     // SAFETY: valid pointer to a sync of this instance.
@@ -786,9 +806,11 @@ fn d12_request_limit_posts_nothing_and_recovers() {
         // SAFETY: as above.
         assert_eq!(unsafe { os_transport_cancel_tasks(h, &mut sy, id) }, 0);
     }
-    assert_eq!(live_syncs(), 0);
+    assert_eq!(live_syncs(), 1, "the uncollected sync is kept");
     assert_eq!(inflight_requests(), 0);
     assert_eq!(os_transport_destroy(h), 0);
+    assert_eq!(live_syncs(), 0, "destroy released the uncollected sync");
+    assert_eq!(wait(h, kept, 0).0, u32::MAX);
 }
 
 /// More syncs than one table segment holds are served (the table grows), and destroy releases

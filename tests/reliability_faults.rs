@@ -71,7 +71,7 @@ fn duplicated_write_completion_does_not_advance_the_send_pipeline() {
     assert!(!s_r(&w0[0]));
     assert_eq!(rc::wake(h, &mut w0[0]), 0);
     let mut dup = w0[0];
-    rc::wake(h, &mut dup);
+    assert_eq!(rc::wake(h, &mut dup), -1, "D16: the duplicate is discarded");
     std::thread::sleep(Duration::from_millis(100));
     assert_eq!(
         loopback_ctl::counters().send_wrs - base,

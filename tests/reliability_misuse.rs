@@ -83,12 +83,21 @@ fn stale_foreign_and_null_syncs_are_refused() {
     assert_eq!(r, 0);
     assert_eq!(rc::cancel(h, s2, 2), (0, null_mut()));
     assert_eq!(rc::wait(h, s2, 100).0, ERR, "wait after cancel");
+    // SAFETY: valid status pointer.
+    assert_eq!(unsafe { wait_and_free_sync(h, s2, &mut 0) }, ERR);
     assert_eq!(rc::cancel(h, s2, 2), (ERR, s2), "double cancel");
     // A reused slot does not revive an old token.
     let (r, s3) = rc::recv(h, &mut io, 4096, 3, Some(ok_cb));
     assert_eq!(r, 0);
     assert_eq!(rc::wait(h, s2, 0).0, ERR);
     assert_eq!(rc::wait(h, live, 0).0, ERR);
+    // Consumed syncs passed along with the live request's id: refused before the id is looked at.
+    assert_eq!(rc::cancel(h, s2, 3), (ERR, s2), "consumed sync, live id");
+    assert_eq!(
+        rc::cancel(h, live, 3),
+        (ERR, live),
+        "consumed sync, live id"
+    );
     assert_eq!(rc::wait(h, s3, 0), (1, URMA_SUCCESS), "the new one is fine");
     assert_eq!(live_syncs(), 0);
     assert_eq!(os_transport_destroy(h), 0);
@@ -114,7 +123,14 @@ fn a_stale_sync_never_aliases_a_later_request_at_the_generation_wrap() {
     assert_eq!(set_next_free_generation(GEN_MASK), Some(slot));
     let (r, last) = rc::recv(h, &mut io, 4096, 0x52, Some(ok_cb));
     assert_eq!(r, 0);
-    assert_eq!(rc::wait(h, last, 0), (WAIT_TIMEOUT, URMA_SUCCESS));
+    // While the slot serves that request, the token of its earlier request does nothing.
+    assert_eq!(rc::wait(h, old, 0), (ERR, URMA_SUCCESS), "old generation");
+    assert_eq!(rc::cancel(h, old, 0x52), (ERR, old), "old generation");
+    assert_eq!(
+        rc::wait(h, last, 0),
+        (WAIT_TIMEOUT, URMA_SUCCESS),
+        "the request in the reused slot was not touched"
+    );
     // The next request must not get generation 1 of that slot again.
     let (r, new) = rc::recv(h, &mut io, 4096, 0x53, Some(ok_cb));
     assert_eq!(r, 0);
@@ -141,17 +157,38 @@ fn concurrent_double_wait_is_refused_and_the_first_waiter_unaffected() {
     let (r, sy) = rc::recv(h, &mut io, 4096, 10, Some(ok_cb));
     assert_eq!(r, 0);
     let (hv, sv) = (h as usize, sy as usize);
-    let first =
-        std::thread::spawn(move || rc::wait(hv as *mut c_void, sv as *mut task_sync_t, 400));
-    std::thread::sleep(Duration::from_millis(100));
-    let t = Instant::now();
-    assert_eq!(rc::wait(h, sy, 5000).0, ERR, "second waiter refused");
-    assert_eq!(
-        rc::cancel(h, sy, 99),
-        (ERR, sy),
-        "cancel of a sync being waited on refused"
+    let (tx, rx) = std::sync::mpsc::channel();
+    let first = std::thread::spawn(move || {
+        // SAFETY: plain syscall wrapper.
+        tx.send(unsafe { libc::gettid() }).unwrap();
+        rc::wait(hv as *mut c_void, sv as *mut task_sync_t, 1000)
+    });
+    let tid = rx.recv().unwrap();
+    assert!(
+        lb::until_blocked(tid, Duration::from_secs(5)),
+        "first waiter blocked in its wait"
     );
-    assert!(t.elapsed() < Duration::from_millis(200), "refused at once");
+    let t = Instant::now();
+    assert_eq!(rc::wait(h, sy, 5000).0, ERR, "second timed waiter refused");
+    // The untimed wait runs on a thread of its own so that a regression fails instead of hanging.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut st = 0;
+        // SAFETY: valid status pointer; the sync is a plain value to the library.
+        let r = unsafe { wait_and_free_sync(hv as *mut c_void, sv as *mut task_sync_t, &mut st) };
+        let _ = tx.send(r);
+    });
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(5)),
+        Ok(ERR),
+        "second untimed waiter refused"
+    );
+    assert_eq!(
+        rc::cancel(h, sy, 10),
+        (ERR, sy),
+        "cancel of a sync being waited on refused, its request left alone"
+    );
+    assert!(t.elapsed() < Duration::from_millis(500), "refused at once");
     assert_eq!(
         first.join().unwrap(),
         (1, URMA_SUCCESS),
@@ -201,8 +238,13 @@ fn every_call_after_destroy_and_with_foreign_handles_is_refused() {
     let after = loopback_ctl::counters();
     assert_eq!(after.send_wrs, before.send_wrs, "nothing posted");
     assert_eq!(after.recv_wrs, before.recv_wrs, "nothing posted");
-    // A sync of the old instance is stale for the new one too.
+    // A sync of the old instance is stale for the new one too, also next to a live request of the
+    // same id, which it leaves alone.
+    let (r, sy_new) = rc::recv(h, &mut io, 4096, 20, Some(ok_cb));
+    assert_eq!(r, 0);
     assert_eq!(rc::wait(h, sy, 0).0, ERR);
+    assert_eq!(rc::cancel(h, sy, 20), (ERR, sy));
+    assert_eq!(rc::wait(h, sy_new, 0), (WAIT_TIMEOUT, URMA_SUCCESS));
     assert_eq!(live_syncs(), 0);
     assert_eq!(os_transport_destroy(h), 0);
     assert_eq!(os_transport_destroy(h), ERR, "second destroy");

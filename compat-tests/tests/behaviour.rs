@@ -681,11 +681,13 @@ fn transfer_sizes(which: Which) {
     }
 }
 
-/// NULL for each pointer argument, len 0, len > 14 MiB, and calls with a NULL handle.
+/// NULL for each pointer argument, len 0, len > 14 MiB, and calls with a NULL handle: each refused
+/// with `*ret_sync_handle` reset to NULL and nothing posted; a wait with a NULL handle frees nothing.
 fn bad_inputs(which: Which) {
     let _g = serial();
     let Some(lib) = load(which) else { return };
     let lb = Loopback::get();
+    reset();
     let pair = EndpointPair::new(lb, &EndpointCfg::default());
     let h = init(&lib);
     let b = Buffer::new(lb, 4096);
@@ -722,15 +724,18 @@ fn bad_inputs(which: Which) {
             let ji_p = if a { null_mut() } else { &mut ji as *mut _ };
             let s_p = if b2 { null_mut() } else { &mut s as *mut _ };
             let d_p = if c { null_mut() } else { &mut d as *mut _ };
+            sy = std::ptr::dangling_mut();
             assert_eq!(
                 send(h, ji_p, s_p, d_p, 4096 * n, 1, 2, &mut sy, &mut st),
                 OST_ERR
             );
+            assert!(sy.is_null(), "*ret_sync_handle reset");
         }
         assert_eq!(
             send(h, &mut ji, &mut s, &mut d, 4096, 1, 2, null_mut(), &mut st),
             OST_ERR
         );
+        sy = std::ptr::dangling_mut();
         assert_eq!(
             send(
                 h,
@@ -745,45 +750,42 @@ fn bad_inputs(which: Which) {
             ),
             OST_ERR
         );
-        assert_eq!(
-            recv(h, null_mut(), &mut dev, 4096, 1, &mut sy, Some(ok_cb)),
-            OST_ERR
-        );
-        assert_eq!(
-            recv(h, &mut host, null_mut(), 4096, 1, &mut sy, Some(ok_cb)),
-            OST_ERR
-        );
+        assert!(sy.is_null(), "*ret_sync_handle reset");
         assert_eq!(
             recv(h, &mut host, &mut dev, 4096, 1, null_mut(), Some(ok_cb)),
-            OST_ERR
-        );
-        assert_eq!(
-            recv(h, &mut host, &mut dev, 4096, 1, &mut sy, None),
-            OST_ERR
-        );
-        assert_eq!(
-            recv(h, &mut host, &mut dev, 0, 1, &mut sy, Some(ok_cb)),
-            OST_ERR
-        );
-        assert_eq!(
-            recv(
-                h,
-                &mut host,
-                &mut dev,
-                MAX_TRANSFER + 1,
-                1,
-                &mut sy,
-                Some(ok_cb)
-            ),
             OST_ERR
         );
         let mut none = pair.device_info(b.as_ptr().cast());
         none.jetty = null_mut();
         none.jfr = null_mut();
+        let (hp, devp): (*mut OstBufferInfo, *mut OstDeviceInfo) = (&mut host, &mut dev);
+        let cb: NotifyCallback = Some(ok_cb);
+        let cases: [(
+            &str,
+            *mut c_void,
+            *mut OstBufferInfo,
+            *mut OstDeviceInfo,
+            u32,
+            _,
+        ); 7] = [
+            ("NULL handle", null_mut(), hp, devp, 4096, cb),
+            ("NULL host_src", h, null_mut(), devp, 4096, cb),
+            ("NULL device_dst", h, hp, null_mut(), 4096, cb),
+            ("NULL notify_callback", h, hp, devp, 4096, None),
+            ("len 0", h, hp, devp, 0, cb),
+            ("len > 14 MiB", h, hp, devp, MAX_TRANSFER + 1, cb),
+            ("neither jetty nor jfr", h, hp, &mut none, 4096, cb),
+        ];
+        for (what, hh, hi, dv, len, cb) in cases {
+            sy = std::ptr::dangling_mut();
+            assert_eq!(recv(hh, hi, dv, len, 1, &mut sy, cb), OST_ERR, "{what}");
+            assert!(sy.is_null(), "{what}: *ret_sync_handle reset");
+        }
+        let c = counters();
         assert_eq!(
-            recv(h, &mut host, &mut none, 4096, 1, &mut sy, Some(ok_cb)),
-            OST_ERR,
-            "neither jetty nor jfr"
+            (c.send_wrs, c.recv_wrs, c.post_errors),
+            (0, 0, 0),
+            "nothing posted for a refused send or recv"
         );
         assert_eq!((lib.os_transport_wake_up_task)(h, null_mut()), -1);
         let mut cr = send_cr(ud(1, false, 0));
@@ -793,12 +795,37 @@ fn bad_inputs(which: Which) {
         );
         assert_eq!((lib.wait_and_free_sync)(h, null_mut(), &mut st), OST_ERR);
         assert_eq!(
-            (lib.wait_and_free_sync)(null_mut(), 8usize as *mut TaskSync, &mut st),
+            (lib.wait_and_free_sync_timeout)(h, null_mut(), 0, &mut st),
             OST_ERR
         );
+        // A NULL handle with a live sync: refused, and the sync is not freed.
+        let mut live = null_mut();
+        assert_eq!(
+            recv(h, &mut host, &mut dev, 4096, 0x5A, &mut live, Some(ok_cb)),
+            0
+        );
+        st = 5;
+        assert_eq!((lib.wait_and_free_sync)(null_mut(), live, &mut st), OST_ERR);
+        assert_eq!(st, 0, "*urma_status reset first");
+        assert_eq!(
+            (lib.wait_and_free_sync_timeout)(null_mut(), live, 0, &mut st),
+            OST_ERR
+        );
+        st = -7;
+        assert_eq!(
+            (lib.wait_and_free_sync_timeout)(h, live, 0, &mut st),
+            1,
+            "the sync was not freed by the refused waits"
+        );
+        assert_eq!(st, 0);
         assert_eq!(
             (lib.os_transport_cancel_tasks)(null_mut(), null_mut(), 1),
             OST_ERR
+        );
+        assert_eq!(
+            (lib.os_transport_cancel_tasks)(h, null_mut(), 0x9999),
+            0,
+            "no sync pointer, unknown id"
         );
         assert_eq!(
             (lib.os_transport_reg_jfc)(null_mut(), null_mut(), null_mut()),
@@ -919,7 +946,8 @@ impl Sess {
     }
 }
 
-/// D7: a request id in flight (here sk == ck of a pending recv) is refused by Rust.
+/// D7: a request id in flight (a second recv of a pending recv's ck, and a send whose sk is that
+/// ck) is refused by Rust, with no sync handed back and nothing posted.
 fn duplicate_inflight_id(which: Which) {
     let _g = serial();
     let Some(s) = Sess::std(which) else { return };
@@ -931,6 +959,14 @@ fn duplicate_inflight_id(which: Which) {
         Which::Rust => assert_eq!((r, r2.is_null()), (OST_ERR, true)),
         // D7: legacy accepts the duplicate (its tasks may be stranded).
         Which::Legacy => assert_eq!(r, 0),
+    }
+    if which == Which::Rust {
+        // The same id as a send key (sk == ck of the pending recv): refused before any post.
+        let (src, _dst, remote) = buffers(4096, 1);
+        let before = counters();
+        let (r, ss, st) = s.send(&src, &remote, 4096, 42, 43);
+        assert_eq!((r, ss, st), (OST_ERR, null_mut(), 0), "D7: sk in flight");
+        assert_eq!(counters().send_wrs, before.send_wrs, "nothing posted");
     }
     for sy in [r1, r2] {
         if !sy.is_null() {
@@ -1684,7 +1720,8 @@ fn destroy_with_requests_in_flight(which: Which) {
     s.transfer(&src, &dst, &remote, CHUNK + 8, SK, CK, 47);
 }
 
-/// One instance per process; `worker_thread_num == 0` "succeeds" without a handle.
+/// One instance per process; `worker_thread_num == 0` "succeeds" without a handle; more than 1024
+/// workers are refused (D12).
 fn second_init_and_zero_workers(which: Which) {
     let _g = serial();
     let Some(lib) = load(which) else { return };
@@ -1737,6 +1774,26 @@ fn second_init_and_zero_workers(which: Which) {
             ),
             OST_ERR
         );
+    }
+    // D12: at most 1024 workers (Rust); legacy has no bound.
+    let mut over = cfg(1025, 2);
+    let mut h4 = std::ptr::dangling_mut();
+    // SAFETY: valid pointers.
+    let r = unsafe { (lib.os_transport_init)(null_mut(), &mut over, &mut h4) };
+    match which {
+        Which::Rust => {
+            assert_eq!((r, h4), (OST_ERR, null_mut()), "D12: 1025 workers refused");
+            // The bound itself is accepted (and the refusal left no instance behind).
+            let h5 = init_with(&lib, 1024, 2);
+            // SAFETY: live handle.
+            assert_eq!(unsafe { (lib.os_transport_destroy)(h5) }, 0);
+        }
+        Which::Legacy => {
+            assert_eq!(r, 0, "D12: legacy takes any number of workers");
+            assert!(!h4.is_null());
+            // SAFETY: live handle.
+            assert_eq!(unsafe { (lib.os_transport_destroy)(h4) }, 0);
+        }
     }
     // No instance was left behind.
     let h3 = init(&lib);
