@@ -62,7 +62,7 @@ fn compile(root: &Path, rust_dir: &Path) -> PathBuf {
 
 fn run_with(exe: &Path, first: &Path) -> String {
     let path = format!("{}:{}", first.display(), profile_dir().display());
-    let out = Command::new(exe)
+    let out = compat_tests::target::command(exe)
         .env("LD_LIBRARY_PATH", path)
         .env_remove("OST_LOG_FILE_PATH")
         .output()
