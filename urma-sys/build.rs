@@ -128,7 +128,10 @@ fn select_link_dir(manifest: &Path, out: &Path) -> (PathBuf, bool) {
     let target = env::var("TARGET").expect("TARGET");
     if env::var("HOST").ok().as_deref() == Some(target.as_str()) {
         let arch = env::var("CARGO_CFG_TARGET_ARCH").expect("CARGO_CFG_TARGET_ARCH");
-        for dir in ["/usr/lib64".to_string(), format!("/usr/lib/{arch}-linux-gnu")] {
+        for dir in [
+            "/usr/lib64".to_string(),
+            format!("/usr/lib/{arch}-linux-gnu"),
+        ] {
             if Path::new(&dir).join("liburma.so").exists() {
                 return (PathBuf::from(dir), false);
             }

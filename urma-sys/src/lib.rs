@@ -18,6 +18,7 @@
 // `// SAFETY:` comments, so the workspace `undocumented_unsafe_blocks` lint is
 // allowed for this module only.
 #[allow(
+    unknown_lints, // bindgen's `#[allow(unnecessary_transmutes)]` is newer than rustc 1.82
     clippy::all,
     clippy::undocumented_unsafe_blocks,
     clippy::pedantic,
