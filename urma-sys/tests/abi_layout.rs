@@ -461,7 +461,7 @@ fn rust_bindings_match_the_c_probe() {
 #[test]
 fn prototypes_static_assert() {
     let protos = prototypes();
-    assert_eq!(protos.len(), 49, "expected the 49 functions of urma-abi.md");
+    assert_eq!(protos.len(), 49, "expected the 49 functions of the URMA ABI facts");
     let mut src = String::from("#include <ub/umdk/urma/urma_api.h>\n");
     for (name, proto) in &protos {
         src.push_str(&format!(
