@@ -74,7 +74,7 @@ test-aarch64: test-aarch64-build
 ## running the Rust and the C library over the aarch64 loopback.
 test-aarch64-quick: deps-ensure
 	$(A64_CARGO) build -p urma-loopback -p os-transport-legacy
-	$(A64_CARGO) test --no-fail-fast -p urma-sys --test abi_layout
+	$(A64_CARGO) test --no-fail-fast -p urma-sys --test abi_layout -- --nocapture
 	$(A64_CARGO) test --no-fail-fast -p os-transport --lib --test c_consumer
 
 ## msrv: build and run the tests with Rust $(MSRV) and the locked dependencies

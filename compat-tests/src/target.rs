@@ -6,8 +6,12 @@
 //! (`.cargo/target-runner`) sets `CC` to the cross compiler and `OST_TARGET_RUNNER` to the
 //! emulator, because the kernel cannot exec a foreign binary by itself (no binfmt_misc needed).
 //!
-//! This file is also included by path (`#[path]`) by the urma-sys and loopback tests, which do
-//! not depend on compat-tests.
+//! Under emulation everything runs 10 to 50 times slower than natively, so tests whose wall-clock
+//! deadlines are tuned for native speed scale them by [`slowdown`].
+//!
+//! This file is also included by path (`#[path]`) by the urma-sys, loopback and legacy-c tests,
+//! which do not depend on compat-tests and do not use every function.
+#![allow(dead_code)]
 
 use std::ffi::OsStr;
 use std::process::Command;
@@ -23,4 +27,22 @@ pub fn command(exe: impl AsRef<OsStr>) -> Command {
         }
         _ => Command::new(exe),
     }
+}
+
+/// Whether the tests run under an emulator (`$OST_TARGET_RUNNER` is set).
+pub fn emulated() -> bool {
+    std::env::var_os("OST_TARGET_RUNNER").is_some_and(|r| !r.is_empty())
+}
+
+/// The factor for wall-clock deadlines tuned for native speed: 1 natively; under emulation
+/// `$OST_TARGET_SLOWDOWN`, default 10.
+pub fn slowdown() -> u32 {
+    if !emulated() {
+        return 1;
+    }
+    std::env::var("OST_TARGET_SLOWDOWN")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&f| f >= 1)
+        .unwrap_or(10)
 }

@@ -197,19 +197,7 @@ fn json() -> &'static serde_json::Value {
 /// Expected facts from the in-repo JSON of this architecture.
 fn json_facts() -> &'static BTreeMap<String, String> {
     static FACTS: OnceLock<BTreeMap<String, String>> = OnceLock::new();
-    FACTS.get_or_init(|| {
-        let facts = facts_from_json(json());
-        println!(
-            "URMA ABI facts: {} ({} facts, in-repo, {})",
-            json_path()
-                .strip_prefix(env!("CARGO_MANIFEST_DIR"))
-                .unwrap_or(&json_path())
-                .display(),
-            facts.len(),
-            std::env::consts::ARCH
-        );
-        facts
-    })
+    FACTS.get_or_init(|| facts_from_json(json()))
 }
 
 fn facts_from_json(abi: &serde_json::Value) -> BTreeMap<String, String> {
@@ -393,7 +381,7 @@ fn lines(m: &BTreeMap<String, String>) -> String {
 // Tests
 
 #[test]
-fn table_covers_every_json_fact() {
+fn table_covers_every_in_repo_fact() {
     let json = json_facts();
     let json_keys: Vec<&String> = json.keys().collect();
     let rust = rust_facts();
@@ -403,6 +391,14 @@ fn table_covers_every_json_fact() {
         "tests/data/abi_table.rs is out of date with the JSON: run tools/gen_abi_table.py"
     );
     let count = |p: &str| json.keys().filter(|k| k.starts_with(p)).count();
+    println!(
+        "URMA ABI facts of {} from the in-repo table urma-sys/{}",
+        std::env::consts::ARCH,
+        json_path()
+            .strip_prefix(env!("CARGO_MANIFEST_DIR"))
+            .expect("in the crate")
+            .display()
+    );
     println!(
         "{} facts: {} sizes, {} fields, {} bitfield members, {} constants, {} enum types, {} functions",
         json.len(),
@@ -416,7 +412,7 @@ fn table_covers_every_json_fact() {
 }
 
 #[test]
-fn rust_bindings_match_the_json() {
+fn rust_bindings_match_the_in_repo_facts() {
     let json = json_facts();
     let rust: BTreeMap<String, String> = rust_facts()
         .into_iter()
@@ -425,12 +421,13 @@ fn rust_bindings_match_the_json() {
     assert_eq!(
         lines(&rust),
         lines(json),
-        "Rust bindings (left) vs URMA ABI JSON (right)"
+        "Rust bindings (left) vs {} (right)",
+        json_path().display()
     );
 }
 
 #[test]
-fn c_probe_matches_the_json() {
+fn c_probe_matches_the_in_repo_facts() {
     let json = json_facts();
     let c: BTreeMap<String, String> = c_facts()
         .iter()
@@ -440,8 +437,9 @@ fn c_probe_matches_the_json() {
     assert_eq!(
         lines(&c),
         lines(json),
-        "C probe on {} (left) vs URMA ABI JSON (right)",
-        urma_sys::include_dir()
+        "C probe on {} (left) vs {} (right)",
+        urma_sys::include_dir(),
+        json_path().display()
     );
 }
 
@@ -461,7 +459,11 @@ fn rust_bindings_match_the_c_probe() {
 #[test]
 fn prototypes_static_assert() {
     let protos = prototypes();
-    assert_eq!(protos.len(), 49, "expected the 49 functions of the URMA ABI facts");
+    assert_eq!(
+        protos.len(),
+        49,
+        "expected the 49 functions of the URMA ABI facts"
+    );
     let mut src = String::from("#include <ub/umdk/urma/urma_api.h>\n");
     for (name, proto) in &protos {
         src.push_str(&format!(
@@ -539,7 +541,7 @@ fn bundled_header_compiles_cleanly() {
 /// `urma_sys::flags` has one mask per JSON bitfield member, with the JSON's
 /// value, under the documented names.
 #[test]
-fn flags_match_the_json() {
+fn flags_match_the_in_repo_facts() {
     use urma_sys::flags::*;
     // The names other crates use.
     assert_eq!(JFS_WR_FLAG_PLACE_ORDER, 0x3);
