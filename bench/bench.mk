@@ -20,7 +20,7 @@ bench-build:
 	@test -e $(BENCH_PROFILE_DIR)/liburma.so.0 || { echo "missing $(BENCH_PROFILE_DIR)/liburma.so.0 (loopback)"; exit 1; }
 
 bench: bench-build
-	@./packaging/deps.sh check bench || echo "bench: without gnuplot the chart is skipped (make deps EXTRA_DEPS=bench)"
+	@./packaging/deps.sh check bench || echo "bench: without gnuplot the chart is skipped (make deps)"
 	$(BENCH_ENV) $(BENCH_PROFILE_DIR)/ostbench full --out $(BENCH_OUT) $(BENCH_ARGS)
 
 bench-quick: bench-build

@@ -14,7 +14,7 @@ LEGACY_ASAN_BUILD := $(TARGET_DIR)/legacy-asan
 # system liburma.so, else the link-only stub. At run time liburma.so.0 is the loopback in
 # $(PROFILE_DIR).
 LEGACY_ASAN_URMA_INC := $(or $(URMA_INCLUDE_DIR),$(if $(wildcard /usr/include/ub/umdk/urma/urma_api.h),/usr/include),$(CURDIR)/urma-sys/include)
-LEGACY_ASAN_URMA_LIB := $(or $(URMA_LIB_DIR),$(patsubst %/liburma.so,%,$(firstword $(wildcard /usr/lib64/liburma.so /usr/lib/x86_64-linux-gnu/liburma.so))))
+LEGACY_ASAN_URMA_LIB := $(or $(URMA_LIB_DIR),$(patsubst %/liburma.so,%,$(firstword $(wildcard /usr/lib64/liburma.so /usr/lib/$(shell uname -m)-linux-gnu/liburma.so))))
 
 .PHONY: legacy-asan-suite
 

@@ -86,7 +86,7 @@ fn probe() -> std::collections::HashMap<String, u64> {
         .arg(dir.join("probe.c"))
         .arg("-o")
         .arg(&exe));
-    let out = run(&mut Command::new(&exe));
+    let out = run(&mut compat_tests::target::command(&exe));
     out.lines()
         .map(|l| {
             let (k, v) = l.rsplit_once(' ').unwrap();

@@ -70,7 +70,7 @@ fn run_with(
     ok_marker: &str,
 ) -> String {
     let path = format!("{}:{}", first.display(), profile_dir().display());
-    let out = Command::new(exe)
+    let out = compat_tests::target::command(exe)
         .args(args)
         .env("LD_LIBRARY_PATH", path)
         .env_remove("OST_LOG_FILE_PATH")

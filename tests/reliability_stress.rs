@@ -251,7 +251,7 @@ fn stress_with_faults() {
                 for i in 0..reqs {
                     let len = pick_len(&mut r, max);
                     let mib = u64::from(len >> 20);
-                    let tmo = 400 + 80 * mib as i64;
+                    let tmo = (400 + 80 * mib as i64) * i64::from(compat_tests::target::slowdown());
                     let sk = ((t as u64 + 1) << 32) | (2 * i);
                     let app_fault = r.below(100);
                     let cb_fail = app_fault < 2;

@@ -58,11 +58,13 @@ impl bindgen::callbacks::ParseCallbacks for UrmaMacroTypes {
     }
 }
 
-/// The bindgen builder for `<include_dir>/ub/umdk/urma/urma_api.h`.
-fn urma_bindgen_builder(include_dir: &std::path::Path) -> bindgen::Builder {
+/// The bindgen builder for `<include_dir>/ub/umdk/urma/urma_api.h`, laid out for the Rust target
+/// triple `target` (the handle structs embedding `pthread_mutex_t` differ between architectures).
+fn urma_bindgen_builder(include_dir: &std::path::Path, target: &str) -> bindgen::Builder {
     let header = include_dir.join("ub/umdk/urma/urma_api.h");
     bindgen::Builder::default()
         .header(header.to_string_lossy().into_owned())
+        .clang_arg(format!("--target={target}"))
         .clang_arg(format!("-I{}", include_dir.display()))
         .clang_arg("-std=gnu11")
         .allowlist_type("urma_.*")

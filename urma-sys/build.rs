@@ -7,14 +7,14 @@
 //!    bundled ones. Published to dependents as `DEP_URMA_INCLUDE`.
 //! 2. Bindings: with feature `bindgen` they are generated (libclang) from the
 //!    headers in use into `$OUT_DIR/bindings.rs`; otherwise the committed
-//!    `src/bindings.rs` (made from the bundled headers) is used. With real UMDK
+//!    `src/bindings_<arch>.rs` (made from the bundled headers) is used. With real UMDK
 //!    headers and no `bindgen` feature, `abi/abi_static_check.c` (the ABI facts
 //!    as `_Static_assert`s) is compiled against them first: the build fails
 //!    unless their layout is the one the committed bindings encode, so no
 //!    libclang is needed when it matches.
-//! 3. Linking (`links = "urma"`): `-lurma` from `URMA_LIB_DIR`, else from
-//!    /usr/lib64 or /usr/lib/x86_64-linux-gnu if a real `liburma.so` is there,
-//!    else from a link-only import stub built into `$OUT_DIR/link/liburma.so`
+//! 3. Linking (`links = "urma"`): `-lurma` from `URMA_LIB_DIR`, else (native
+//!    builds only) from /usr/lib64 or /usr/lib/<arch>-linux-gnu if a real
+//!    `liburma.so` is there, else from a link-only import stub built into `$OUT_DIR/link/liburma.so`
 //!    (SONAME liburma.so.0, no `.so.0` file beside it). Published as
 //!    `DEP_URMA_LINK_DIR`.
 
@@ -27,7 +27,6 @@ include!("bindgen_config.rs");
 
 const API_H: &str = "ub/umdk/urma/urma_api.h";
 const SYSTEM_INCLUDE: &str = "/usr/include";
-const SYSTEM_LIB_DIRS: &[&str] = &["/usr/lib64", "/usr/lib/x86_64-linux-gnu"];
 
 fn main() {
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
@@ -42,7 +41,8 @@ fn main() {
     }
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=bindgen_config.rs");
-    println!("cargo:rerun-if-changed=src/bindings.rs");
+    println!("cargo:rerun-if-changed=src/bindings_x86_64.rs");
+    println!("cargo:rerun-if-changed=src/bindings_aarch64.rs");
     println!("cargo:rerun-if-changed=stub/liburma_link_stub.c");
     println!("cargo:rerun-if-changed={SYSTEM_INCLUDE}/{API_H}");
     println!("cargo:rustc-check-cfg=cfg(urma_sys_generated_bindings)");
@@ -104,7 +104,8 @@ fn select_include_dir(bundled: &Path) -> (PathBuf, bool) {
 /// Returns true if `$OUT_DIR/bindings.rs` was written.
 #[cfg(feature = "bindgen")]
 fn generate_bindings(include_dir: &Path, _real_headers: bool, out: &Path) -> bool {
-    let bindings = urma_bindgen_builder(include_dir)
+    let target = env::var("TARGET").expect("TARGET");
+    let bindings = urma_bindgen_builder(include_dir, &target)
         .generate()
         .unwrap_or_else(|e| panic!("urma-sys: bindgen failed on {}: {e}", include_dir.display()));
     bindings
@@ -123,9 +124,17 @@ fn select_link_dir(manifest: &Path, out: &Path) -> (PathBuf, bool) {
     if let Some(dir) = env::var_os("URMA_LIB_DIR").filter(|v| !v.is_empty()) {
         return (PathBuf::from(dir), false);
     }
-    for dir in SYSTEM_LIB_DIRS {
-        if Path::new(dir).join("liburma.so").exists() {
-            return (PathBuf::from(dir), false);
+    // The host's UMDK library is only usable when building for the host.
+    let target = env::var("TARGET").expect("TARGET");
+    if env::var("HOST").ok().as_deref() == Some(target.as_str()) {
+        let arch = env::var("CARGO_CFG_TARGET_ARCH").expect("CARGO_CFG_TARGET_ARCH");
+        for dir in [
+            "/usr/lib64".to_string(),
+            format!("/usr/lib/{arch}-linux-gnu"),
+        ] {
+            if Path::new(&dir).join("liburma.so").exists() {
+                return (PathBuf::from(dir), false);
+            }
         }
     }
     (build_link_stub(manifest, out), true)

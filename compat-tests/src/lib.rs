@@ -7,7 +7,8 @@
 //! * [`fixture`]: the loopback URMA process fixture ([`Loopback`]), sender/receiver endpoints
 //!   ([`EndpointPair`]), registered/imported buffers ([`Buffer`]) and CR pollers ([`Poller`]);
 //! * [`loopback_ctl`]: safe wrappers over the loopback's `urma_loopback_*` control API (knobs,
-//!   counters, trace capture).
+//!   counters, trace capture);
+//! * [`target`]: run a program built at test time for the target (natively or under qemu).
 //!
 //! Test binaries link `liburma.so.0` through `urma-sys`; run them with
 //! `LD_LIBRARY_PATH=<target-dir>/<profile>` so the loader picks the loopback.
@@ -34,6 +35,7 @@ pub mod fixture;
 pub mod harness;
 pub mod lib_under_test;
 pub mod loopback_ctl;
+pub mod target;
 
 pub use fixture::*;
 pub use lib_under_test::*;

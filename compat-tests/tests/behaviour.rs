@@ -694,7 +694,7 @@ fn bad_inputs(which: Which) {
     let r = b.import(lb);
     let (mut ji, mut s, mut d, mut host) = (pair.jetty_info(), b.info(), r.info(), b.info());
     let mut dev = pair.device_info(b.as_ptr().cast());
-    let mut sy = std::ptr::dangling_mut::<TaskSync>();
+    let mut sy = std::ptr::NonNull::<TaskSync>::dangling().as_ptr();
     let mut st = 5;
     // SAFETY: each call gets valid or NULL pointers.
     unsafe {
@@ -877,7 +877,7 @@ fn log_callback_levels(which: Which) {
     let exercise = |s: &mut Sess, ck: u64| {
         s.reinit(2, 2); // INFO (destroy, init)
         let mut c = cfg(0, 2);
-        let mut h = std::ptr::dangling_mut();
+        let mut h = std::ptr::NonNull::dangling().as_ptr();
         // SAFETY: valid pointers. An instance exists: ERR.
         let r = unsafe { (s.lib.os_transport_init)(null_mut(), &mut c, &mut h) };
         assert_eq!(r, OST_ERR);
@@ -893,7 +893,7 @@ fn log_callback_levels(which: Which) {
         };
         assert_eq!(r, OST_ERR);
         assert_eq!(s.destroy(), 0);
-        let mut h = std::ptr::dangling_mut();
+        let mut h = std::ptr::NonNull::dangling().as_ptr();
         // SAFETY: valid pointers; worker_thread_num 0: WARN, success without a handle.
         let r = unsafe { (s.lib.os_transport_init)(null_mut(), &mut c, &mut h) };
         assert_eq!(r, 0);
@@ -1726,21 +1726,21 @@ fn second_init_and_zero_workers(which: Which) {
     let _g = serial();
     let Some(lib) = load(which) else { return };
     let mut c = cfg(2, 2);
-    let mut h = std::ptr::dangling_mut();
+    let mut h = std::ptr::NonNull::dangling().as_ptr();
     // SAFETY: NULL cfg / NULL handle pointer: ERR, *handle untouched.
     unsafe {
         assert_eq!(
             (lib.os_transport_init)(null_mut(), null_mut(), &mut h),
             OST_ERR
         );
-        assert_eq!(h, std::ptr::dangling_mut());
+        assert_eq!(h, std::ptr::NonNull::dangling().as_ptr());
         assert_eq!(
             (lib.os_transport_init)(null_mut(), &mut c, null_mut()),
             OST_ERR
         );
     }
     let h1 = init(&lib);
-    let mut h2 = std::ptr::dangling_mut();
+    let mut h2 = std::ptr::NonNull::dangling().as_ptr();
     // SAFETY: valid pointers.
     unsafe {
         assert_eq!(
@@ -1750,7 +1750,7 @@ fn second_init_and_zero_workers(which: Which) {
         assert!(h2.is_null(), "*handle reset before the check");
         assert_eq!((lib.os_transport_destroy)(h1), 0);
         let mut z = cfg(0, 2);
-        let mut h0 = std::ptr::dangling_mut();
+        let mut h0 = std::ptr::NonNull::dangling().as_ptr();
         assert_eq!((lib.os_transport_init)(null_mut(), &mut z, &mut h0), 0);
         assert!(h0.is_null());
         let mut sy = null_mut();

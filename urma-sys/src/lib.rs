@@ -18,6 +18,7 @@
 // `// SAFETY:` comments, so the workspace `undocumented_unsafe_blocks` lint is
 // allowed for this module only.
 #[allow(
+    unknown_lints, // bindgen's `#[allow(unnecessary_transmutes)]` is newer than rustc 1.82
     clippy::all,
     clippy::undocumented_unsafe_blocks,
     clippy::pedantic,
@@ -26,11 +27,24 @@
     rustdoc::broken_intra_doc_links
 )]
 mod bindings {
-    #[cfg(not(urma_sys_generated_bindings))]
-    include!("bindings.rs");
+    // Committed per architecture: the handle structs that embed `pthread_mutex_t` /
+    // `pthread_cond_t` (urma_context_t, urma_jf{c,s,r}_t, urma_jetty_t, urma_jetty_grp_t) have
+    // other sizes and offsets on aarch64 than on x86_64; everything else is the same.
+    #[cfg(all(not(urma_sys_generated_bindings), target_arch = "x86_64"))]
+    include!("bindings_x86_64.rs");
+    #[cfg(all(not(urma_sys_generated_bindings), target_arch = "aarch64"))]
+    include!("bindings_aarch64.rs");
     #[cfg(urma_sys_generated_bindings)]
     include!(concat!(env!("OUT_DIR"), "/bindings.rs"));
 }
+
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+compile_error!(
+    "urma-sys: the URMA ABI is measured and the bindings are committed for x86_64 and aarch64 \
+     only. For another architecture, measure its ABI facts from the real UMDK headers, add \
+     tests/data/urma_abi_<arch>.json and src/bindings_<arch>.rs (urma-sys/regen-bindings.sh) \
+     and check them with `cargo test -p urma-sys --test abi_layout`."
+);
 
 pub use bindings::*;
 

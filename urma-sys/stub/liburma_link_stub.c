@@ -30,7 +30,7 @@ static void urma_link_stub_abort(const char *name)
     void name(void);                          \
     void name(void) { urma_link_stub_abort(#name); }
 
-/* The 49 functions of shared/spec/urma-abi.md (urma_abi_x86_64.json "functions"). */
+/* The 49 functions of the URMA ABI fact tables (tests/data/urma_abi_*.json "functions"). */
 URMA_LINK_STUB(urma_post_jfs_wr)
 URMA_LINK_STUB(urma_post_jetty_send_wr)
 URMA_LINK_STUB(urma_post_jetty_recv_wr)

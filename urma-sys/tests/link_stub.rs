@@ -6,6 +6,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+#[path = "../../compat-tests/src/target.rs"]
+mod target;
+
 const STUB_MESSAGE: &str =
     "liburma link stub called: this library is for linking only; put a real \
 liburma.so.0 (UMDK or the mlcachedirect loopback) on the loader path";
@@ -134,7 +137,7 @@ fn consumer_needs_liburma_so_0_and_the_stub_aborts_if_loaded() {
     );
 
     // The stub directory on the loader path does not satisfy liburma.so.0.
-    let out = Command::new(&exe)
+    let out = target::command(&exe)
         .env("LD_LIBRARY_PATH", link_dir())
         .output()
         .expect("run consumer");
@@ -151,7 +154,7 @@ fn consumer_needs_liburma_so_0_and_the_stub_aborts_if_loaded() {
     let link = forced.join("liburma.so.0");
     let _ = std::fs::remove_file(&link);
     std::os::unix::fs::symlink(link_dir().join("liburma.so"), &link).expect("symlink");
-    let out = Command::new(&exe)
+    let out = target::command(&exe)
         .env("LD_LIBRARY_PATH", &forced)
         .output()
         .expect("run consumer");

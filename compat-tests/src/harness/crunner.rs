@@ -118,7 +118,7 @@ pub fn build(opts: &Options) -> Result<(PathBuf, PathBuf, PathBuf), String> {
 
 /// Runs `runner <id>` with `libdir` first on the library path; parses its JSON lines.
 pub fn run_one(exe: &Path, libdir: &Path, urma: &Path, id: &str) -> RunResult {
-    let mut child = Command::new(exe)
+    let mut child = crate::target::command(exe)
         .arg(id)
         .env(
             "LD_LIBRARY_PATH",

@@ -391,18 +391,18 @@ impl Ctx {
     /// `os_transport_init` for `side` (both handles when the context has one library).
     pub fn init(&mut self, side: Side, workers: u32, capacity: u32) -> u32 {
         let mut cfg = self.cfg(workers, capacity);
-        let mut h: *mut c_void = std::ptr::dangling_mut::<c_void>();
+        let mut h: *mut c_void = std::ptr::NonNull::<c_void>::dangling().as_ptr();
         // SAFETY: valid cfg and out-pointer; the loopback context is live.
         let r =
             unsafe { (self.lib(side).os_transport_init)(Loopback::get().ctx, &mut cfg, &mut h) };
         let hn = if h.is_null() {
             "NULL".to_string()
-        } else if h == std::ptr::dangling_mut::<c_void>() {
+        } else if h == std::ptr::NonNull::<c_void>::dangling().as_ptr() {
             "untouched".to_string()
         } else {
             "set".to_string()
         };
-        let live = r == 0 && !h.is_null() && h != std::ptr::dangling_mut::<c_void>();
+        let live = r == 0 && !h.is_null() && h != std::ptr::NonNull::<c_void>::dangling().as_ptr();
         if live {
             if self.single() {
                 self.hs = h;
@@ -440,14 +440,14 @@ impl Ctx {
         workers: u32,
     ) -> (u32, String) {
         let mut cfg = self.cfg(workers, 16);
-        let mut h: *mut c_void = std::ptr::dangling_mut::<c_void>();
+        let mut h: *mut c_void = std::ptr::NonNull::<c_void>::dangling().as_ptr();
         let pc: *mut OsTransportCfg = if cfg_null { null_mut() } else { &mut cfg };
         let ph: *mut *mut c_void = if handle_null { null_mut() } else { &mut h };
         // SAFETY: NULL or valid pointers.
         let r = unsafe { (self.lib(side).os_transport_init)(Loopback::get().ctx, pc, ph) };
         let hn = if h.is_null() {
             "NULL"
-        } else if h == std::ptr::dangling_mut::<c_void>() {
+        } else if h == std::ptr::NonNull::<c_void>::dangling().as_ptr() {
             "untouched"
         } else {
             "set"
@@ -459,7 +459,11 @@ impl Ctx {
             if handle_null { "NULL" } else { "&h" },
             r32(r)
         ));
-        if r == 0 && !handle_null && !h.is_null() && h != std::ptr::dangling_mut::<c_void>() {
+        if r == 0
+            && !handle_null
+            && !h.is_null()
+            && h != std::ptr::NonNull::<c_void>::dangling().as_ptr()
+        {
             // Unexpected live instance: tear it down at once.
             // SAFETY: live handle just created.
             let d = unsafe { (self.lib(side).os_transport_destroy)(h) };
@@ -720,7 +724,7 @@ impl Ctx {
             addr: self.rdst.addr + off as u64,
             tseg: self.rdst.tseg,
         };
-        let mut sync: *mut TaskSync = std::ptr::dangling_mut::<TaskSync>();
+        let mut sync: *mut TaskSync = std::ptr::NonNull::<TaskSync>::dangling().as_ptr();
         let mut st: u::urma_status_t = -77;
         let h = self.hs;
         // SAFETY: valid pointers to live endpoint/buffer descriptions.
@@ -729,7 +733,7 @@ impl Ctx {
                 h, &mut ji, &mut s, &mut d, len, sk, ck, &mut sync, &mut st,
             )
         };
-        let sn = if sync == std::ptr::dangling_mut::<TaskSync>() {
+        let sn = if sync == std::ptr::NonNull::<TaskSync>::dangling().as_ptr() {
             "untouched".to_string()
         } else {
             self.name_sync(sync)
@@ -755,7 +759,7 @@ impl Ctx {
         let mut ji = self.pair.jetty_info();
         let mut s = self.src.info();
         let mut d = self.rdst.info();
-        let mut sync: *mut TaskSync = std::ptr::dangling_mut::<TaskSync>();
+        let mut sync: *mut TaskSync = std::ptr::NonNull::<TaskSync>::dangling().as_ptr();
         let mut st: u::urma_status_t = -77;
         let h = if which == "handle" {
             null_mut()
@@ -790,7 +794,7 @@ impl Ctx {
         // SAFETY: NULL or valid pointers.
         let r =
             unsafe { (self.slib.lib.os_transport_send)(h, pji, ps, pd, len, sk, ck, psync, pst) };
-        let sn = if sync == std::ptr::dangling_mut::<TaskSync>() {
+        let sn = if sync == std::ptr::NonNull::<TaskSync>::dangling().as_ptr() {
             "untouched".to_string()
         } else {
             self.name_sync(sync)
@@ -811,7 +815,7 @@ impl Ctx {
         let mut dev = self
             .pair
             .device_info((self.dst.addr() + off as u64) as *mut c_void);
-        let mut sync: *mut TaskSync = std::ptr::dangling_mut::<TaskSync>();
+        let mut sync: *mut TaskSync = std::ptr::NonNull::<TaskSync>::dangling().as_ptr();
         let h = self.hr;
         // SAFETY: valid pointers to live endpoint/buffer descriptions; NOTIFY is a static fn.
         let r = unsafe {
@@ -825,7 +829,7 @@ impl Ctx {
                 record::NOTIFY,
             )
         };
-        let sn = if sync == std::ptr::dangling_mut::<TaskSync>() {
+        let sn = if sync == std::ptr::NonNull::<TaskSync>::dangling().as_ptr() {
             "untouched".to_string()
         } else {
             self.name_sync(sync)
@@ -853,7 +857,7 @@ impl Ctx {
                 dst: dev.dst,
             };
         }
-        let mut sync: *mut TaskSync = std::ptr::dangling_mut::<TaskSync>();
+        let mut sync: *mut TaskSync = std::ptr::NonNull::<TaskSync>::dangling().as_ptr();
         let h = if which == "handle" {
             null_mut()
         } else {
@@ -881,7 +885,7 @@ impl Ctx {
         };
         // SAFETY: NULL or valid pointers.
         let r = unsafe { (self.rlib.lib.os_transport_recv)(h, ph, pd, len, ck, ps, cb) };
-        let sn = if sync == std::ptr::dangling_mut::<TaskSync>() {
+        let sn = if sync == std::ptr::NonNull::<TaskSync>::dangling().as_ptr() {
             "untouched".to_string()
         } else {
             self.name_sync(sync)

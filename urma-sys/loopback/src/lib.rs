@@ -2,7 +2,7 @@
 //!
 //! This crate builds `liburma.so` (SONAME `liburma.so.0`), a drop-in replacement for the openEuler
 //! UMDK `liburma` that keeps every object inside the current process. It exports the 49 URMA
-//! functions of `urma-abi.md` with the real prototypes and C layouts (types from `urma-sys`), plus
+//! functions of the URMA ABI (urma-sys, `tests/data/urma_abi_*.json`) with the real prototypes and C layouts (types from `urma-sys`), plus
 //! a test-control API (`urma_loopback_*`, declared in `include/urma_loopback.h`).
 //!
 //! Design (see `docs/loopback.md` for the user view):

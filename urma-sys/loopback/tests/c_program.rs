@@ -4,6 +4,9 @@
 use std::path::PathBuf;
 use std::process::Command;
 
+#[path = "../../../compat-tests/src/target.rs"]
+mod target;
+
 fn profile_dir() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     exe.parent().unwrap().parent().unwrap().to_path_buf()
@@ -31,7 +34,7 @@ fn c_program_links_and_runs_against_the_loopback() {
         .status()
         .expect("run the C compiler");
     assert!(st.success(), "compiling smoke.c failed");
-    let o = Command::new(&out)
+    let o = target::command(&out)
         .env("LD_LIBRARY_PATH", &lib_dir)
         .output()
         .unwrap();

@@ -4,6 +4,8 @@
 
 mod common;
 use common::*;
+#[path = "../../../compat-tests/src/target.rs"]
+mod target;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -887,7 +889,7 @@ fn four_threads_100k_wrs_no_cr_lost_or_duplicated() {
         std::thread::spawn(move || {
             let mut seen = HashSet::new();
             let mut buf = vec![u::urma_cr_t::default(); 64];
-            let end = Instant::now() + Duration::from_secs(20);
+            let end = Instant::now() + Duration::from_secs(20) * target::slowdown();
             while (seen.len() as u64) < THREADS * PER && Instant::now() < end {
                 // SAFETY: `buf` holds 64 initialised CRs, so liburma may write up to 64 entries;
                 // `p.sjfc` stays alive through the Arc<Pair> this thread holds.

@@ -2,9 +2,9 @@
  * urma_api.h - URMA user-space API (the subset used by MLCacheDirect).
  *
  * Part of the ABI-exact URMA header set bundled with the mlcachedirect
- * `urma-sys` crate, written from shared/spec/urma-abi.md /
- * urma_abi_x86_64.json. The 49 prototypes below are those of the real
- * openEuler UMDK urma_api.h (checked with __builtin_types_compatible_p by
+ * `urma-sys` crate, written from the measured ABI facts in
+ * urma-sys/tests/data/urma_abi_{x86_64,aarch64}.json. The 49 prototypes
+ * below are those of the real openEuler UMDK urma_api.h (checked with __builtin_types_compatible_p by
  * `cargo test -p urma-sys`). The library is liburma.so.0 (-lurma).
  *
  *   #include <ub/umdk/urma/urma_api.h>

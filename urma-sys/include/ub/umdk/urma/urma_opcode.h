@@ -3,9 +3,10 @@
  *
  * Part of the ABI-exact URMA header set bundled with the mlcachedirect
  * `urma-sys` crate. Written from the measured ABI facts in
- * shared/spec/urma-abi.md / urma_abi_x86_64.json (openEuler UMDK liburma.so.0,
- * x86_64 / LP64 / GCC). Names, values and underlying types match the real SDK;
- * layout is checked by `cargo test -p urma-sys`.
+ * urma-sys/tests/data/urma_abi_{x86_64,aarch64}.json (openEuler UMDK
+ * liburma.so.0, LP64 / GCC / glibc on x86_64 and aarch64). Names, values and
+ * underlying types match the real SDK; layout is checked by
+ * `cargo test -p urma-sys`.
  *
  * Consumers include <ub/umdk/urma/urma_api.h>, which pulls in this file via
  * urma_types.h.

@@ -3,10 +3,10 @@
  *
  * Part of the ABI-exact URMA header set bundled with the mlcachedirect
  * `urma-sys` crate. Written from the measured ABI facts in
- * shared/spec/urma-abi.md / urma_abi_x86_64.json (openEuler UMDK liburma.so.0,
- * x86_64 / LP64 / GCC): every type listed there has the same name, tag, field
- * names, size, field offsets and bitfield positions here. Bitfields follow the
- * GCC x86-64 SysV rules (LSB first); flag unions are `{ struct {...} bs; value; }`.
+ * urma-sys/tests/data/urma_abi_{x86_64,aarch64}.json (openEuler UMDK
+ * liburma.so.0, LP64 / GCC / glibc): every type listed there has the same name,
+ * tag, field names, size, field offsets and bitfield positions here, on x86_64
+ * and on aarch64. Bitfields are LSB first (GCC, both architectures); flag unions are `{ struct {...} bs; value; }`.
  * Checked by `cargo test -p urma-sys` (C probe + Rust bindings vs the JSON).
  *
  * Consumers include <ub/umdk/urma/urma_api.h>.
@@ -29,7 +29,7 @@
 /*
  * uint8_t/uint64_t bitfields and anonymous unions are GCC/C11 extensions in
  * ISO C99; mark them so that -pedantic builds stay quiet. The layout is the
- * one GCC (and clang) give on x86-64.
+ * one GCC (and clang) give on x86_64 and aarch64.
  */
 #if defined(__GNUC__) || defined(__clang__)
 #define URMA_EXTENSION __extension__
