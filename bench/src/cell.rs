@@ -17,7 +17,7 @@
 use std::collections::VecDeque;
 use std::ffi::{c_char, c_int, c_void, CString};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -144,12 +144,11 @@ struct Shared {
     cb_errors: AtomicU64,
     logs: AtomicU64,
     log_errors: AtomicU64,
-    /// Paced cells in poll mode: the poller measures the CPU time it spends handing CRs to the
-    /// library, so that its empty polls (the application's idle spinning) can be told apart.
+    /// Paced cells: the pollers measure the CPU time they spend handing CRs to the library, so
+    /// that the rest of their time (the application's own polling loop or event wait, and in poll
+    /// mode its idle spinning) can be told apart.
     split_cpu: AtomicBool,
     poll_busy_ns: AtomicU64,
-    /// Thread id of the busy poller (0 before it started).
-    poll_tid: AtomicI32,
 }
 
 fn shared() -> &'static Shared {
@@ -166,7 +165,6 @@ fn shared() -> &'static Shared {
         log_errors: AtomicU64::new(0),
         split_cpu: AtomicBool::new(false),
         poll_busy_ns: AtomicU64::new(0),
-        poll_tid: AtomicI32::new(0),
     })
 }
 
@@ -299,6 +297,11 @@ struct WakeFn(unsafe extern "C" fn(*mut c_void, *mut c_void) -> c_int);
 
 fn handle_crs(crs: &mut [u::urma_cr_t], h: usize, wake: WakeFn, errs: &AtomicU64) {
     let s = shared();
+    if crs.is_empty() {
+        return;
+    }
+    let split = s.split_cpu.load(Ordering::Relaxed);
+    let t0 = if split { thread_cpu_ns(None) } else { 0 };
     for cr in crs.iter_mut() {
         if cr.is_recv() {
             let imm = cr.imm();
@@ -311,6 +314,10 @@ fn handle_crs(crs: &mut [u::urma_cr_t], h: usize, wake: WakeFn, errs: &AtomicU64
         if r != 0 {
             errs.fetch_add(1, Ordering::Relaxed);
         }
+    }
+    if split {
+        let dt = thread_cpu_ns(None).saturating_sub(t0);
+        s.poll_busy_ns.fetch_add(dt, Ordering::Relaxed);
     }
 }
 
@@ -331,10 +338,6 @@ impl Pollers {
                         let cqs = cqs;
                         let mut buf = vec![u::urma_cr_t::default(); 32];
                         let mut idle = 0u32;
-                        let s = shared();
-                        // SAFETY: plain syscall.
-                        s.poll_tid
-                            .store(unsafe { libc::gettid() }, Ordering::Release);
                         loop {
                             let stopping = stop.load(Ordering::Acquire);
                             let mut got = 0;
@@ -345,14 +348,7 @@ impl Pollers {
                                     pe.fetch_add(1, Ordering::Relaxed);
                                     continue;
                                 }
-                                if n > 0 && s.split_cpu.load(Ordering::Relaxed) {
-                                    let t0 = thread_cpu_ns(None);
-                                    handle_crs(&mut buf[..n as usize], h, wake, &we);
-                                    let dt = thread_cpu_ns(None).saturating_sub(t0);
-                                    s.poll_busy_ns.fetch_add(dt, Ordering::Relaxed);
-                                } else {
-                                    handle_crs(&mut buf[..n as usize], h, wake, &we);
-                                }
+                                handle_crs(&mut buf[..n as usize], h, wake, &we);
                                 got += n;
                             }
                             if stopping && got == 0 {
@@ -614,9 +610,9 @@ fn thread_cpu_ns(tid: Option<i32>) -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// CPU time of the library's worker threads (named `ost_wkr_<n>` by both libraries), ns, and
-/// how many were found.
-fn worker_cpu_ns() -> (u64, u64) {
+/// CPU time of the threads whose name starts with `prefix` (`ost_wkr_`: the library's workers,
+/// named so by both libraries; `bench-`: the application's pollers), ns, and how many were found.
+fn threads_cpu_ns(prefix: &str) -> (u64, u64) {
     let (mut ns, mut n) = (0, 0);
     let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
         return (0, 0);
@@ -626,7 +622,7 @@ fn worker_cpu_ns() -> (u64, u64) {
             continue;
         };
         let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
-        if comm.starts_with("ost_wkr_") {
+        if comm.starts_with(prefix) {
             ns += thread_cpu_ns(Some(tid));
             n += 1;
         }
@@ -639,21 +635,18 @@ fn worker_cpu_ns() -> (u64, u64) {
 struct CpuSnap {
     process: u64,
     workers: u64,
-    poller: u64,
+    pollers: u64,
+    main: u64,
     poll_busy: u64,
 }
 
 fn cpu_snap() -> CpuSnap {
     let s = shared();
-    let tid = s.poll_tid.load(Ordering::Acquire);
     CpuSnap {
         process: process_cpu_ns(),
-        workers: worker_cpu_ns().0,
-        poller: if tid != 0 {
-            thread_cpu_ns(Some(tid))
-        } else {
-            0
-        },
+        workers: threads_cpu_ns("ost_wkr_").0,
+        pollers: threads_cpu_ns("bench-poll").0 + threads_cpu_ns("bench-event").0,
+        main: thread_cpu_ns(None),
         poll_busy: s.poll_busy_ns.load(Ordering::Relaxed),
     }
 }
@@ -822,7 +815,7 @@ pub fn run(cfg: &CellCfg) -> Result<String, String> {
             unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong, 0, 0, 0) };
             // Settle into the regime (the libraries' waits adapt to the arrival pattern).
             d.paced(cfg.rate, Duration::from_millis(200), cfg.depth)?;
-            s.split_cpu.store(!cfg.event, Ordering::Relaxed);
+            s.split_cpu.store(true, Ordering::Relaxed);
             s.nsamples.store(0, Ordering::Relaxed);
             s.record.store(true, Ordering::Release);
             let c0 = cpu_snap();
@@ -838,12 +831,10 @@ pub fn run(cfg: &CellCfg) -> Result<String, String> {
             }
             let process = c1.process - c0.process;
             let workers = c1.workers.saturating_sub(c0.workers);
-            // Poll mode: the application's empty polls (its idle spinning) are not the library's.
-            let poll_idle = if cfg.event {
-                0
-            } else {
-                (c1.poller - c0.poller).saturating_sub(c1.poll_busy - c0.poll_busy)
-            };
+            // The pollers' time outside the calls into the library is the application's own
+            // (event waits, polls, and in poll mode its idle spinning).
+            let poll_busy = c1.poll_busy - c0.poll_busy;
+            let poll_idle = (c1.pollers - c0.pollers).saturating_sub(poll_busy);
             let per = |v: u64| format!("{:.1}", v as f64 / n as f64);
             kv("requests", n.to_string());
             kv("secs", format!("{secs:.6}"));
@@ -853,7 +844,9 @@ pub fn run(cfg: &CellCfg) -> Result<String, String> {
             kv("cpu_poll_idle_ns_per_pair", per(poll_idle));
             kv("cpu_ns_per_pair", per(process.saturating_sub(poll_idle)));
             kv("cpu_workers_ns_per_pair", per(workers));
-            kv("workers_found", worker_cpu_ns().1.to_string());
+            kv("cpu_main_ns_per_pair", per(c1.main - c0.main));
+            kv("cpu_pollers_lib_ns_per_pair", per(poll_busy));
+            kv("workers_found", threads_cpu_ns("ost_wkr_").1.to_string());
             let m = s.nsamples.load(Ordering::Relaxed).min(SAMPLE_CAP);
             let mut lat: Vec<u64> = (0..m)
                 .map(|i| s.samples[i].load(Ordering::Relaxed))
@@ -882,7 +875,7 @@ pub fn run(cfg: &CellCfg) -> Result<String, String> {
                 "cpu_workers_ns_per_s",
                 format!("{:.1}", c1.workers.saturating_sub(c0.workers) as f64 / secs),
             );
-            kv("workers_found", worker_cpu_ns().1.to_string());
+            kv("workers_found", threads_cpu_ns("ost_wkr_").1.to_string());
         }
         Kind::Alloc => {
             let (_, get) = alloc.expect("checked above");
