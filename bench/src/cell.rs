@@ -10,6 +10,10 @@
 //! application's poller: one thread busy-polling both JFCs (poll mode; idle spins then
 //! `sched_yield`), or one thread per JFC blocked in `urma_wait_jfc` (event mode).
 //!
+//! Paced cells (`--kind paced --rate R`) replace the closed loop by an open-loop schedule of R
+//! pairs/s (see `Driver::paced`) and report CPU time per pair; idle cells (`--kind idle`) report
+//! the CPU time per second of an instance with nothing to do.
+//!
 //! Latency sample = time from the poller holding a receive CR (just before it calls
 //! `os_transport_wake_up_task`) to the start of `notify_callback` for that chunk, i.e. the
 //! library's hand-off from the polling thread to its worker and the callback dispatch.
