@@ -644,15 +644,21 @@ struct CpuSnap {
     poll_busy: u64,
 }
 
-fn cpu_snap() -> CpuSnap {
+/// Reads the counters; the process CPU time innermost (last at the `start` of a window, first at
+/// its end), so that the window does not count the snapshot's own work (reading
+/// `/proc/self/task`, 65 threads with 64 workers, costs about a millisecond).
+fn cpu_snap(start: bool) -> CpuSnap {
     let s = shared();
-    CpuSnap {
-        process: process_cpu_ns(),
+    let early = (!start).then(process_cpu_ns);
+    let mut c = CpuSnap {
+        process: 0,
         workers: threads_cpu_ns("ost_wkr_").0,
         pollers: threads_cpu_ns("bench-poll").0 + threads_cpu_ns("bench-event").0,
         main: thread_cpu_ns(None),
         poll_busy: s.poll_busy_ns.load(Ordering::Relaxed),
-    }
+    };
+    c.process = early.unwrap_or_else(process_cpu_ns);
+    c
 }
 
 fn watchdog(limit: Duration) {
@@ -796,12 +802,8 @@ pub fn run(cfg: &CellCfg) -> Result<String, String> {
                     n as f64 * cfg.len as f64 / secs / (1024.0 * 1024.0)
                 ),
             );
-            let m = s.nsamples.load(Ordering::Relaxed).min(SAMPLE_CAP);
-            let mut lat: Vec<u64> = (0..m)
-                .map(|i| s.samples[i].load(Ordering::Relaxed))
-                .collect();
-            lat.sort_unstable();
-            kv("lat_n", m.to_string());
+            let lat = recorded_latencies();
+            kv("lat_n", lat.len().to_string());
             for (name, q) in [
                 ("lat_p50_ns", 0.50),
                 ("lat_p99_ns", 0.99),
@@ -822,11 +824,11 @@ pub fn run(cfg: &CellCfg) -> Result<String, String> {
             s.split_cpu.store(true, Ordering::Relaxed);
             s.nsamples.store(0, Ordering::Relaxed);
             s.record.store(true, Ordering::Release);
-            let c0 = cpu_snap();
+            let c0 = cpu_snap(true);
             let t0 = Instant::now();
             let n = d.paced(cfg.rate, Duration::from_secs_f64(cfg.secs), cfg.depth)?;
             let secs = t0.elapsed().as_secs_f64();
-            let c1 = cpu_snap();
+            let c1 = cpu_snap(false);
             s.record.store(false, Ordering::Release);
             s.split_cpu.store(false, Ordering::Relaxed);
             d.drain()?;
@@ -851,12 +853,8 @@ pub fn run(cfg: &CellCfg) -> Result<String, String> {
             kv("cpu_main_ns_per_pair", per(c1.main - c0.main));
             kv("cpu_pollers_lib_ns_per_pair", per(poll_busy));
             kv("workers_found", threads_cpu_ns("ost_wkr_").1.to_string());
-            let m = s.nsamples.load(Ordering::Relaxed).min(SAMPLE_CAP);
-            let mut lat: Vec<u64> = (0..m)
-                .map(|i| s.samples[i].load(Ordering::Relaxed))
-                .collect();
-            lat.sort_unstable();
-            kv("lat_n", m.to_string());
+            let lat = recorded_latencies();
+            kv("lat_n", lat.len().to_string());
             kv("lat_p50_ns", percentile(&lat, 0.50).to_string());
             kv("lat_p99_ns", percentile(&lat, 0.99).to_string());
         }
@@ -865,11 +863,11 @@ pub fn run(cfg: &CellCfg) -> Result<String, String> {
             // Nothing arrives any more: the application's pollers are not the library's cost.
             poller_errors = pollers.take().map(Pollers::stop);
             std::thread::sleep(Duration::from_millis(50));
-            let c0 = cpu_snap();
+            let c0 = cpu_snap(true);
             let t0 = Instant::now();
             std::thread::sleep(Duration::from_secs_f64(cfg.secs));
             let secs = t0.elapsed().as_secs_f64();
-            let c1 = cpu_snap();
+            let c1 = cpu_snap(false);
             kv("secs", format!("{secs:.6}"));
             kv(
                 "cpu_process_ns_per_s",
@@ -987,6 +985,17 @@ pub fn run(cfg: &CellCfg) -> Result<String, String> {
         .map(|(k, v)| format!("{k}={v}"))
         .collect::<Vec<_>>()
         .join(" "))
+}
+
+/// The latency samples of the window, sorted.
+fn recorded_latencies() -> Vec<u64> {
+    let s = shared();
+    let m = s.nsamples.load(Ordering::Relaxed).min(SAMPLE_CAP);
+    let mut lat: Vec<u64> = (0..m)
+        .map(|i| s.samples[i].load(Ordering::Relaxed))
+        .collect();
+    lat.sort_unstable();
+    lat
 }
 
 /// Nearest-rank percentile of sorted values (0 when empty).

@@ -505,17 +505,22 @@ fn lat_cfgs() -> Vec<Cfg> {
     v
 }
 
+/// The libraries in the order of repetition `rep`: the order rotates with the repetition, so that
+/// no library always runs first (interleaving).
+fn interleaved(libs: &[Lib], rep: usize) -> Vec<Lib> {
+    let mut order = libs.to_vec();
+    let n = order.len();
+    order.rotate_left(rep % n);
+    order
+}
+
 fn run_tput(ctx: &mut Ctx, kind: &'static str, cfgs: &[Cfg], secs: f64) {
     let total = cfgs.len() * ctx.libs.len() * ctx.opts.reps;
     let mut done = 0;
     let t = Instant::now();
     for rep in 0..ctx.opts.reps {
         for c in cfgs {
-            // Interleave: the library order rotates with the repetition.
-            let mut order = ctx.libs.clone();
-            let n = order.len();
-            order.rotate_left(rep % n);
-            for lib in order {
+            for lib in interleaved(&ctx.libs, rep) {
                 let mut extra = c.args();
                 extra.extend(["--secs".into(), secs.to_string()]);
                 match spawn_cell(&lib, "tput", &extra, Runner::Native) {
@@ -1425,10 +1430,7 @@ fn run_paced(ctx: &mut Ctx, cfgs: &[Cfg], reps: usize) {
     let t = Instant::now();
     for rep in 0..reps {
         for c in cfgs {
-            let mut order = ctx.libs.clone();
-            let n = order.len();
-            order.rotate_left(rep % n);
-            for lib in order {
+            for lib in interleaved(&ctx.libs, rep) {
                 let mut extra = c.args();
                 extra.extend(["--secs".into(), paced_secs(ctx, *c).to_string()]);
                 let r = match spawn_cell(&lib, "paced", &extra, Runner::Native) {
