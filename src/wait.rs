@@ -28,11 +28,11 @@ fn log_live() {
 /// Pause iterations of a waiter's short wait before it yields.
 const WAIT_PAUSES: u32 = 16;
 /// When a waiter waits without sleeping before it blocks on the condvar: while this thread's
-/// recent waits ended within about the CPU cost of a futex sleep and wake-up (requests in flight
-/// back to back: the one waited for usually ends within a few microseconds, and blocking would
-/// cost a futex sleep here and a futex wake-up in the thread that ends it, on the critical path
-/// of every other request). A thread that waits for a request it has just submitted at a paced
-/// load blocks at once instead of burning a core for the whole transfer.
+/// recent waits ended within about the CPU cost of a futex sleep and wake-up, 20 µs (requests in
+/// flight back to back: the one waited for usually ends within a few microseconds, and blocking
+/// would cost a futex sleep here and a futex wake-up in the thread that ends it, on the critical
+/// path of every other request). Longer waits (a large request just submitted, a slow peer) block
+/// at once instead of burning a core for the whole transfer.
 const WAIT: SpinPolicy = SpinPolicy {
     limit_ns: 20_000,
     min_ns: 10_000,
