@@ -1440,17 +1440,13 @@ fn run_paced(ctx: &mut Ctx, cfgs: &[Cfg], reps: usize) {
                     }
                     Ok(r) => r,
                 };
-                if num(&r, "workers_found").ok() != Some(f64::from(c.workers)) {
-                    ctx.fail(format!(
-                        "paced {} {}: found {:?} worker threads named ost_wkr_*, expected {}",
-                        lib.name,
-                        extra.join(" "),
-                        r.get("workers_found"),
-                        c.workers
-                    ));
+                let Some(named) = workers_named(ctx, &lib, &r, c.workers, "paced") else {
                     continue;
-                }
+                };
                 for m in PACED_METRICS {
+                    if m == "cpu_workers_ns_per_pair" && !named {
+                        continue;
+                    }
                     match num(&r, m) {
                         Ok(v) => ctx.push("paced", &lib.name, *c, rep, m, v),
                         Err(e) => ctx.fail(format!("paced {}: {e}", lib.name)),
@@ -1466,6 +1462,27 @@ fn run_paced(ctx: &mut Ctx, cfgs: &[Cfg], reps: usize) {
     }
 }
 
+/// Whether a paced or idle cell found the library's `workers` worker threads by name
+/// (`ost_wkr_<n>`, as both libraries of this repository name them). For them a mismatch is a
+/// broken measurement (`None`); a `LEGACY_LIB` build may name its threads otherwise, and then only
+/// its worker-thread CPU is left out (`Some(false)`).
+fn workers_named(ctx: &mut Ctx, lib: &Lib, r: &Res, workers: u32, what: &str) -> Option<bool> {
+    if num(r, "workers_found").ok() == Some(f64::from(workers)) {
+        return Some(true);
+    }
+    let msg = format!(
+        "{what} {}: found {:?} worker threads named ost_wkr_*, expected {workers}",
+        lib.name,
+        r.get("workers_found")
+    );
+    if lib.name == "ext" {
+        ctx.note(format!("{msg}: its worker-thread CPU is not shown"));
+        return Some(false);
+    }
+    ctx.fail(msg);
+    None
+}
+
 fn run_idle(ctx: &mut Ctx) {
     for rep in 0..ctx.opts.paced_reps {
         for lib in ctx.libs.clone() {
@@ -1473,15 +1490,14 @@ fn run_idle(ctx: &mut Ctx) {
             extra.extend(["--secs".into(), IDLE_SECS.to_string()]);
             match spawn_cell(&lib, "idle", &extra, Runner::Native) {
                 Err(e) => ctx.fail(e),
-                Ok(r) if num(&r, "workers_found").ok() != Some(f64::from(IDLE.workers)) => ctx
-                    .fail(format!(
-                        "idle {}: found {:?} worker threads named ost_wkr_*, expected {}",
-                        lib.name,
-                        r.get("workers_found"),
-                        IDLE.workers
-                    )),
                 Ok(r) => {
+                    let Some(named) = workers_named(ctx, &lib, &r, IDLE.workers, "idle") else {
+                        continue;
+                    };
                     for m in ["cpu_process_ns_per_s", "cpu_workers_ns_per_s"] {
+                        if m == "cpu_workers_ns_per_s" && !named {
+                            continue;
+                        }
                         match num(&r, m) {
                             Ok(v) => ctx.push("idle", &lib.name, IDLE, rep, m, v),
                             Err(e) => ctx.fail(format!("idle {}: {e}", lib.name)),
