@@ -1,10 +1,10 @@
 # bench/bench.mk - included by the top Makefile (-include bench/bench.mk).
 #
-#   make bench         full benchmark (~8-10 min): requests/s, latency, callgrind instructions,
+#   make bench         full benchmark (~7-10 min): requests/s, latency, callgrind instructions,
 #                      heap allocations, bandwidth, paced-load CPU per pair, idle CPU;
 #                      target/bench/report.md, report.csv, chart.png
 #   make bench-quick   callgrind instruction ratio + allocation counts, one paced cell's CPU ratio
-#                      (reported; ~1.5 min once built); target/bench/quick.md, quick.csv.
+#                      (reported; 1.5-3 min once built); target/bench/quick.md, quick.csv.
 #                      Part of `make test`.
 #
 # Both build the release profile (the Rust library, the loopback, ostbench and its -O2 copy of the
