@@ -1,14 +1,17 @@
 //! Worker pool (contract §5): `worker_thread_num` threads named `ost_wkr_<n>`, one bounded wake-up queue
-//! each, least-loaded worker selection at submit. Right after finishing a task a worker waits
-//! briefly without sleeping ([`SPIN_PAUSES`] pause iterations, then `sched_yield` for a budget set
-//! by [`Pacer`]: [`SPIN_MIN`], or up to [`SPIN_MAX`] while its recent tasks came that close to each
-//! other), so a completion that follows its previous task closely is picked up without a futex
-//! sleep and wake-up; after that, and whenever idle, it blocks on a condvar (idle workers never
-//! spin). A submitter signals only when the worker has announced that it is going to sleep, and
-//! signals after releasing the queue lock.
+//! each, least-loaded worker selection at submit. Right after finishing a task a worker may wait
+//! briefly without sleeping ([`SPIN_PAUSES`] pause iterations, then `sched_yield`), so that a
+//! completion that follows its previous task closely is picked up without a futex sleep and
+//! wake-up; it does so only while its recent wake-ups in the same situation came that close
+//! ([`Gaps`]; three situations, [`POLICIES`]: more chunks of the request just served are coming,
+//! a new request was just bound to the worker, or neither). Otherwise, after the budget, and
+//! whenever idle, it blocks on a condvar at once (idle workers never spin). A submitter signals
+//! only when the worker has announced that it is going to sleep, and signals after releasing the
+//! queue lock.
 
-use crate::spin::{pause_then_yield, Spun};
+use crate::spin::{pause_then_yield, Gaps, SpinPolicy, Spun};
 use crate::sync_annotate::{Condvar, Mutex, MutexGuard};
+use crate::user_data::{UserData, CHUNK_TYPE_LAST};
 use std::cell::Cell;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -17,13 +20,48 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Pause iterations a worker spends checking its queue right after a task, before yielding.
-const SPIN_PAUSES: u32 = 32;
-/// Time a worker keeps yielding (checking its queue between yields) right after a task before it
-/// blocks on its condvar, when its recent tasks were not close together.
-const SPIN_MIN: Duration = Duration::from_micros(50);
-/// Longest such wait: used while the recent gaps between a worker's tasks were short (see
-/// [`Pacer`]).
-const SPIN_MAX: Duration = Duration::from_micros(500);
+const SPIN_PAUSES: u32 = 8;
+
+/// The three waits after a task (indices of [`Pace::gaps`] and [`POLICIES`]).
+const BETWEEN: usize = 0;
+const IN_REQUEST: usize = 1;
+const REGISTERED: usize = 2;
+
+/// When each wait after a task pays.
+///
+/// - [`BETWEEN`], after the last chunk of a request: waits for a new request to be bound to the
+///   worker (its load counter grows) or for a wake-up, only while they have been coming within
+///   8 µs (closed loops: the application submits again as soon as its wait returns). At paced
+///   loads the next request is tens of microseconds or more away and the worker blocks at once.
+/// - [`REGISTERED`], once a new request is bound to the worker: its first chunk is one provider
+///   round trip away (a few microseconds with a polling application, 10-20 µs with an event-driven
+///   one); waits while that took at most 30 µs.
+/// - [`IN_REQUEST`], after a chunk that is not its request's last: the next chunk is on its way.
+///   Up to 500 µs while the recent gaps between chunks were that short: a steady flow of chunks
+///   50-500 µs apart (2 MiB copies in the software provider, a slow peer) is then picked up
+///   without a futex wake-up, which would cost the thread that delivers the completions (on the
+///   critical path of every chunk) several microseconds per chunk.
+///
+/// The limits are about the CPU cost of a futex sleep and wake-up on the build machine (a KVM
+/// guest: 10-20 µs between the waker's syscall, the IPI and the two context switches); see
+/// docs/performance.md, "Waiting strategy".
+const POLICIES: [SpinPolicy; 3] = [
+    SpinPolicy {
+        limit_ns: 8_000,
+        min_ns: 4_000,
+        max_ns: 16_000,
+    },
+    SpinPolicy {
+        limit_ns: 500_000,
+        min_ns: 10_000,
+        max_ns: 500_000,
+    },
+    SpinPolicy {
+        limit_ns: 30_000,
+        min_ns: 10_000,
+        max_ns: 60_000,
+    },
+];
 
 /// Capacity of each worker's wake-up queue. A request has at most 7 meaningful wake-ups and at most
 /// [`crate::sync::SYNC_CAPACITY`] requests exist, so 8192 only overflows under a flood of foreign
@@ -87,28 +125,53 @@ impl Queue {
         self.m.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Worker side, right after a task: waits (bounded, without sleeping) for a wake-up to be
-    /// queued, so that [`Queue::next`] finds it without a futex sleep and wake-up. Returns early
-    /// when the queue is non-empty or the pool is stopping.
+    /// Worker side, right after a task (`more`: the request it served has chunks to come):
+    /// waits (bounded, without sleeping) for a wake-up to be queued, so that [`Queue::next`] finds
+    /// it without a futex sleep and wake-up, when `pace` says it is worth it. Returns early when
+    /// the queue is non-empty or the pool is stopping.
     ///
-    /// No lost wake-up: this loop only reads `len` and never touches `sleeping`. Whatever it
-    /// observes, [`Queue::next`] then takes the queue lock and checks the ring itself; it sets
-    /// `sleeping` (under the lock) only after finding the ring empty under that same lock, and a
-    /// submitter pushes and reads `sleeping` under the lock too. So a push either happens before
-    /// the worker's locked check (the worker pops it) or after the worker set `sleeping` (the
-    /// submitter sees `sleeping == true` and signals); the spin can only make a pop earlier.
-    ///
-    /// Returns when the wait started if it ran out of budget (the worker is about to block), so
-    /// that the gap until its next wake-up can still be measured.
-    fn spin(&self, stopping: &AtomicBool, pacer: &mut Pacer) -> Option<Instant> {
-        let ready = || self.len.load(Ordering::Acquire) != 0 || stopping.load(Ordering::Relaxed);
-        let budget = pacer.budget();
-        match pause_then_yield(ready, SPIN_PAUSES, |start| start + budget) {
-            Spun::Ready(gap) => {
-                pacer.record(gap);
-                None
+    /// No lost wake-up: this loop only reads `len` (and the load counters) and never touches
+    /// `sleeping`. Whatever it observes, [`Queue::next`] then takes the queue lock and checks the
+    /// ring itself; it sets `sleeping` (under the lock) only after finding the ring empty under
+    /// that same lock, and a submitter pushes and reads `sleeping` under the lock too. So a push
+    /// either happens before the worker's locked check (the worker pops it) or after the worker
+    /// set `sleeping` (the submitter sees `sleeping == true` and signals); the spin can only make
+    /// a pop earlier.
+    fn spin(&self, stopping: &AtomicBool, shared: &WorkerShared, more: bool, pace: &mut Pace) {
+        let queued = || self.len.load(Ordering::Acquire) != 0 || stopping.load(Ordering::Relaxed);
+        let mut k = IN_REQUEST;
+        if !more {
+            // The request just served has no chunk left: wait for a new request to be bound to
+            // this worker (or for a wake-up), while they have been coming that close.
+            let Some(b) = pace.gaps[BETWEEN].budget(&POLICIES[BETWEEN]) else {
+                pace.blocked = Some((Instant::now(), BETWEEN));
+                return;
+            };
+            let before = shared.tasks.load(Ordering::Relaxed);
+            let next = || queued() || shared.tasks.load(Ordering::Relaxed) > before;
+            match pause_then_yield(next, SPIN_PAUSES, |t| t + Duration::from_nanos(b)) {
+                Spun::Ready(gap) => {
+                    pace.gaps[BETWEEN].record(gap, &POLICIES[BETWEEN]);
+                    if queued() {
+                        return;
+                    }
+                    k = REGISTERED;
+                }
+                Spun::TimedOut(t) => {
+                    pace.blocked = Some((t, BETWEEN));
+                    return;
+                }
             }
-            Spun::TimedOut(start) => Some(start),
+        }
+        // The next chunk of the request just served (or the first of a request just bound to this
+        // worker) is on its way.
+        let Some(b) = pace.gaps[k].budget(&POLICIES[k]) else {
+            pace.blocked = Some((Instant::now(), k));
+            return;
+        };
+        match pause_then_yield(queued, SPIN_PAUSES, |t| t + Duration::from_nanos(b)) {
+            Spun::Ready(gap) => pace.gaps[k].record(gap, &POLICIES[k]),
+            Spun::TimedOut(t) => pace.blocked = Some((t, k)),
         }
     }
 
@@ -172,37 +235,21 @@ impl Queue {
     }
 }
 
-/// A worker's estimate of the gap between the end of a task and the arrival of its next wake-up,
-/// which sets how long it waits without sleeping after a task.
-///
-/// Waiting pays when the next wake-up comes sooner than a sleep and a wake-up would cost: a futex
-/// wake-up costs the waking thread (the application's polling thread, on the critical path of
-/// every chunk) several microseconds in a VM guest and the woken worker tens of microseconds of
-/// scheduling. With a steady flow of chunks that arrive every 50-500 µs (2 MiB copies in the
-/// software provider, a slow peer) the fixed [`SPIN_MIN`] wait missed every one of them. The
-/// estimate is a moving average (weight 1/4) of the measured gaps, each capped at 4 × [`SPIN_MAX`]
-/// so that one long idle period does not disable the wait for long. The budget is twice the
-/// estimate, within [`SPIN_MIN`]..=[`SPIN_MAX`], and falls back to [`SPIN_MIN`] once the estimate
-/// exceeds [`SPIN_MAX`] (tasks too far apart for waiting to pay: the worker sleeps as before).
-#[derive(Debug, Default)]
-struct Pacer {
-    gap_ns: u64,
+/// A worker's estimates of how soon what it waits for after a task comes, one per situation
+/// ([`BETWEEN`], [`IN_REQUEST`], [`REGISTERED`]).
+#[derive(Default)]
+struct Pace {
+    gaps: [Gaps; 3],
+    /// The worker gave up waiting without sleeping at this instant, for `gaps[k]`.
+    blocked: Option<(Instant, usize)>,
 }
 
-impl Pacer {
-    fn budget(&self) -> Duration {
-        let est = Duration::from_nanos(self.gap_ns);
-        if est > SPIN_MAX {
-            SPIN_MIN
-        } else {
-            (est * 2).clamp(SPIN_MIN, SPIN_MAX)
+impl Pace {
+    /// A wake-up was popped: a wait that ended in a sleep still measures its gap.
+    fn woken(&mut self) {
+        if let Some((t, k)) = self.blocked.take() {
+            self.gaps[k].record(t.elapsed(), &POLICIES[k]);
         }
-    }
-
-    fn record(&mut self, gap: Duration) {
-        let cap = (SPIN_MAX * 4).as_nanos() as u64;
-        let g = (gap.as_nanos() as u64).min(cap);
-        self.gap_ns = self.gap_ns - self.gap_ns / 4 + g / 4;
     }
 }
 
@@ -295,15 +342,14 @@ impl Pool {
                 .spawn(move || {
                     let guard = GoneOnExit(wq);
                     CURRENT.with(|c| c.set(Some(ctx.id)));
-                    let mut pacer = Pacer::default();
-                    let mut blocked_since = None;
+                    let mut pace = Pace::default();
                     while let Some(w) = guard.0.next(&stop) {
-                        if let Some(t) = blocked_since.take() {
-                            pacer.record(Instant::elapsed(&t));
-                        }
+                        pace.woken();
                         h(&ctx, w.slot, w.gen, w.ud);
-                        // Only right after a task: an idle worker stays blocked in `next`.
-                        blocked_since = guard.0.spin(&stop, &mut pacer);
+                        // Only right after a task: an idle worker stays blocked in `next`. Workers
+                        // run receive-side wake-ups only, whose user data marks the last chunk.
+                        let more = UserData::from_raw(w.ud).chunk_type != CHUNK_TYPE_LAST;
+                        guard.0.spin(&stop, &ctx.shared, more, &mut pace);
                     }
                     CURRENT.with(|c| c.set(None));
                 });
@@ -437,37 +483,57 @@ mod tests {
         assert_eq!(current_worker(), None);
     }
 
+    /// CPU time of thread `tid` of this process, ns (the kernel's per-thread scheduler clock).
+    fn thread_cpu_ns(tid: i32) -> u64 {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: valid out-pointer; the clock id names a thread of this process.
+        let rc = unsafe { libc::clock_gettime((!tid << 3) | 6, &mut ts) };
+        assert_eq!(rc, 0, "thread CPU clock of {tid}");
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    }
+
     #[test]
-    fn pacer_waits_longer_only_while_tasks_come_close_together() {
-        let mut p = Pacer::default();
-        assert_eq!(p.budget(), SPIN_MIN, "no history: the short wait");
-        for _ in 0..32 {
-            p.record(Duration::from_micros(150));
-        }
-        let b = p.budget();
-        assert!(b > Duration::from_micros(250) && b <= SPIN_MAX, "{b:?}");
-        for _ in 0..32 {
-            p.record(Duration::from_micros(400));
-        }
-        assert_eq!(p.budget(), SPIN_MAX, "capped");
-        // Tasks far apart: waiting cannot pay, back to the short wait.
-        for _ in 0..32 {
-            p.record(Duration::from_secs(3));
-        }
-        assert_eq!(p.budget(), SPIN_MIN);
-        // One long idle period is capped, so a few close tasks restore the longer wait.
-        for _ in 0..8 {
-            p.record(Duration::from_micros(100));
-        }
-        assert!(p.budget() > SPIN_MIN, "{:?}", p.budget());
-        for _ in 0..32 {
-            p.record(Duration::ZERO);
-        }
-        assert_eq!(
-            p.budget(),
-            SPIN_MIN,
-            "back-to-back tasks: the short wait suffices"
-        );
+    fn paced_wake_ups_do_not_keep_the_worker_spinning() {
+        let tid = Arc::new(std::sync::atomic::AtomicI32::new(0));
+        let runs = Arc::new(AtomicU32::new(0));
+        let (t2, r2) = (tid.clone(), runs.clone());
+        let pool = Pool::start(1, 7, move |_: &WorkerCtx, _, _, _| {
+            // SAFETY: plain syscall.
+            t2.store(unsafe { libc::gettid() }, Ordering::Relaxed);
+            r2.fetch_add(1, Ordering::Relaxed);
+        })
+        .unwrap();
+        let last = UserData::new(1, CHUNK_TYPE_LAST, 0).raw();
+        let middle = UserData::new(1, 0, 0).raw();
+        let pace = |ud: u64, n: u32| {
+            for _ in 0..n {
+                let before = runs.load(Ordering::Relaxed);
+                pool.enqueue(0, 0, 0, ud).unwrap();
+                while runs.load(Ordering::Relaxed) == before {
+                    std::thread::yield_now();
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        };
+        // Learn the pattern: last chunks (and, separately, middle chunks) 2 ms apart.
+        pace(last, 8);
+        pace(middle, 8);
+        let w = tid.load(Ordering::Relaxed);
+        let cpu0 = thread_cpu_ns(w);
+        pace(last, 16);
+        pace(middle, 16);
+        let per_wake = (thread_cpu_ns(w) - cpu0) / 32;
+        // Spinning through the 2 ms gaps (or even 50 µs of each) would cost far more; a futex
+        // sleep and wake-up costs a few microseconds.
+        assert!(per_wake < 40_000, "{per_wake} ns of worker CPU per wake-up");
+        // Idle: blocked, no CPU at all.
+        let cpu1 = thread_cpu_ns(w);
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(thread_cpu_ns(w) - cpu1 < 1_000_000, "an idle worker spins");
+        pool.stop();
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Waiting without sleeping: the bounded pause-then-yield loop used by a worker right after a task
-//! (`pool`) and by a waiter before it blocks on its condvar (`wait`).
+//! (`pool`) and by a waiter before it blocks on its condvar (`wait`), and the estimate that decides
+//! whether such a wait is worth starting at all ([`Gaps`]).
 
 use std::time::{Duration, Instant};
 
@@ -48,9 +49,130 @@ pub fn pause_then_yield(
     }
 }
 
+/// When a wait without sleeping pays, for one kind of wait (see [`Gaps`]). Nanoseconds (plain
+/// integers: this runs after every task and before every blocking wait, and `Duration`
+/// arithmetic cost several hundred instructions per request there).
+#[derive(Debug, Clone, Copy)]
+pub struct SpinPolicy {
+    /// Longest expected wait worth spinning for: beyond it, blocking at once costs less CPU.
+    pub limit_ns: u64,
+    /// Shortest budget once spinning (an estimate from a few samples is rough).
+    pub min_ns: u64,
+    /// Longest budget.
+    pub max_ns: u64,
+}
+
+/// After this many waits in a row that blocked at once, one wait spins for [`SpinPolicy::min_ns`]
+/// (a probe): a blocked wait measures the wake-up latency too, so without these probes an
+/// estimate that went above the limit could stay there after the arrivals became close again.
+/// Gaps longer than the minimum are measured well enough by the blocked waits themselves.
+const PROBE_EVERY: u32 = 8;
+
+/// A moving estimate (weight 1/4) of how long one kind of wait lasts until what it waits for
+/// arrives, and the budget it gives the next such wait: twice the estimate, within
+/// [`SpinPolicy::min_ns`]..=[`SpinPolicy::max_ns`], while the estimate is at most
+/// [`SpinPolicy::limit_ns`]; otherwise no spinning at all (the thread blocks at once), except for
+/// a short probe every [`PROBE_EVERY`] waits. Each sample is capped at 4 × the limit, so that one
+/// long idle period does not hold the estimate above the limit for long: two such samples in a
+/// row put it above, four or five close ones bring it back.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Gaps {
+    est_ns: u64,
+    blocked: u32,
+}
+
+impl Gaps {
+    /// A fresh estimate (no history: the next wait spins for the minimum).
+    pub const fn new() -> Gaps {
+        Gaps {
+            est_ns: 0,
+            blocked: 0,
+        }
+    }
+
+    /// How long the next wait may spin, ns; `None`: block at once.
+    #[inline]
+    pub fn budget(&mut self, p: &SpinPolicy) -> Option<u64> {
+        if self.est_ns <= p.limit_ns {
+            self.blocked = 0;
+            return Some((self.est_ns * 2).clamp(p.min_ns, p.max_ns));
+        }
+        self.blocked += 1;
+        if self.blocked >= PROBE_EVERY {
+            self.blocked = 0;
+            return Some(p.min_ns);
+        }
+        None
+    }
+
+    /// Records how long a wait lasted until its event arrived (spinning or blocked).
+    #[inline]
+    pub fn record(&mut self, waited: Duration, p: &SpinPolicy) {
+        let g = (waited.as_nanos() as u64).min(p.limit_ns * 4);
+        self.est_ns = self.est_ns - self.est_ns / 4 + g / 4;
+    }
+
+    /// The current estimate, ns.
+    #[cfg(test)]
+    pub fn estimate_ns(&self) -> u64 {
+        self.est_ns
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const US: u64 = 1000;
+    const P: SpinPolicy = SpinPolicy {
+        limit_ns: 20 * US,
+        min_ns: 5 * US,
+        max_ns: 30 * US,
+    };
+
+    #[test]
+    fn close_arrivals_spin_twice_the_estimate_within_bounds() {
+        let mut g = Gaps::new();
+        assert_eq!(g.budget(&P), Some(P.min_ns), "no history: the minimum");
+        for _ in 0..32 {
+            g.record(Duration::from_micros(8), &P);
+        }
+        let b = g.budget(&P).expect("8 µs is below the limit");
+        assert!(b > 14 * US && b <= 16 * US, "{b}");
+        for _ in 0..32 {
+            g.record(Duration::from_micros(19), &P);
+        }
+        assert_eq!(g.budget(&P), Some(P.max_ns), "capped at the maximum");
+    }
+
+    #[test]
+    fn far_arrivals_block_at_once_but_probe_and_recover() {
+        let mut g = Gaps::new();
+        for _ in 0..2 {
+            g.record(Duration::from_millis(1), &P);
+        }
+        assert!(
+            g.estimate_ns() > P.limit_ns,
+            "two long gaps put it above the limit"
+        );
+        let decisions: Vec<_> = (0..PROBE_EVERY).map(|_| g.budget(&P)).collect();
+        assert!(decisions[..PROBE_EVERY as usize - 1]
+            .iter()
+            .all(Option::is_none));
+        assert_eq!(
+            decisions[PROBE_EVERY as usize - 1],
+            Some(P.min_ns),
+            "one short probe"
+        );
+        assert!(g.estimate_ns() <= P.limit_ns * 4, "samples are capped");
+        for _ in 0..6 {
+            g.record(Duration::from_micros(3), &P);
+        }
+        assert!(
+            g.budget(&P).is_some(),
+            "close arrivals again: spinning again"
+        );
+    }
 
     #[test]
     fn ready_during_the_pauses_takes_no_yield_phase() {

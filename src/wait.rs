@@ -5,7 +5,9 @@ use crate::abi::{task_sync_t, ERR, WAIT_TIMEOUT};
 use crate::instance::{apply, apply_locked, settle, Instance};
 use crate::log::{debug, error};
 use crate::pool::current_worker;
+use crate::spin::{pause_then_yield, Gaps, SpinPolicy, Spun};
 use crate::sync::{table, untoken, Req};
+use std::cell::Cell;
 use std::time::{Duration, Instant};
 use urma_sys::{urma_status_t, URMA_SUCCESS};
 
@@ -24,20 +26,57 @@ fn log_live() {
 }
 
 /// Pause iterations of a waiter's short wait before it yields.
-const WAIT_PAUSES: u32 = 64;
-/// Longest short wait (yielding between checks) before a waiter blocks on the condvar.
-const WAIT_SPIN: Duration = Duration::from_micros(30);
+const WAIT_PAUSES: u32 = 16;
+/// When a waiter waits without sleeping before it blocks on the condvar: while this thread's
+/// recent waits ended within about the CPU cost of a futex sleep and wake-up, 20 µs (requests in
+/// flight back to back: the one waited for usually ends within a few microseconds, and blocking
+/// would cost a futex sleep here and a futex wake-up in the thread that ends it, on the critical
+/// path of every other request). Longer waits (a large request just submitted, a slow peer) block
+/// at once instead of burning a core for the whole transfer.
+const WAIT: SpinPolicy = SpinPolicy {
+    limit_ns: 20_000,
+    min_ns: 10_000,
+    max_ns: 40_000,
+};
 
-/// Waits without sleeping, for at most [`WAIT_SPIN`] (and not past `deadline`), until the request
-/// of `slot` looks done. With requests in flight the one waited for usually ends within a few
-/// microseconds; blocking would cost a futex sleep here and a futex wake-up in the thread that
-/// ends it (the polling thread or a worker, on the critical path of every other request).
-fn brief_wait(slot: &crate::sync::Slot, deadline: Option<Instant>) {
+thread_local! {
+    /// How long this thread's recent waits lasted.
+    static WAIT_GAPS: Cell<Gaps> = const { Cell::new(Gaps::new()) };
+}
+
+/// Waits without sleeping, within the budget [`WAIT_GAPS`] gives (and not past `deadline`), until
+/// the request of `slot` looks done. Returns when the wait started if the request is not done yet
+/// (the caller blocks and then records how long the wait lasted with [`record_wait`]).
+fn brief_wait(slot: &crate::sync::Slot, deadline: Option<Instant>) -> Option<Instant> {
     use std::sync::atomic::Ordering;
-    let done = || slot.done_hint.load(Ordering::Acquire);
-    let _ = crate::spin::pause_then_yield(done, WAIT_PAUSES, |start| match deadline {
-        Some(d) => d.min(start + WAIT_SPIN),
-        None => start + WAIT_SPIN,
+    let mut g = WAIT_GAPS.with(Cell::get);
+    let blocked = match g.budget(&WAIT) {
+        None => Some(Instant::now()),
+        Some(b) => {
+            let done = || slot.done_hint.load(Ordering::Acquire);
+            let b = Duration::from_nanos(b);
+            match pause_then_yield(done, WAIT_PAUSES, |start| match deadline {
+                Some(d) => d.min(start + b),
+                None => start + b,
+            }) {
+                Spun::Ready(waited) => {
+                    g.record(waited, &WAIT);
+                    None
+                }
+                Spun::TimedOut(start) => Some(start),
+            }
+        }
+    };
+    WAIT_GAPS.with(|c| c.set(g));
+    blocked
+}
+
+/// Records the length of a wait that blocked.
+fn record_wait(since: Instant) {
+    WAIT_GAPS.with(|c| {
+        let mut g = c.get();
+        g.record(since.elapsed(), &WAIT);
+        c.set(g);
     });
 }
 
@@ -74,10 +113,11 @@ pub unsafe fn wait(
         Instant::now().checked_add(Duration::from_millis(timeout_ms as u64))
     };
     let mut timed_out = false;
+    let mut blocked_since = None;
     if !r.done && timeout_ms != 0 {
         // `waiting` is set, so the slot stays ours while unlocked.
         drop(r);
-        brief_wait(slot, deadline);
+        blocked_since = brief_wait(slot, deadline);
         r = slot.lock();
     }
     while !r.done {
@@ -100,6 +140,9 @@ pub unsafe fn wait(
             .unwrap_or_else(|e| e.into_inner())
             .0;
         r.sleeping = false;
+    }
+    if let (Some(t), false) = (blocked_since, timed_out) {
+        record_wait(t);
     }
     let inner = if timed_out {
         WAIT_TIMEOUT

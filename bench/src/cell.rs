@@ -10,6 +10,10 @@
 //! application's poller: one thread busy-polling both JFCs (poll mode; idle spins then
 //! `sched_yield`), or one thread per JFC blocked in `urma_wait_jfc` (event mode).
 //!
+//! Paced cells (`--kind paced --rate R`) replace the closed loop by an open-loop schedule of R
+//! pairs/s (see `Driver::paced`) and report CPU time per pair; idle cells (`--kind idle`) report
+//! the CPU time per second of an instance with nothing to do.
+//!
 //! Latency sample = time from the poller holding a receive CR (just before it calls
 //! `os_transport_wake_up_task`) to the start of `notify_callback` for that chunk, i.e. the
 //! library's hand-off from the polling thread to its worker and the callback dispatch.
@@ -43,6 +47,11 @@ pub enum Kind {
     Alloc,
     /// Callgrind window over a fixed number of requests (run under valgrind).
     Callgrind,
+    /// Paced (open-loop) load of `rate` pairs/s over a timed window: achieved rate, CPU time per
+    /// pair, callback latency.
+    Paced,
+    /// CPU time per second of an initialised instance with nothing to do (pollers stopped).
+    Idle,
 }
 
 /// Cell parameters (command line of `ostbench cell`).
@@ -60,6 +69,8 @@ pub struct CellCfg {
     /// Requests in the window (Alloc, Callgrind).
     pub requests: u64,
     pub warmup: u64,
+    /// Offered load in pairs/s (Paced).
+    pub rate: u64,
 }
 
 impl CellCfg {
@@ -75,6 +86,7 @@ impl CellCfg {
             secs: 0.5,
             requests: 200,
             warmup: 0,
+            rate: 0,
         };
         let mut it = args.iter();
         while let Some(k) = it.next() {
@@ -86,6 +98,8 @@ impl CellCfg {
                         "tput" => Kind::Tput,
                         "alloc" => Kind::Alloc,
                         "callgrind" => Kind::Callgrind,
+                        "paced" => Kind::Paced,
+                        "idle" => Kind::Idle,
                         _ => return Err(format!("unknown kind {v}")),
                     }
                 }
@@ -98,6 +112,7 @@ impl CellCfg {
                 "--secs" => c.secs = v.parse().map_err(|e| format!("--secs {v}: {e}"))?,
                 "--requests" => c.requests = num(v)?,
                 "--warmup" => c.warmup = num(v)?,
+                "--rate" => c.rate = num(v)?,
                 _ => return Err(format!("unknown option {k}")),
             }
         }
@@ -106,6 +121,9 @@ impl CellCfg {
         }
         if c.depth == 0 || c.depth > 1024 || c.workers == 0 || c.len == 0 {
             return Err("bad depth/workers/len".into());
+        }
+        if c.kind == Kind::Paced && c.rate == 0 {
+            return Err("kind paced needs --rate > 0".into());
         }
         if c.warmup == 0 {
             c.warmup = (4 * c.depth as u64).max(32);
@@ -130,6 +148,11 @@ struct Shared {
     cb_errors: AtomicU64,
     logs: AtomicU64,
     log_errors: AtomicU64,
+    /// Paced cells: the pollers measure the CPU time they spend handing CRs to the library, so
+    /// that the rest of their time (the application's own polling loop or event wait, and in poll
+    /// mode its idle spinning) can be told apart.
+    split_cpu: AtomicBool,
+    poll_busy_ns: AtomicU64,
 }
 
 fn shared() -> &'static Shared {
@@ -144,6 +167,8 @@ fn shared() -> &'static Shared {
         cb_errors: AtomicU64::new(0),
         logs: AtomicU64::new(0),
         log_errors: AtomicU64::new(0),
+        split_cpu: AtomicBool::new(false),
+        poll_busy_ns: AtomicU64::new(0),
     })
 }
 
@@ -276,6 +301,11 @@ struct WakeFn(unsafe extern "C" fn(*mut c_void, *mut c_void) -> c_int);
 
 fn handle_crs(crs: &mut [u::urma_cr_t], h: usize, wake: WakeFn, errs: &AtomicU64) {
     let s = shared();
+    if crs.is_empty() {
+        return;
+    }
+    let split = s.split_cpu.load(Ordering::Relaxed);
+    let t0 = if split { thread_cpu_ns(None) } else { 0 };
     for cr in crs.iter_mut() {
         if cr.is_recv() {
             let imm = cr.imm();
@@ -288,6 +318,10 @@ fn handle_crs(crs: &mut [u::urma_cr_t], h: usize, wake: WakeFn, errs: &AtomicU64
         if r != 0 {
             errs.fetch_add(1, Ordering::Relaxed);
         }
+    }
+    if split {
+        let dt = thread_cpu_ns(None).saturating_sub(t0);
+        s.poll_busy_ns.fetch_add(dt, Ordering::Relaxed);
     }
 }
 
@@ -515,6 +549,118 @@ impl Driver<'_> {
     }
 }
 
+impl Driver<'_> {
+    /// Paced load: pair `i` is due at `start + i / rate`. Every pair that is due is submitted
+    /// (at most `max_inflight` in flight), then the oldest is waited for; with nothing in flight
+    /// the driver sleeps until the next pair is due. When the library falls more than
+    /// `max_inflight` intervals behind, the excess offered load is dropped (the achieved rate
+    /// shows it). Returns the pairs completed before `window` ended.
+    fn paced(&mut self, rate: u64, window: Duration, max_inflight: usize) -> Result<u64, String> {
+        let interval = Duration::from_nanos(1_000_000_000 / rate.max(1));
+        let lag_cap = interval * max_inflight as u32;
+        let t0 = Instant::now();
+        let mut due = t0;
+        let mut done = 0u64;
+        loop {
+            let now = Instant::now();
+            if now.duration_since(t0) >= window {
+                return Ok(done);
+            }
+            if now > due + lag_cap {
+                due = now - lag_cap;
+            }
+            while due <= now && self.ring.len() < max_inflight {
+                self.submit()?;
+                due += interval;
+            }
+            if self.ring.is_empty() {
+                std::thread::sleep(due.saturating_duration_since(Instant::now()));
+            } else {
+                self.complete_one()?;
+                done += 1;
+            }
+        }
+    }
+}
+
+// ---- CPU time
+
+/// User + system CPU time of the whole process (getrusage), ns.
+fn process_cpu_ns() -> u64 {
+    // SAFETY: zeroed rusage is a valid out-buffer.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: valid out-pointer.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// CPU time of thread `tid` of this process (the calling thread for `None`), ns; 0 if the
+/// thread has gone. The clock id of another thread is the kernel's per-thread scheduler clock,
+/// `(~tid << 3) | 6`, as `pthread_getcpuclockid` builds it.
+fn thread_cpu_ns(tid: Option<i32>) -> u64 {
+    let clock = match tid {
+        None => libc::CLOCK_THREAD_CPUTIME_ID,
+        Some(t) => (!t << 3) | 6,
+    };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid out-pointer.
+    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// CPU time of the threads whose name starts with `prefix` (`ost_wkr_`: the library's workers,
+/// named so by both libraries; `bench-`: the application's pollers), ns, and how many were found.
+fn threads_cpu_ns(prefix: &str) -> (u64, u64) {
+    let (mut ns, mut n) = (0, 0);
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return (0, 0);
+    };
+    for e in dir.flatten() {
+        let Some(tid) = e.file_name().to_str().and_then(|t| t.parse::<i32>().ok()) else {
+            continue;
+        };
+        let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+        if comm.starts_with(prefix) {
+            ns += thread_cpu_ns(Some(tid));
+            n += 1;
+        }
+    }
+    (ns, n)
+}
+
+/// A snapshot of the CPU counters of a paced or idle window.
+#[derive(Clone, Copy)]
+struct CpuSnap {
+    process: u64,
+    workers: u64,
+    pollers: u64,
+    main: u64,
+    poll_busy: u64,
+}
+
+/// Reads the counters; the process CPU time innermost (last at the `start` of a window, first at
+/// its end), so that the window does not count the snapshot's own work (reading
+/// `/proc/self/task`, 65 threads with 64 workers, costs about a millisecond).
+fn cpu_snap(start: bool) -> CpuSnap {
+    let s = shared();
+    let early = (!start).then(process_cpu_ns);
+    let mut c = CpuSnap {
+        process: 0,
+        workers: threads_cpu_ns("ost_wkr_").0,
+        pollers: threads_cpu_ns("bench-poll").0 + threads_cpu_ns("bench-event").0,
+        main: thread_cpu_ns(None),
+        poll_busy: s.poll_busy_ns.load(Ordering::Relaxed),
+    };
+    c.process = early.unwrap_or_else(process_cpu_ns);
+    c
+}
+
 fn watchdog(limit: Duration) {
     std::thread::Builder::new()
         .name("bench-watchdog".into())
@@ -603,7 +749,13 @@ pub fn run(cfg: &CellCfg) -> Result<String, String> {
     }
     let allocs_after_init = alloc.map(|(_, g)| alloc_snapshot(g));
 
-    let pollers = Pollers::start(&pair, h, WakeFn(lib.os_transport_wake_up_task), cfg.event);
+    let mut pollers = Some(Pollers::start(
+        &pair,
+        h,
+        WakeFn(lib.os_transport_wake_up_task),
+        cfg.event,
+    ));
+    let mut poller_errors = None;
     let mut d = Driver {
         lib: &lib,
         h,
@@ -650,12 +802,8 @@ pub fn run(cfg: &CellCfg) -> Result<String, String> {
                     n as f64 * cfg.len as f64 / secs / (1024.0 * 1024.0)
                 ),
             );
-            let m = s.nsamples.load(Ordering::Relaxed).min(SAMPLE_CAP);
-            let mut lat: Vec<u64> = (0..m)
-                .map(|i| s.samples[i].load(Ordering::Relaxed))
-                .collect();
-            lat.sort_unstable();
-            kv("lat_n", m.to_string());
+            let lat = recorded_latencies();
+            kv("lat_n", lat.len().to_string());
             for (name, q) in [
                 ("lat_p50_ns", 0.50),
                 ("lat_p99_ns", 0.99),
@@ -664,6 +812,72 @@ pub fn run(cfg: &CellCfg) -> Result<String, String> {
                 kv(name, percentile(&lat, q).to_string());
             }
             d.drain()?;
+        }
+        Kind::Paced => {
+            d.drain()?;
+            // Sleep to the microsecond (the default timer slack of 50 µs would lower the
+            // offered rate; the schedule absorbs late wake-ups anyway).
+            // SAFETY: plain prctl on the calling thread.
+            unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong, 0, 0, 0) };
+            // Settle into the regime (the libraries' waits adapt to the arrival pattern).
+            d.paced(cfg.rate, Duration::from_millis(200), cfg.depth)?;
+            s.split_cpu.store(true, Ordering::Relaxed);
+            s.nsamples.store(0, Ordering::Relaxed);
+            s.record.store(true, Ordering::Release);
+            let c0 = cpu_snap(true);
+            let t0 = Instant::now();
+            let n = d.paced(cfg.rate, Duration::from_secs_f64(cfg.secs), cfg.depth)?;
+            let secs = t0.elapsed().as_secs_f64();
+            let c1 = cpu_snap(false);
+            s.record.store(false, Ordering::Release);
+            s.split_cpu.store(false, Ordering::Relaxed);
+            d.drain()?;
+            if n == 0 {
+                return Err("paced window completed no pair".into());
+            }
+            let process = c1.process - c0.process;
+            let workers = c1.workers.saturating_sub(c0.workers);
+            // The pollers' time outside the calls into the library is the application's own
+            // (event waits, polls, and in poll mode its idle spinning).
+            let poll_busy = c1.poll_busy - c0.poll_busy;
+            let poll_idle = (c1.pollers - c0.pollers).saturating_sub(poll_busy);
+            let per = |v: u64| format!("{:.1}", v as f64 / n as f64);
+            kv("requests", n.to_string());
+            kv("secs", format!("{secs:.6}"));
+            kv("rps", format!("{:.3}", n as f64 / secs));
+            kv("offered", cfg.rate.to_string());
+            kv("cpu_process_ns_per_pair", per(process));
+            kv("cpu_poll_idle_ns_per_pair", per(poll_idle));
+            kv("cpu_ns_per_pair", per(process.saturating_sub(poll_idle)));
+            kv("cpu_workers_ns_per_pair", per(workers));
+            kv("cpu_main_ns_per_pair", per(c1.main - c0.main));
+            kv("cpu_pollers_lib_ns_per_pair", per(poll_busy));
+            kv("workers_found", threads_cpu_ns("ost_wkr_").1.to_string());
+            let lat = recorded_latencies();
+            kv("lat_n", lat.len().to_string());
+            kv("lat_p50_ns", percentile(&lat, 0.50).to_string());
+            kv("lat_p99_ns", percentile(&lat, 0.99).to_string());
+        }
+        Kind::Idle => {
+            d.drain()?;
+            // Nothing arrives any more: the application's pollers are not the library's cost.
+            poller_errors = pollers.take().map(Pollers::stop);
+            std::thread::sleep(Duration::from_millis(50));
+            let c0 = cpu_snap(true);
+            let t0 = Instant::now();
+            std::thread::sleep(Duration::from_secs_f64(cfg.secs));
+            let secs = t0.elapsed().as_secs_f64();
+            let c1 = cpu_snap(false);
+            kv("secs", format!("{secs:.6}"));
+            kv(
+                "cpu_process_ns_per_s",
+                format!("{:.1}", (c1.process - c0.process) as f64 / secs),
+            );
+            kv(
+                "cpu_workers_ns_per_s",
+                format!("{:.1}", c1.workers.saturating_sub(c0.workers) as f64 / secs),
+            );
+            kv("workers_found", threads_cpu_ns("ost_wkr_").1.to_string());
         }
         Kind::Alloc => {
             let (_, get) = alloc.expect("checked above");
@@ -718,7 +932,10 @@ pub fn run(cfg: &CellCfg) -> Result<String, String> {
         }
     }
 
-    let (wake_errors, poll_errors) = pollers.stop();
+    let (wake_errors, poll_errors) = match pollers.take() {
+        Some(p) => p.stop(),
+        None => poller_errors.unwrap_or_default(),
+    };
     let c = ctl::counters();
     kv("chunks_cb", s.chunks.load(Ordering::Relaxed).to_string());
     kv("cb_errors", s.cb_errors.load(Ordering::Relaxed).to_string());
@@ -768,6 +985,17 @@ pub fn run(cfg: &CellCfg) -> Result<String, String> {
         .map(|(k, v)| format!("{k}={v}"))
         .collect::<Vec<_>>()
         .join(" "))
+}
+
+/// The latency samples of the window, sorted.
+fn recorded_latencies() -> Vec<u64> {
+    let s = shared();
+    let m = s.nsamples.load(Ordering::Relaxed).min(SAMPLE_CAP);
+    let mut lat: Vec<u64> = (0..m)
+        .map(|i| s.samples[i].load(Ordering::Relaxed))
+        .collect();
+    lat.sort_unstable();
+    lat
 }
 
 /// Nearest-rank percentile of sorted values (0 when empty).

@@ -2,10 +2,12 @@
 //! in one run, over the loopback URMA provider. See `docs/performance.md`.
 //!
 //! ```text
-//! ostbench quick [--out DIR]                    callgrind instructions + heap allocations (< 60 s)
-//! ostbench full  [--out DIR] [--reps N] [--secs S]   everything: + requests/s, latency, bandwidth, chart
-//! ostbench cell  --lib PATH --kind tput|alloc|callgrind [--len N --depth N --workers N
-//!                --copy 0|1 --event 0|1 --secs S --requests N --warmup N]   (one child measurement)
+//! ostbench quick [--out DIR]       callgrind instructions + heap allocations + one paced cell
+//! ostbench full  [--out DIR] [--reps N] [--secs S] [--paced-reps N] [--paced-secs S]
+//!                                   everything: + requests/s, latency, bandwidth, paced, idle, chart
+//! ostbench cell  --lib PATH --kind tput|alloc|callgrind|paced|idle [--len N --depth N --workers N
+//!                --copy 0|1 --event 0|1 --secs S --requests N --warmup N --rate N]
+//!                                   (one child measurement)
 //! ```
 //! `DIR` defaults to `<target>/bench`. The exit status is non-zero only when a measurement broke
 //! (a child failed, a library hung, a count could not be taken), never because a target was missed.

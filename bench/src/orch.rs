@@ -25,6 +25,8 @@ pub struct Opts {
     pub secs: f64,
     pub cg_requests: u64,
     pub cg_reps: usize,
+    pub paced_reps: usize,
+    pub paced_secs: f64,
     pub alloc_requests: u64,
 }
 
@@ -37,6 +39,8 @@ impl Opts {
             secs: 0.4,
             cg_requests: 200,
             cg_reps: 3,
+            paced_reps: 3,
+            paced_secs: 0.5,
             alloc_requests: 2000,
         };
         let mut it = args.iter();
@@ -48,6 +52,8 @@ impl Opts {
                 "--secs" => o.secs = v.parse().map_err(|e| format!("--secs: {e}"))?,
                 "--cg-requests" => o.cg_requests = v.parse().map_err(|e| format!("{k}: {e}"))?,
                 "--cg-reps" => o.cg_reps = v.parse().map_err(|e| format!("{k}: {e}"))?,
+                "--paced-reps" => o.paced_reps = v.parse().map_err(|e| format!("{k}: {e}"))?,
+                "--paced-secs" => o.paced_secs = v.parse().map_err(|e| format!("{k}: {e}"))?,
                 "--alloc-requests" => {
                     o.alloc_requests = v.parse().map_err(|e| format!("{k}: {e}"))?
                 }
@@ -110,6 +116,7 @@ struct Row {
     event: bool,
     depth: usize,
     workers: u32,
+    rate: u32,
     rep: usize,
     metric: String,
     value: f64,
@@ -130,6 +137,8 @@ struct Cfg {
     workers: u32,
     copy: bool,
     event: bool,
+    /// Offered load of a paced cell in pairs/s; 0 for the closed-loop cells.
+    rate: u32,
 }
 
 impl Cfg {
@@ -145,6 +154,8 @@ impl Cfg {
             (self.copy as u8).to_string(),
             "--event".into(),
             (self.event as u8).to_string(),
+            "--rate".into(),
+            self.rate.to_string(),
         ]
     }
 }
@@ -255,6 +266,7 @@ impl Ctx {
             event: c.event,
             depth: c.depth,
             workers: c.workers,
+            rate: c.rate,
             rep,
             metric: metric.to_string(),
             value,
@@ -273,6 +285,7 @@ impl Ctx {
                     && r.event == c.event
                     && r.depth == c.depth
                     && r.workers == c.workers
+                    && r.rate == c.rate
                     && r.metric == metric
             })
             .map(|r| r.value)
@@ -338,6 +351,7 @@ fn run_callgrind(ctx: &mut Ctx) -> Vec<CgResult> {
                     workers: 1,
                     copy: false,
                     event: true,
+                    rate: 0,
                 };
                 let file = dir.join(format!("{}-{}chunks-{rep}.out", lib.name, chunks(len)));
                 let mut extra = c.args();
@@ -420,6 +434,7 @@ fn run_alloc(ctx: &mut Ctx) {
                 workers: 2,
                 copy: false,
                 event: false,
+                rate: 0,
             };
             let mut extra = c.args();
             extra.extend([
@@ -464,6 +479,7 @@ fn tput_cfgs() -> Vec<Cfg> {
                         workers,
                         copy,
                         event: false,
+                        rate: 0,
                     });
                 }
             }
@@ -482,10 +498,20 @@ fn lat_cfgs() -> Vec<Cfg> {
                 workers: 2,
                 copy: false,
                 event,
+                rate: 0,
             });
         }
     }
     v
+}
+
+/// The libraries in the order of repetition `rep`: the order rotates with the repetition, so that
+/// no library always runs first (interleaving).
+fn interleaved(libs: &[Lib], rep: usize) -> Vec<Lib> {
+    let mut order = libs.to_vec();
+    let n = order.len();
+    order.rotate_left(rep % n);
+    order
 }
 
 fn run_tput(ctx: &mut Ctx, kind: &'static str, cfgs: &[Cfg], secs: f64) {
@@ -494,11 +520,7 @@ fn run_tput(ctx: &mut Ctx, kind: &'static str, cfgs: &[Cfg], secs: f64) {
     let t = Instant::now();
     for rep in 0..ctx.opts.reps {
         for c in cfgs {
-            // Interleave: the library order rotates with the repetition.
-            let mut order = ctx.libs.clone();
-            let n = order.len();
-            order.rotate_left(rep % n);
-            for lib in order {
+            for lib in interleaved(&ctx.libs, rep) {
                 let mut extra = c.args();
                 extra.extend(["--secs".into(), secs.to_string()]);
                 match spawn_cell(&lib, "tput", &extra, Runner::Native) {
@@ -670,6 +692,9 @@ fn machine() -> String {
     )
 }
 
+/// Threshold of a row that is reported, not a target.
+const REPORT_ONLY: &str = "(none: reported)";
+
 struct Target {
     name: &'static str,
     value: String,
@@ -710,6 +735,7 @@ fn report(ctx: &mut Ctx, cgs: &[CgResult], started: &str, elapsed: f64) -> Strin
         workers: 1,
         copy: false,
         event: true,
+        rate: 0,
     };
     let ir_rust = ctx.med("callgrind", "rust", l7, "lib_ir_per_req");
     let ir_c = ctx.med("callgrind", &base.name, l7, "lib_ir_per_req");
@@ -717,8 +743,8 @@ fn report(ctx: &mut Ctx, cgs: &[CgResult], started: &str, elapsed: f64) -> Strin
     targets.push(Target {
         name: "C ÷ Rust instructions per 7-chunk request (callgrind)",
         value: format!("{} ({} ÷ {})", fmt_num(r), fmt_num(ir_c), fmt_num(ir_rust)),
-        threshold: "≥ 2.0",
-        ok: (!r.is_nan()).then_some(r >= 2.0),
+        threshold: "≥ 3.5",
+        ok: (!r.is_nan()).then_some(r >= 3.5),
     });
     let a = |len: u32, lib: &str, m: &str| {
         ctx.med(
@@ -730,6 +756,7 @@ fn report(ctx: &mut Ctx, cgs: &[CgResult], started: &str, elapsed: f64) -> Strin
                 workers: 2,
                 copy: false,
                 event: false,
+                rate: 0,
             },
             m,
         )
@@ -760,6 +787,7 @@ fn report(ctx: &mut Ctx, cgs: &[CgResult], started: &str, elapsed: f64) -> Strin
                 workers: w,
                 copy: false,
                 event: false,
+                rate: 0,
             };
             ratios.push((
                 w,
@@ -792,6 +820,7 @@ fn report(ctx: &mut Ctx, cgs: &[CgResult], started: &str, elapsed: f64) -> Strin
                 workers: 2,
                 copy: false,
                 event,
+                rate: 0,
             };
             lr.push((
                 event,
@@ -843,6 +872,7 @@ fn report(ctx: &mut Ctx, cgs: &[CgResult], started: &str, elapsed: f64) -> Strin
             ok: best.0.is_finite().then_some(best.0 >= 0.9),
         });
     }
+    paced_targets(ctx, &mut targets, &base);
     let _ = writeln!(md, "## Targets\n");
     let _ = writeln!(
         md,
@@ -855,7 +885,11 @@ fn report(ctx: &mut Ctx, cgs: &[CgResult], started: &str, elapsed: f64) -> Strin
             t.name,
             t.value,
             t.threshold,
-            t.ok.map(pass).unwrap_or("NOT MEASURED")
+            match t.ok {
+                Some(ok) => pass(ok),
+                None if t.threshold == REPORT_ONLY => "reported",
+                None => "NOT MEASURED",
+            }
         );
     }
     let _ = writeln!(md);
@@ -865,6 +899,7 @@ fn report(ctx: &mut Ctx, cgs: &[CgResult], started: &str, elapsed: f64) -> Strin
         lat_section(ctx, &mut md, &base, &libs);
         bw_section(ctx, &mut md, &libs);
     }
+    paced_section(ctx, &mut md, &base);
     cg_section(ctx, &mut md, cgs, &libs);
     alloc_section(ctx, &mut md, &libs);
     if !ctx.log.is_empty() {
@@ -890,6 +925,7 @@ fn mc(ndst: usize, threads: u32) -> Cfg {
         workers: threads,
         copy: true,
         event: false,
+        rate: 0,
     }
 }
 
@@ -1025,6 +1061,7 @@ fn cg_section(ctx: &Ctx, md: &mut String, cgs: &[CgResult], libs: &[Lib]) {
             workers: 1,
             copy: false,
             event: true,
+            rate: 0,
         };
         for l in libs {
             let ir = ctx.med("callgrind", &l.name, c, "lib_ir_per_req");
@@ -1109,6 +1146,7 @@ fn alloc_section(ctx: &Ctx, md: &mut String, libs: &[Lib]) {
             workers: 2,
             copy: false,
             event: false,
+            rate: 0,
         };
         for l in libs {
             let n = ctx.med("alloc", &l.name, c, "requests");
@@ -1130,11 +1168,11 @@ fn alloc_section(ctx: &Ctx, md: &mut String, libs: &[Lib]) {
 
 fn write_csv(ctx: &Ctx, path: &Path) -> std::io::Result<()> {
     let mut s =
-        String::from("kind,lib,len,chunks,loopback,poller,depth,workers,rep,metric,value\n");
+        String::from("kind,lib,len,chunks,loopback,poller,depth,workers,rate,rep,metric,value\n");
     for r in &ctx.rows {
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{}",
             r.kind,
             r.lib,
             r.len,
@@ -1143,6 +1181,7 @@ fn write_csv(ctx: &Ctx, path: &Path) -> std::io::Result<()> {
             if r.event { "event" } else { "poll" },
             r.depth,
             r.workers,
+            r.rate,
             r.rep,
             r.metric,
             r.value
@@ -1180,6 +1219,7 @@ fn chart(ctx: &mut Ctx) {
                         workers,
                         copy,
                         event: false,
+                        rate: 0,
                     };
                     let _ = write!(dat, " {}", ctx.med("tput", &l.name, c, "rps"));
                 }
@@ -1256,6 +1296,8 @@ pub fn run(opts: &Opts) -> i32 {
             secs: opts.secs,
             cg_requests: opts.cg_requests,
             cg_reps: opts.cg_reps.max(1),
+            paced_reps: opts.paced_reps.max(1),
+            paced_secs: opts.paced_secs,
             alloc_requests: opts.alloc_requests,
         },
         libs: libs(),
@@ -1278,6 +1320,13 @@ pub fn run(opts: &Opts) -> i32 {
     }
     let cgs = run_callgrind(&mut ctx);
     run_alloc(&mut ctx);
+    if opts.full {
+        let reps = ctx.opts.paced_reps;
+        run_paced(&mut ctx, &paced_cfgs(), reps);
+        run_idle(&mut ctx);
+    } else {
+        run_paced(&mut ctx, &[QUICK_PACED], 1);
+    }
     if opts.full {
         run_memcpy(&mut ctx);
         let secs = ctx.opts.secs;
@@ -1304,5 +1353,298 @@ pub fn run(opts: &Opts) -> i32 {
         0
     } else {
         1
+    }
+}
+
+// ---- paced load
+
+/// Offered loads of the paced cells, pairs/s.
+const PACED_RATES: [u32; 3] = [1000, 10000, 50000];
+/// Most pairs a paced driver keeps in flight (its depth).
+const PACED_MAX_INFLIGHT: usize = 64;
+/// The one paced cell of `make bench-quick` (reported, not a target there).
+const QUICK_PACED: Cfg = Cfg {
+    len: LEN2,
+    depth: PACED_MAX_INFLIGHT,
+    workers: 4,
+    copy: false,
+    event: true,
+    rate: 1000,
+};
+/// The idle cell: 64 workers, nothing to do.
+const IDLE: Cfg = Cfg {
+    len: LEN2,
+    depth: 1,
+    workers: 64,
+    copy: false,
+    event: true,
+    rate: 0,
+};
+const IDLE_SECS: f64 = 2.0;
+
+/// The full cross product: 3 rates × workers {4, 64} × {2, 7} chunks × poll/event = 24 cells.
+fn paced_cfgs() -> Vec<Cfg> {
+    let mut v = Vec::new();
+    for rate in PACED_RATES {
+        for workers in [4, 64] {
+            for len in [LEN2, LEN7] {
+                for event in [false, true] {
+                    v.push(Cfg {
+                        len,
+                        depth: PACED_MAX_INFLIGHT,
+                        workers,
+                        copy: false,
+                        event,
+                        rate,
+                    });
+                }
+            }
+        }
+    }
+    v
+}
+
+/// Window of a paced cell: at least ~1000 pairs (twice the window at 1 k pairs/s).
+fn paced_secs(ctx: &Ctx, c: Cfg) -> f64 {
+    if c.rate <= 1000 {
+        2.0 * ctx.opts.paced_secs
+    } else {
+        ctx.opts.paced_secs
+    }
+}
+
+const PACED_METRICS: [&str; 10] = [
+    "rps",
+    "cpu_ns_per_pair",
+    "cpu_process_ns_per_pair",
+    "cpu_poll_idle_ns_per_pair",
+    "cpu_workers_ns_per_pair",
+    "cpu_main_ns_per_pair",
+    "cpu_pollers_lib_ns_per_pair",
+    "lat_p50_ns",
+    "lat_p99_ns",
+    "lat_n",
+];
+
+fn run_paced(ctx: &mut Ctx, cfgs: &[Cfg], reps: usize) {
+    let t = Instant::now();
+    for rep in 0..reps {
+        for c in cfgs {
+            for lib in interleaved(&ctx.libs, rep) {
+                let mut extra = c.args();
+                extra.extend(["--secs".into(), paced_secs(ctx, *c).to_string()]);
+                let r = match spawn_cell(&lib, "paced", &extra, Runner::Native) {
+                    Err(e) => {
+                        ctx.fail(e);
+                        continue;
+                    }
+                    Ok(r) => r,
+                };
+                let Some(named) = workers_named(ctx, &lib, &r, c.workers, "paced") else {
+                    continue;
+                };
+                for m in PACED_METRICS {
+                    if m == "cpu_workers_ns_per_pair" && !named {
+                        continue;
+                    }
+                    match num(&r, m) {
+                        Ok(v) => ctx.push("paced", &lib.name, *c, rep, m, v),
+                        Err(e) => ctx.fail(format!("paced {}: {e}", lib.name)),
+                    }
+                }
+            }
+        }
+        eprintln!(
+            "ostbench: paced: rep {}/{reps} ({:.0} s)",
+            rep + 1,
+            t.elapsed().as_secs_f64()
+        );
+    }
+}
+
+/// Whether a paced or idle cell found the library's `workers` worker threads by name
+/// (`ost_wkr_<n>`, as both libraries of this repository name them). For them a mismatch is a
+/// broken measurement (`None`); a `LEGACY_LIB` build may name its threads otherwise, and then only
+/// its worker-thread CPU is left out (`Some(false)`).
+fn workers_named(ctx: &mut Ctx, lib: &Lib, r: &Res, workers: u32, what: &str) -> Option<bool> {
+    if num(r, "workers_found").ok() == Some(f64::from(workers)) {
+        return Some(true);
+    }
+    let msg = format!(
+        "{what} {}: found {:?} worker threads named ost_wkr_*, expected {workers}",
+        lib.name,
+        r.get("workers_found")
+    );
+    if lib.name == "ext" {
+        ctx.note(format!("{msg}: its worker-thread CPU is not shown"));
+        return Some(false);
+    }
+    ctx.fail(msg);
+    None
+}
+
+fn run_idle(ctx: &mut Ctx) {
+    for rep in 0..ctx.opts.paced_reps {
+        for lib in ctx.libs.clone() {
+            let mut extra = IDLE.args();
+            extra.extend(["--secs".into(), IDLE_SECS.to_string()]);
+            match spawn_cell(&lib, "idle", &extra, Runner::Native) {
+                Err(e) => ctx.fail(e),
+                Ok(r) => {
+                    let Some(named) = workers_named(ctx, &lib, &r, IDLE.workers, "idle") else {
+                        continue;
+                    };
+                    for m in ["cpu_process_ns_per_s", "cpu_workers_ns_per_s"] {
+                        if m == "cpu_workers_ns_per_s" && !named {
+                            continue;
+                        }
+                        match num(&r, m) {
+                            Ok(v) => ctx.push("idle", &lib.name, IDLE, rep, m, v),
+                            Err(e) => ctx.fail(format!("idle {}: {e}", lib.name)),
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Rust ÷ baseline CPU per pair of a paced cell (medians over the repetitions).
+fn paced_cpu_ratio(ctx: &Ctx, base: &Lib, c: Cfg) -> f64 {
+    ctx.med("paced", "rust", c, "cpu_ns_per_pair")
+        / ctx.med("paced", &base.name, c, "cpu_ns_per_pair")
+}
+
+fn paced_targets(ctx: &Ctx, targets: &mut Vec<Target>, base: &Lib) {
+    if !ctx.opts.full {
+        let r = paced_cpu_ratio(ctx, base, QUICK_PACED);
+        targets.push(Target {
+            name: "Rust ÷ C CPU per pair, paced 1 k pairs/s, 2 chunks, 4 workers, event mode (one run; reported, the full bench gates every paced cell)",
+            value: fmt_num(r),
+            threshold: REPORT_ONLY,
+            ok: None,
+        });
+        return;
+    }
+    let mut worst: Option<(f64, Cfg)> = None;
+    let mut fails = 0;
+    let mut measured = 0;
+    for c in paced_cfgs() {
+        let r = paced_cpu_ratio(ctx, base, c);
+        if r.is_nan() {
+            continue;
+        }
+        measured += 1;
+        if r > 1.0 {
+            fails += 1;
+        }
+        if worst.is_none_or(|(w, _)| r > w) {
+            worst = Some((r, c));
+        }
+    }
+    let total = paced_cfgs().len();
+    targets.push(Target {
+        name: "Rust ÷ C CPU per pair in every paced cell (worst cell)",
+        value: match worst {
+            Some((r, c)) => format!(
+                "{} ({} pairs/s, {} chunks, workers {}, {}); {fails} of {measured} cells above 1",
+                fmt_num(r),
+                c.rate,
+                chunks(c.len),
+                c.workers,
+                if c.event { "event" } else { "poll" }
+            ),
+            None => "n/a".into(),
+        },
+        threshold: "≤ 1.0",
+        ok: (measured == total).then_some(fails == 0),
+    });
+    let idle = ctx.med("idle", "rust", IDLE, "cpu_process_ns_per_s") / 1e6;
+    targets.push(Target {
+        name: "Rust idle CPU, 64 idle workers (process, ms per s)",
+        value: format!(
+            "{} (worker threads {}; C: {})",
+            fmt_num(idle),
+            fmt_num(ctx.med("idle", "rust", IDLE, "cpu_workers_ns_per_s") / 1e6),
+            fmt_num(ctx.med("idle", &base.name, IDLE, "cpu_process_ns_per_s") / 1e6)
+        ),
+        threshold: "≤ 1.0",
+        ok: idle.is_finite().then_some(idle <= 1.0),
+    });
+}
+
+fn paced_section(ctx: &Ctx, md: &mut String, base: &Lib) {
+    let cfgs = if ctx.opts.full {
+        paced_cfgs()
+    } else {
+        vec![QUICK_PACED]
+    };
+    let reps = if ctx.opts.full {
+        ctx.opts.paced_reps
+    } else {
+        1
+    };
+    let _ = writeln!(
+        md,
+        "## Paced load (no-copy; median of {reps} interleaved repetitions; CPU in µs per send + recv pair)\n"
+    );
+    let _ = writeln!(
+        md,
+        "**CPU** (the target) = process user + system time (getrusage) over the window, minus the \
+         application pollers' CPU time outside their calls into the library (waiting for events, \
+         polling, and in poll mode spinning on empty JFCs; per-thread CPU clocks around each batch \
+         of `os_transport_wake_up_task` calls), ÷ completed pairs: the library's threads, the \
+         library's work on the application's threads, and the driver's own loop. **Process** = the \
+         whole process, pollers included. **Workers** = the library's `ost_wkr_*` threads alone. \
+         Latency: receive CR polled → `notify_callback` entered, µs.\n"
+    );
+    let _ = writeln!(
+        md,
+        "| offered pairs/s | chunks | workers | poller | Rust pairs/s | {b} pairs/s | Rust CPU | {b} CPU | **Rust ÷ {b} CPU** | Rust workers | {b} workers | Rust process | {b} process | Rust ÷ {b} process | Rust p50 / p99 | {b} p50 / p99 |",
+        b = base.label
+    );
+    let _ = writeln!(
+        md,
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    );
+    let us = |lib: &str, c: Cfg, m: &str| fmt_num(ctx.med("paced", lib, c, m) / 1000.0);
+    for c in cfgs {
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | **{}** | {} | {} | {} | {} | {} | {} / {} | {} / {} |",
+            c.rate,
+            chunks(c.len),
+            c.workers,
+            if c.event { "event" } else { "poll" },
+            fmt_num(ctx.med("paced", "rust", c, "rps")),
+            fmt_num(ctx.med("paced", &base.name, c, "rps")),
+            us("rust", c, "cpu_ns_per_pair"),
+            us(&base.name, c, "cpu_ns_per_pair"),
+            fmt_num(paced_cpu_ratio(ctx, base, c)),
+            us("rust", c, "cpu_workers_ns_per_pair"),
+            us(&base.name, c, "cpu_workers_ns_per_pair"),
+            us("rust", c, "cpu_process_ns_per_pair"),
+            us(&base.name, c, "cpu_process_ns_per_pair"),
+            fmt_num(
+                ctx.med("paced", "rust", c, "cpu_process_ns_per_pair")
+                    / ctx.med("paced", &base.name, c, "cpu_process_ns_per_pair")
+            ),
+            us("rust", c, "lat_p50_ns"),
+            us("rust", c, "lat_p99_ns"),
+            us(&base.name, c, "lat_p50_ns"),
+            us(&base.name, c, "lat_p99_ns"),
+        );
+    }
+    let _ = writeln!(md);
+    if ctx.opts.full {
+        let _ = writeln!(
+            md,
+            "Idle, 64 workers, pollers stopped ({IDLE_SECS} s windows): Rust {} ms/s (workers {} ms/s), {} {} ms/s (workers {} ms/s).\n",
+            fmt_num(ctx.med("idle", "rust", IDLE, "cpu_process_ns_per_s") / 1e6),
+            fmt_num(ctx.med("idle", "rust", IDLE, "cpu_workers_ns_per_s") / 1e6),
+            base.label,
+            fmt_num(ctx.med("idle", &base.name, IDLE, "cpu_process_ns_per_s") / 1e6),
+            fmt_num(ctx.med("idle", &base.name, IDLE, "cpu_workers_ns_per_s") / 1e6),
+        );
     }
 }
