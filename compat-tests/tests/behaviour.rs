@@ -724,7 +724,7 @@ fn bad_inputs(which: Which) {
             let ji_p = if a { null_mut() } else { &mut ji as *mut _ };
             let s_p = if b2 { null_mut() } else { &mut s as *mut _ };
             let d_p = if c { null_mut() } else { &mut d as *mut _ };
-            sy = std::ptr::dangling_mut();
+            sy = std::ptr::NonNull::dangling().as_ptr();
             assert_eq!(
                 send(h, ji_p, s_p, d_p, 4096 * n, 1, 2, &mut sy, &mut st),
                 OST_ERR
@@ -735,7 +735,7 @@ fn bad_inputs(which: Which) {
             send(h, &mut ji, &mut s, &mut d, 4096, 1, 2, null_mut(), &mut st),
             OST_ERR
         );
-        sy = std::ptr::dangling_mut();
+        sy = std::ptr::NonNull::dangling().as_ptr();
         assert_eq!(
             send(
                 h,
@@ -777,7 +777,7 @@ fn bad_inputs(which: Which) {
             ("neither jetty nor jfr", h, hp, &mut none, 4096, cb),
         ];
         for (what, hh, hi, dv, len, cb) in cases {
-            sy = std::ptr::dangling_mut();
+            sy = std::ptr::NonNull::dangling().as_ptr();
             assert_eq!(recv(hh, hi, dv, len, 1, &mut sy, cb), OST_ERR, "{what}");
             assert!(sy.is_null(), "{what}: *ret_sync_handle reset");
         }
@@ -1777,7 +1777,7 @@ fn second_init_and_zero_workers(which: Which) {
     }
     // D12: at most 1024 workers (Rust); legacy has no bound.
     let mut over = cfg(1025, 2);
-    let mut h4 = std::ptr::dangling_mut();
+    let mut h4 = std::ptr::NonNull::dangling().as_ptr();
     // SAFETY: valid pointers.
     let r = unsafe { (lib.os_transport_init)(null_mut(), &mut over, &mut h4) };
     match which {
