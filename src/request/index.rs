@@ -1,4 +1,5 @@
-//! Request table (request id → sync slot, O(1)), the early-completion stash (D4) and tombstones.
+//! An instance's request-id index (request id → sync slot, O(1)), the early-completion stash (D4)
+//! and tombstones.
 //!
 //! The id → slot map is split into [`SHARDS`] independently locked shards chosen by a hash of the
 //! id, so the threads that meet on every request (the submitter registering, the polling thread
@@ -44,7 +45,7 @@ type IdMap = HashMap<u64, (u32, u32), BuildHasherDefault<IdHasher>>;
 
 /// Receive-side completions kept for requests that are not registered yet (D4). When full, the
 /// oldest kept completion is dropped to make room (FIFO), so completions that never find a request
-/// (foreign or corrupt CRs) cannot fill the stash for good and disable D4 (issue 9).
+/// (foreign or corrupt CRs) cannot fill the stash for good and disable D4.
 pub const STASH_CAPACITY: usize = 1024;
 /// Request ids of recently failed/cancelled receives whose stray completions are dropped instead of
 /// stashed (so a later request reusing the id never consumes a stale chunk).
@@ -236,7 +237,12 @@ impl Shard {
     }
 }
 
-impl ReqTable<'_> {
+impl<'a> ReqTable<'a> {
+    /// The tables this shard belongs to.
+    pub(super) fn tables(&self) -> &'a ReqTables {
+        self.tables
+    }
+
     /// Publishes the lock-free hint for `rid` → `(slot, gen)`: call once the request is fully
     /// registered (for a receive, after its stashed completions were handed over, so that a
     /// completion found through the hint never overtakes them).
@@ -423,7 +429,7 @@ mod tests {
 
     #[test]
     fn full_stash_drops_the_oldest_entry() {
-        // Issue 9: completions that never find a request must not disable D4 for good.
+        // Completions that never find a request must not disable D4 for good.
         let mut t = Kept::new();
         for i in 0..STASH_CAPACITY as u64 {
             assert_eq!(
