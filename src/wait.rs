@@ -102,7 +102,7 @@ pub fn wait(
     } else {
         ERR
     };
-    let mut r = inst.reqs.adopt(idx, r);
+    let mut r = inst.reqs.adopt(idx, slot, r);
     if inner != 0 {
         let removed = if timed_out { r.time_out() } else { r.cancel() };
         debug!(
