@@ -7,7 +7,7 @@ use crate::log::{error, info, warning};
 use crate::pool::{current_worker, Pool, WorkerCtx, MAX_WORKERS};
 use crate::post::RecvQueue;
 use crate::request::{self, slots, ReqTable, ReqTables};
-use crate::sync_annotate::{Mutex, RwLock};
+use crate::sync_annotate::{self, Mutex, RwLock};
 use std::cell::RefCell;
 use std::ffi::c_void;
 use std::ops::Deref;
@@ -114,7 +114,7 @@ pub fn get(handle: *mut c_void) -> Option<InstRef> {
             if c.borrows != 0 {
                 return None; // an outer call on this thread still uses the cached instance
             }
-            let g = LIVE.read().unwrap_or_else(|e| e.into_inner());
+            let g = sync_annotate::read(&LIVE);
             // Read under the lock, the epoch names exactly the instance (or none) cloned here.
             let fresh = (g.clone(), EPOCH.load(Ordering::Acquire));
             drop(g);
@@ -135,7 +135,7 @@ pub fn get(handle: *mut c_void) -> Option<InstRef> {
     if let Ok(Some(r)) = fast {
         return r;
     }
-    let g = LIVE.read().unwrap_or_else(|e| e.into_inner());
+    let g = sync_annotate::read(&LIVE);
     g.as_ref()
         .filter(|i| handle_of(i.seq) == handle as usize)
         .cloned()
@@ -161,7 +161,7 @@ pub fn init(
     let cfg = *cfg;
     // Read (and complained about) before any lock is taken.
     let max_inflight = slots::max_inflight_from_env();
-    let mut g = LIVE.write().unwrap_or_else(|e| e.into_inner());
+    let mut g = sync_annotate::write(&LIVE);
     if g.is_some() {
         error!("os_transport_init: already initialized (one instance per process)");
         return ERR;
@@ -212,7 +212,7 @@ pub fn init(
 
 /// `os_transport_reg_jfc` with a validated instance (the pointers are only recorded).
 pub fn reg_jfc(inst: &Instance, jfce: *mut c_void, jfc: *mut c_void) -> u32 {
-    let mut j = inst.jfc_info.lock().unwrap_or_else(|e| e.into_inner());
+    let mut j = sync_annotate::lock(&inst.jfc_info);
     j.0 = jfce as usize;
     j.1 = jfc as usize;
     info!("os_transport_reg_jfc: jfce/jfc recorded");
@@ -226,7 +226,7 @@ pub fn destroy(handle: *mut c_void) -> u32 {
         return ERR;
     }
     let inst = {
-        let mut g = LIVE.write().unwrap_or_else(|e| e.into_inner());
+        let mut g = sync_annotate::write(&LIVE);
         match g.as_ref() {
             Some(i) if handle_of(i.seq) == handle as usize => {
                 if current_worker().is_some_and(|w| w.instance == i.seq) {

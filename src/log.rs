@@ -70,7 +70,7 @@ pub fn enabled(level: Level) -> bool {
 }
 
 fn lock() -> MutexGuard<'static, State> {
-    STATE.lock().unwrap_or_else(|e| e.into_inner())
+    crate::sync_annotate::lock(&STATE)
 }
 
 /// Fixed-size, NUL-terminable buffer that silently truncates.

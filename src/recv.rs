@@ -6,6 +6,7 @@ use crate::instance::Instance;
 use crate::log::{debug, error, warning};
 use crate::post::{self, RecvQueue};
 use crate::request::{self, token, Job};
+use crate::sync_annotate::lock;
 use crate::user_data::{key_valid, UserData};
 use std::sync::atomic::Ordering;
 use urma_sys::{urma_status_t, urma_target_seg_t, URMA_ENOMEM, URMA_FAIL, URMA_SUCCESS};
@@ -26,7 +27,7 @@ fn prefill(
     if RecvQueue::decode(inst.recvq_word.load(Ordering::Acquire)) == Some(target) {
         return URMA_SUCCESS;
     }
-    let mut q = inst.recvq.lock().unwrap_or_else(|e| e.into_inner());
+    let mut q = lock(&inst.recvq);
     if *q == target {
         return URMA_SUCCESS;
     }
@@ -54,7 +55,7 @@ fn prefill(
 /// Re-posts one recv WR `{0, 0, NULL}`, user_ctx 0, on the recorded queue (§4.1).
 pub fn repost(inst: &Instance) -> urma_status_t {
     let q = RecvQueue::decode(inst.recvq_word.load(Ordering::Acquire))
-        .unwrap_or_else(|| *inst.recvq.lock().unwrap_or_else(|e| e.into_inner()));
+        .unwrap_or_else(|| *lock(&inst.recvq));
     let st = if q == RecvQueue::None {
         URMA_FAIL
     } else {

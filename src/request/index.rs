@@ -15,7 +15,7 @@
 //! Lock order: a shard lock, then a slot lock or the [`Kept`] lock (both leaves with respect to
 //! each other: neither is taken while the other is held). At most one shard lock is held at a time.
 
-use crate::sync_annotate::{Mutex, MutexGuard};
+use crate::sync_annotate::{lock, Mutex, MutexGuard};
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::{Deref, DerefMut};
@@ -158,7 +158,7 @@ impl ReqTables {
     pub fn lock(&self, rid: u64) -> ReqTable<'_> {
         let idx = shard_of(rid);
         ReqTable {
-            shard: self.shards[idx].0.lock().unwrap_or_else(|e| e.into_inner()),
+            shard: lock(&self.shards[idx].0),
             tables: self,
             idx,
         }
@@ -167,7 +167,7 @@ impl ReqTables {
     /// Runs `f` on every shard in turn (each locked while `f` runs).
     pub fn for_each_shard(&self, mut f: impl FnMut(&mut Shard)) {
         for s in self.shards.iter() {
-            f(&mut s.0.lock().unwrap_or_else(|e| e.into_inner()));
+            f(&mut lock(&s.0));
         }
     }
 
@@ -178,7 +178,7 @@ impl ReqTables {
     }
 
     fn kept(&self) -> MutexGuard<'_, Kept> {
-        self.kept.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.kept)
     }
 
     fn kept_changed(&self, k: &Kept) {

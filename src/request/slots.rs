@@ -18,7 +18,7 @@
 
 use super::state::Req;
 use crate::log::{debug, error, warning};
-use crate::sync_annotate::{Condvar, Mutex, MutexGuard};
+use crate::sync_annotate::{lock, Condvar, Mutex, MutexGuard};
 use once_cell::sync::Lazy;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
@@ -97,7 +97,7 @@ pub struct Slot {
 impl Slot {
     /// Locks the request state (poisoning is ignored: state stays consistent across panics of user code).
     pub fn lock(&self) -> MutexGuard<'_, Req> {
-        self.m.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.m)
     }
 }
 
@@ -237,7 +237,7 @@ impl SyncTable {
             self.inflight.fetch_sub(1, Ordering::Relaxed);
             return Err(self.refuse(Refusal::InFlight));
         }
-        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        let mut free = lock(&self.free);
         let got = match free.pop() {
             Some(i) => Some(i),
             None => self.grow(&mut free).then(|| free.pop()).flatten(),
@@ -296,10 +296,7 @@ impl SyncTable {
     /// Returns a slot that was allocated but never made live.
     pub fn unalloc(&self, idx: u32) {
         self.inflight.fetch_sub(1, Ordering::Relaxed);
-        self.free
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(idx);
+        lock(&self.free).push(idx);
     }
 
     /// The request in `r` is finished (or swept): it stops counting against the in-flight limit.
@@ -318,7 +315,7 @@ impl SyncTable {
         self.finished(r);
         r.live = false;
         r.cb = None;
-        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        let mut free = lock(&self.free);
         if r.gen >= GEN_MASK {
             // Every generation of this slot has been handed out: retire it rather than start
             // again at 1, which would make the oldest tokens valid again.
@@ -333,7 +330,7 @@ impl SyncTable {
 
     /// Number of slots in use (test hook for leak checks).
     pub fn live(&self) -> usize {
-        let free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        let free = lock(&self.free);
         // `grow` changes the length and the free list together under this lock, and `free`
         // retires a slot under it.
         self.len() - free.len() - self.retired.load(Ordering::Relaxed)
@@ -357,7 +354,7 @@ pub fn live_syncs() -> usize {
 pub fn set_next_free_generation(gen: u32) -> Option<u32> {
     let t = table();
     // Lock order: a slot before the free list, so read the index first, then lock the slot.
-    let idx = *t.free.lock().unwrap_or_else(|e| e.into_inner()).last()?;
+    let idx = *lock(&t.free).last()?;
     t.slot(idx).lock().gen = gen.clamp(1, GEN_MASK);
     Some(idx)
 }
