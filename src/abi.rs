@@ -43,6 +43,24 @@ pub type log_callback_t = Option<unsafe extern "C" fn(level: c_int, msg: *const 
 /// `notify_callback_t`
 pub type notify_callback_t = Option<unsafe extern "C" fn(user_data: *mut c_void) -> c_int>;
 
+/// An out-parameter of the C API, already checked to be non-NULL (by `ffi`, the only place that
+/// turns a C pointer into one): it can only be written, never read, so it may point to memory the
+/// caller left uninitialised.
+pub(crate) struct Out<'a, T>(&'a mut std::mem::MaybeUninit<T>);
+
+impl<'a, T> Out<'a, T> {
+    /// Wraps the caller's variable.
+    pub(crate) fn new(v: &'a mut std::mem::MaybeUninit<T>) -> Self {
+        Out(v)
+    }
+
+    /// Stores `v` in the caller's variable.
+    #[inline]
+    pub(crate) fn set(&mut self, v: T) {
+        self.0.write(v);
+    }
+}
+
 /// `os_transport_user_data_t` (the bitfield view is [`crate::user_data::UserData`]).
 #[repr(C)]
 #[derive(Clone, Copy)]

@@ -1,13 +1,21 @@
-//! The ten C exports. Each one is a panic boundary (`catch_unwind`) that returns the function's
-//! error value (ERR, or -1 for the `int` functions) if anything inside panics.
+//! The ten C exports: the door between C and the library. Each export runs in one panic boundary
+//! ([`boundary`]: it returns the function's error value, ERR or -1, if anything inside panics),
+//! resets its out-parameters, turns every C pointer into a typed Rust value (an [`Out`] for an
+//! out-parameter, a reference for an input, the validated instance for the handle) in the order
+//! docs/abi.md "Return codes" fixes, and then calls a safe function of typed arguments. Every
+//! `unsafe` of the C boundary is here; the rest of the library never dereferences a C pointer it
+//! was given (URMA objects are only passed back to liburma).
 
 use crate::abi::{
     log_callback_t, notify_callback_t, os_transport_cfg_t, ost_buffer_info_t, ost_device_info_t,
-    task_sync_t, urma_jetty_info_t, ERR,
+    task_sync_t, urma_jetty_info_t, Out, ERR,
 };
-use crate::instance;
-use crate::log::error;
+use crate::instance::{self, InstRef};
+use crate::log::{error, info};
+use crate::recv::RecvArgs;
+use crate::send::SendArgs;
 use std::ffi::{c_int, c_void};
+use std::mem::MaybeUninit;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use urma_sys::{urma_context_t, urma_cr_t, urma_jfc_t, urma_jfce_t, urma_status_t, URMA_SUCCESS};
 
@@ -38,6 +46,36 @@ fn boundary<R: ErrorValue>(name: &str, f: impl FnOnce() -> R) -> R {
     r
 }
 
+/// An out-parameter of the caller: `None` when NULL.
+///
+/// # Safety
+/// `p` is NULL or valid for writes of a `T`, suitably aligned, for the rest of the export (it may
+/// point to uninitialised memory: an [`Out`] is never read).
+unsafe fn out<'a, T>(p: *mut T) -> Option<Out<'a, T>> {
+    // SAFETY: per this function's contract; `MaybeUninit<T>` has the layout of `T`.
+    unsafe { p.cast::<MaybeUninit<T>>().as_mut() }.map(Out::new)
+}
+
+/// An input struct of the caller: `None` when NULL.
+///
+/// # Safety
+/// `p` is NULL or points to an initialised `T`, suitably aligned, that the caller does not change
+/// during the export.
+unsafe fn in_ref<'a, T>(p: *const T) -> Option<&'a T> {
+    // SAFETY: per this function's contract.
+    unsafe { p.as_ref() }
+}
+
+/// The instance named by `handle`, or `None` with the one log line of `export` for an unknown
+/// handle (NULL, stale, forged: handles are compared by value, never dereferenced).
+fn instance_of(handle: *mut c_void, export: &str) -> Option<InstRef> {
+    let inst = instance::get(handle);
+    if inst.is_none() {
+        error!("{}: not initialized or bad handle", export);
+    }
+    inst
+}
+
 /// Registers a log callback; messages below `level` are dropped. Returns 0, or -1 when `cb` is NULL.
 #[no_mangle]
 pub extern "C" fn os_transport_log_reg(level: c_int, cb: log_callback_t) -> c_int {
@@ -55,9 +93,16 @@ pub unsafe extern "C" fn os_transport_init(
     handle: *mut *mut c_void,
 ) -> u32 {
     let _ = urma_ctx; // stored by legacy, never used
-                      // SAFETY: forwarded caller contract.
-    boundary("os_transport_init", || unsafe {
-        instance::init(ost_cfg, handle)
+    boundary("os_transport_init", || {
+        info!("os_transport_init called");
+        // SAFETY: the header documents `ost_cfg` as the caller's configuration, read during the
+        // call only, and `handle` as the caller's `void *` variable that receives the handle.
+        let (cfg, handle) = unsafe { (in_ref(ost_cfg), out(handle)) };
+        let (Some(cfg), Some(handle)) = (cfg, handle) else {
+            error!("os_transport_init: cfg or handle is NULL");
+            return ERR;
+        };
+        instance::init(cfg, handle, crate::wake::on_wake)
     })
 }
 
@@ -69,7 +114,10 @@ pub extern "C" fn os_transport_reg_jfc(
     handle: *mut c_void,
 ) -> u32 {
     boundary("os_transport_reg_jfc", || {
-        instance::reg_jfc(jfce.cast(), jfc.cast(), handle)
+        let Some(inst) = instance_of(handle, "os_transport_reg_jfc") else {
+            return ERR;
+        };
+        instance::reg_jfc(&inst, jfce.cast(), jfc.cast())
     })
 }
 
@@ -91,20 +139,36 @@ pub unsafe extern "C" fn os_transport_send(
     urma_status: *mut urma_status_t,
 ) -> u32 {
     boundary("os_transport_send", || {
-        // SAFETY: forwarded caller contract.
-        unsafe {
-            crate::send::send(
-                handle,
-                jetty_info,
-                local_src,
-                remote_dst,
-                len,
-                server_key,
-                client_key,
-                ret_sync_handle,
-                urma_status,
-            )
+        // SAFETY: `ret_sync_handle` and `urma_status` are the caller's `task_sync_t *` and
+        // `urma_status_t` variables (header: out-parameters, written before any check).
+        let (mut ret, mut status) = unsafe { (out(ret_sync_handle), out(urma_status)) };
+        if let Some(r) = ret.as_mut() {
+            r.set(std::ptr::null_mut());
         }
+        if let Some(s) = status.as_mut() {
+            s.set(URMA_SUCCESS);
+        }
+        // SAFETY: the three structs are the caller's descriptions of the jetty and both buffers,
+        // read during the call only (the URMA pointers inside are copied, not dereferenced).
+        let (ji, src, dst) = unsafe { (in_ref(jetty_info), in_ref(local_src), in_ref(remote_dst)) };
+        let (false, Some(jetty_info), Some(local_src), Some(remote_dst), Some(ret), true) =
+            (handle.is_null(), ji, src, dst, ret, len != 0)
+        else {
+            error!("os_transport_send: invalid argument (NULL pointer or len 0)");
+            return ERR;
+        };
+        let Some(inst) = instance_of(handle, "os_transport_send") else {
+            return ERR;
+        };
+        let args = SendArgs {
+            jetty_info,
+            local_src,
+            remote_dst,
+            len,
+            sk: server_key,
+            ck: client_key,
+        };
+        crate::send::send(&inst, args, ret, status)
     })
 }
 
@@ -123,18 +187,41 @@ pub unsafe extern "C" fn os_transport_recv(
     notify_callback: notify_callback_t,
 ) -> u32 {
     boundary("os_transport_recv", || {
-        // SAFETY: forwarded caller contract.
-        unsafe {
-            crate::recv::recv(
-                handle,
-                host_src,
-                device_dst,
-                len,
-                client_key,
-                ret_sync_handle,
-                notify_callback,
-            )
+        // SAFETY: `ret_sync_handle` is the caller's `task_sync_t *` variable (header:
+        // out-parameter, written before any check).
+        let mut ret = unsafe { out(ret_sync_handle) };
+        if let Some(r) = ret.as_mut() {
+            r.set(std::ptr::null_mut());
         }
+        // SAFETY: `host_src` and `device_dst` are the caller's descriptions of the staging buffer
+        // and of the receive queue, read during the call only.
+        let (src, dev) = unsafe { (in_ref(host_src), in_ref(device_dst)) };
+        let (false, Some(host_src), Some(dev), Some(ret), true, true) = (
+            handle.is_null(),
+            src,
+            dev,
+            ret,
+            notify_callback.is_some(),
+            len != 0,
+        ) else {
+            error!("os_transport_recv: invalid argument (NULL pointer or len 0)");
+            return ERR;
+        };
+        let Some(queue) = crate::recv::queue_of(dev) else {
+            error!("os_transport_recv: device_dst has neither jetty nor jfr");
+            return ERR;
+        };
+        let Some(inst) = instance_of(handle, "os_transport_recv") else {
+            return ERR;
+        };
+        let args = RecvArgs {
+            host_src,
+            queue,
+            len,
+            ck: client_key,
+            cb: notify_callback,
+        };
+        crate::recv::recv(&inst, args, ret)
     })
 }
 
@@ -148,14 +235,14 @@ pub unsafe extern "C" fn os_transport_wake_up_task(
     cr_t: *mut c_void,
 ) -> c_int {
     boundary("os_transport_wake_up_task", || {
-        if cr_t.is_null() {
+        // SAFETY: the header documents `cr_t` as a `urma_cr_t` the caller polled from its JFC,
+        // read during the call only.
+        let Some(cr) = (unsafe { in_ref(cr_t.cast::<urma_cr_t>()) }) else {
             return -1;
-        }
+        };
         let Some(inst) = instance::get(handle) else {
             return -1;
         };
-        // SAFETY: the caller passes a urma_cr_t it polled (API contract); it is only read.
-        let cr = unsafe { &*cr_t.cast::<urma_cr_t>() };
         crate::wake::wake_up(&inst, cr)
     })
 }
@@ -170,9 +257,10 @@ pub unsafe extern "C" fn wait_and_free_sync(
     sync_handle: *mut task_sync_t,
     urma_status: *mut urma_status_t,
 ) -> u32 {
-    // SAFETY: forwarded caller contract.
-    boundary("wait_and_free_sync", || unsafe {
-        wait_common(handle, sync_handle, -1, urma_status)
+    boundary("wait_and_free_sync", || {
+        // SAFETY: `urma_status` is the caller's `urma_status_t` variable (header: out-parameter).
+        let status = unsafe { out(urma_status) };
+        wait_common(handle, sync_handle, -1, status)
     })
 }
 
@@ -187,31 +275,30 @@ pub unsafe extern "C" fn wait_and_free_sync_timeout(
     timeout_ms: i64,
     urma_status: *mut urma_status_t,
 ) -> u32 {
-    // SAFETY: forwarded caller contract.
-    boundary("wait_and_free_sync_timeout", || unsafe {
-        wait_common(handle, sync_handle, timeout_ms, urma_status)
+    boundary("wait_and_free_sync_timeout", || {
+        // SAFETY: `urma_status` is the caller's `urma_status_t` variable (header: out-parameter).
+        let status = unsafe { out(urma_status) };
+        wait_common(handle, sync_handle, timeout_ms, status)
     })
 }
 
-unsafe fn wait_common(
+/// Both waits after the conversion of `urma_status` (`sync` is a token, never dereferenced).
+fn wait_common(
     handle: *mut c_void,
     sync: *mut task_sync_t,
     timeout_ms: i64,
-    status: *mut urma_status_t,
+    mut status: Option<Out<'_, urma_status_t>>,
 ) -> u32 {
-    if !status.is_null() {
-        // SAFETY: valid out-pointer (caller contract).
-        unsafe { *status = URMA_SUCCESS };
+    if let Some(s) = status.as_mut() {
+        s.set(URMA_SUCCESS);
     }
     if handle.is_null() || sync.is_null() {
         return ERR;
     }
-    let Some(inst) = instance::get(handle) else {
-        error!("wait_and_free_sync: not initialized or bad handle");
+    let Some(inst) = instance_of(handle, "wait_and_free_sync") else {
         return ERR;
     };
-    // SAFETY: forwarded caller contract.
-    unsafe { crate::wait::wait(&inst, sync, timeout_ms, status) }
+    crate::wait::wait(&inst, sync, timeout_ms, status)
 }
 
 /// Cancels the queued tasks of `request_id`; takes over and releases `*sync_handle` if set.
@@ -225,12 +312,13 @@ pub unsafe extern "C" fn os_transport_cancel_tasks(
     request_id: u64,
 ) -> u32 {
     boundary("os_transport_cancel_tasks", || {
-        let Some(inst) = instance::get(handle) else {
-            error!("os_transport_cancel_tasks: not initialized or bad handle");
+        let Some(inst) = instance_of(handle, "os_transport_cancel_tasks") else {
             return ERR;
         };
-        // SAFETY: forwarded caller contract.
-        unsafe { crate::wait::cancel(&inst, sync_handle, request_id) }
+        // SAFETY: the header documents `sync_handle` as NULL or the caller's `task_sync_t *`
+        // variable, initialised (read for the sync to take over) and set to NULL when taken.
+        let sync_handle = unsafe { sync_handle.as_mut() };
+        crate::wait::cancel(&inst, sync_handle, request_id)
     })
 }
 

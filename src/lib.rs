@@ -15,7 +15,6 @@ mod recv;
 mod request;
 mod send;
 mod spin;
-mod sync;
 mod sync_annotate;
 pub mod user_data;
 mod wait;
@@ -26,8 +25,8 @@ mod wake;
 pub mod testing {
     pub use crate::instance::{set_destroy_join_bound, DESTROY_JOIN_BOUND};
     pub use crate::pool::{MAX_WORKERS, WORKER_QUEUE_CAPACITY};
-    pub use crate::request::{STASH_CAPACITY, TOMBSTONES};
-    pub use crate::sync::{
+    pub use crate::request::index::{STASH_CAPACITY, TOMBSTONES};
+    pub use crate::request::slots::{
         inflight_requests, live_syncs, set_next_free_generation, DEFAULT_MAX_INFLIGHT, GEN_MASK,
         MAX_INFLIGHT_ENV, SLOT_BYTES, SYNC_CAPACITY,
     };

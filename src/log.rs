@@ -70,7 +70,7 @@ pub fn enabled(level: Level) -> bool {
 }
 
 fn lock() -> MutexGuard<'static, State> {
-    STATE.lock().unwrap_or_else(|e| e.into_inner())
+    crate::sync_annotate::lock(&STATE)
 }
 
 /// Fixed-size, NUL-terminable buffer that silently truncates.
@@ -234,7 +234,7 @@ pub fn write(level: Level, vlevel: i32, file: &str, line: u32, args: fmt::Argume
                 tv_sec: 0,
                 tv_nsec: 0,
             };
-            // SAFETY: valid out-pointer.
+            // SAFETY: `now` is a live, writable timespec on this frame.
             unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut now) };
             // SAFETY: tm is fully written by localtime_r.
             let mut tm: libc::tm = unsafe { std::mem::zeroed() };

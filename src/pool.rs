@@ -64,7 +64,7 @@ const POLICIES: [SpinPolicy; 3] = [
 ];
 
 /// Capacity of each worker's wake-up queue. A request has at most 7 meaningful wake-ups and at most
-/// [`crate::sync::SYNC_CAPACITY`] requests exist, so 8192 only overflows under a flood of foreign
+/// [`crate::request::slots::SYNC_CAPACITY`] requests exist, so 8192 only overflows under a flood of foreign
 /// completions; `os_transport_wake_up_task` then returns -1.
 pub const WORKER_QUEUE_CAPACITY: usize = 8192;
 /// Most worker threads one instance may have (init returns ERR above it).

@@ -2,7 +2,7 @@
 //! stack: posting allocates nothing.
 
 use crate::chunk;
-use crate::sync::SendCtx;
+use crate::request::SendCtx;
 use crate::user_data::UserData;
 use std::ptr::null_mut;
 use urma_sys::flags::JFS_WR_FLAG_COMPLETE_ENABLE;

@@ -1,13 +1,13 @@
 //! `os_transport_recv` (contract §1.5, §4): registration, recv-queue prefill and re-post.
 
-use crate::abi::{notify_callback_t, ost_buffer_info_t, ost_device_info_t, task_sync_t, ERR};
+use crate::abi::{notify_callback_t, ost_buffer_info_t, ost_device_info_t, task_sync_t, Out, ERR};
 use crate::chunk::chunk_count;
-use crate::instance::{self, apply_locked, register, settle, Instance};
+use crate::instance::Instance;
 use crate::log::{debug, error, warning};
 use crate::post::{self, RecvQueue};
-use crate::sync::{table, token, Kind};
+use crate::request::{self, token, Job};
+use crate::sync_annotate::lock;
 use crate::user_data::{key_valid, UserData};
-use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 use urma_sys::{urma_status_t, urma_target_seg_t, URMA_ENOMEM, URMA_FAIL, URMA_SUCCESS};
 
@@ -27,7 +27,7 @@ fn prefill(
     if RecvQueue::decode(inst.recvq_word.load(Ordering::Acquire)) == Some(target) {
         return URMA_SUCCESS;
     }
-    let mut q = inst.recvq.lock().unwrap_or_else(|e| e.into_inner());
+    let mut q = lock(&inst.recvq);
     if *q == target {
         return URMA_SUCCESS;
     }
@@ -55,7 +55,7 @@ fn prefill(
 /// Re-posts one recv WR `{0, 0, NULL}`, user_ctx 0, on the recorded queue (§4.1).
 pub fn repost(inst: &Instance) -> urma_status_t {
     let q = RecvQueue::decode(inst.recvq_word.load(Ordering::Acquire))
-        .unwrap_or_else(|| *inst.recvq.lock().unwrap_or_else(|e| e.into_inner()));
+        .unwrap_or_else(|| *lock(&inst.recvq));
     let st = if q == RecvQueue::None {
         URMA_FAIL
     } else {
@@ -67,43 +67,36 @@ pub fn repost(inst: &Instance) -> urma_status_t {
     st
 }
 
-/// `os_transport_recv`.
-///
-/// # Safety
-/// Pointer arguments are NULL or valid for their types (C caller contract).
-pub unsafe fn recv(
-    handle: *mut c_void,
-    host_src: *mut ost_buffer_info_t,
-    device_dst: *mut ost_device_info_t,
-    len: u32,
-    ck: u64,
-    ret: *mut *mut task_sync_t,
-    cb: notify_callback_t,
-) -> u32 {
-    if !ret.is_null() {
-        // SAFETY: valid out-pointer.
-        unsafe { *ret = std::ptr::null_mut() };
+/// The receive queue named by `device_dst`: its jetty, else (divergence D6) its JFR; `None` when
+/// it has neither.
+pub fn queue_of(dev: &ost_device_info_t) -> Option<RecvQueue> {
+    if !dev.jetty.is_null() {
+        Some(RecvQueue::Jetty(dev.jetty as usize))
+    } else if !dev.jfr.is_null() {
+        Some(RecvQueue::Jfr(dev.jfr as usize))
+    } else {
+        None
     }
-    if handle.is_null()
-        || host_src.is_null()
-        || device_dst.is_null()
-        || ret.is_null()
-        || cb.is_none()
-        || len == 0
-    {
-        error!("os_transport_recv: invalid argument (NULL pointer or len 0)");
-        return ERR;
-    }
-    // SAFETY: non-NULL pointers to caller-owned structs (checked above).
-    let (src, dev) = unsafe { (*host_src, *device_dst) };
-    if dev.jetty.is_null() && dev.jfr.is_null() {
-        error!("os_transport_recv: device_dst has neither jetty nor jfr");
-        return ERR;
-    }
-    let Some(inst) = instance::get(handle) else {
-        error!("os_transport_recv: not initialized or bad handle");
-        return ERR;
-    };
+}
+
+/// The arguments of `os_transport_recv`, checked non-NULL (`len` may still be out of range).
+pub struct RecvArgs<'a> {
+    /// `host_src`
+    pub host_src: &'a ost_buffer_info_t,
+    /// The receive queue of `device_dst` ([`queue_of`]).
+    pub queue: RecvQueue,
+    /// `len` (not 0)
+    pub len: u32,
+    /// `client_key`
+    pub ck: u64,
+    /// `notify_callback` (not NULL)
+    pub cb: notify_callback_t,
+}
+
+/// `os_transport_recv` with a validated instance, `ret` already reset: registers the receive,
+/// prefills the recv WRs, arms it and stores its sync in `ret`.
+pub fn recv(inst: &Instance, a: RecvArgs<'_>, mut ret: Out<'_, *mut task_sync_t>) -> u32 {
+    let RecvArgs { len, ck, .. } = a;
     if !key_valid(ck) {
         error!("os_transport_recv: client_key {:#x} exceeds 40 bits", ck);
         return ERR;
@@ -112,42 +105,26 @@ pub unsafe fn recv(
         error!("os_transport_recv: len {} needs more than 7 chunks", len);
         return ERR;
     };
-    let Ok((idx, gen)) = register(&inst, Kind::Recv, ck, n, |r| {
-        r.pending = ((1u16 << n) - 1) as u8;
-        r.cb = cb;
-        r.arming = true;
-    }) else {
+    let Ok((idx, gen)) =
+        request::register(&inst.reqs, &inst.pool, inst.seq, ck, n, Job::Recv(a.cb))
+    else {
         return ERR;
     };
-    let target = if dev.jetty.is_null() {
-        RecvQueue::Jfr(dev.jfr as usize)
-    } else {
-        RecvQueue::Jetty(dev.jetty as usize)
-    };
-    let st = prefill(&inst, target, src.tseg, ck);
+    let st = prefill(inst, a.queue, a.host_src.tseg, ck);
     if st != URMA_SUCCESS && st != URMA_ENOMEM {
         error!(
             "os_transport_recv {:#x}: recv prefill failed, status {}",
             ck, st
         );
         // Legacy leaks the request here (§10 #4); we release it.
-        let mut t = inst.reqs(ck);
-        let slot = table().slot(idx);
-        let mut r = slot.lock();
-        if r.live && r.gen == gen {
+        if let Some(mut r) = inst.reqs.locked(ck, idx, gen) {
             r.fail();
-            r.released = true;
-            let c = settle(idx, slot, &mut r);
-            drop(r);
-            apply_locked(&mut t, &c);
-            drop(t);
-            c.wake(slot);
+            r.release();
         }
         return ERR;
     }
-    instance::arm(&inst, ck, idx, gen);
-    // SAFETY: valid out-pointer (checked above).
-    unsafe { *ret = token(idx, gen) as *mut task_sync_t };
+    request::arm(&inst.reqs, &inst.pool, ck, idx, gen);
+    ret.set(token(idx, gen) as *mut task_sync_t);
     debug!(
         1,
         "recv {:#x}: {} bytes in {} chunks registered", ck, len, n

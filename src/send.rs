@@ -1,13 +1,12 @@
 //! `os_transport_send` (contract §1.4, §3) and the send worker task.
 
-use crate::abi::{ost_buffer_info_t, task_sync_t, urma_jetty_info_t, ERR};
+use crate::abi::{ost_buffer_info_t, task_sync_t, urma_jetty_info_t, Out, ERR};
 use crate::chunk::chunk_count;
-use crate::instance::{self, apply_locked, register, settle};
+use crate::instance::Instance;
 use crate::log::{debug, error};
 use crate::post;
-use crate::sync::{table, token, Kind, SendCtx};
+use crate::request::{self, token, Job, SendCtx};
 use crate::user_data::{enc, key_valid, UserData, SENTINEL_CHUNK_ID};
-use std::ffi::c_void;
 use urma_sys::{urma_status_t, URMA_SUCCESS};
 
 /// Server (`user_ctx`) and client (`imm_data`) contexts of send task `k` of `n` (§3.2).
@@ -43,44 +42,32 @@ pub fn run_task(ctx: &SendCtx, sk: u64, n: u8, k: u8) -> urma_status_t {
     URMA_SUCCESS
 }
 
-/// `os_transport_send`.
-///
-/// # Safety
-/// Pointer arguments are NULL or valid for their types (C caller contract).
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn send(
-    handle: *mut c_void,
-    jetty_info: *mut urma_jetty_info_t,
-    local_src: *mut ost_buffer_info_t,
-    remote_dst: *mut ost_buffer_info_t,
-    len: u32,
-    sk: u64,
-    ck: u64,
-    ret: *mut *mut task_sync_t,
-    status: *mut urma_status_t,
+/// The arguments of `os_transport_send`, checked non-NULL (`len` may still be out of range).
+pub struct SendArgs<'a> {
+    /// `jetty_info`
+    pub jetty_info: &'a urma_jetty_info_t,
+    /// `local_src`
+    pub local_src: &'a ost_buffer_info_t,
+    /// `remote_dst`
+    pub remote_dst: &'a ost_buffer_info_t,
+    /// `len` (not 0)
+    pub len: u32,
+    /// `server_key`
+    pub sk: u64,
+    /// `client_key`
+    pub ck: u64,
+}
+
+/// `os_transport_send` with a validated instance, its out-parameters already reset: registers the
+/// request, stores its sync in `ret` and posts the WRITE of chunk 0 (a failure also goes to
+/// `status`).
+pub fn send(
+    inst: &Instance,
+    a: SendArgs<'_>,
+    mut ret: Out<'_, *mut task_sync_t>,
+    status: Option<Out<'_, urma_status_t>>,
 ) -> u32 {
-    if !ret.is_null() {
-        // SAFETY: valid out-pointer.
-        unsafe { *ret = std::ptr::null_mut() };
-    }
-    if !status.is_null() {
-        // SAFETY: valid out-pointer.
-        unsafe { *status = URMA_SUCCESS };
-    }
-    if handle.is_null()
-        || jetty_info.is_null()
-        || local_src.is_null()
-        || remote_dst.is_null()
-        || ret.is_null()
-        || len == 0
-    {
-        error!("os_transport_send: invalid argument (NULL pointer or len 0)");
-        return ERR;
-    }
-    let Some(inst) = instance::get(handle) else {
-        error!("os_transport_send: not initialized or bad handle");
-        return ERR;
-    };
+    let SendArgs { len, sk, ck, .. } = a;
     if !key_valid(sk) || !key_valid(ck) {
         error!(
             "os_transport_send: server_key {:#x} or client_key {:#x} exceeds 40 bits",
@@ -92,8 +79,7 @@ pub unsafe fn send(
         error!("os_transport_send: len {} needs more than 7 chunks", len);
         return ERR;
     };
-    // SAFETY: non-NULL pointers to caller-owned structs (checked above).
-    let (ji, src, dst) = unsafe { (*jetty_info, *local_src, *remote_dst) };
+    let (ji, src, dst) = (*a.jetty_info, *a.local_src, *a.remote_dst);
     let ctx = SendCtx {
         jfs: ji.jfs.cast(),
         jetty: ji.jetty.cast(),
@@ -105,11 +91,12 @@ pub unsafe fn send(
         len,
         enc_ck: enc(ck),
     };
-    let Ok((idx, gen)) = register(&inst, Kind::Send, sk, n, |r| r.send = ctx) else {
+    let Ok((idx, gen)) = request::register(&inst.reqs, &inst.pool, inst.seq, sk, n, Job::Send(ctx))
+    else {
         return ERR;
     };
-    // SAFETY: valid out-pointer (checked above). Set before the first post, like legacy.
-    unsafe { *ret = token(idx, gen) as *mut task_sync_t };
+    // Set before the first post, like legacy.
+    ret.set(token(idx, gen) as *mut task_sync_t);
     debug!(
         1,
         "send {:#x}: {} bytes in {} chunks to client {:#x}", sk, len, n, ck
@@ -120,21 +107,12 @@ pub unsafe fn send(
             "os_transport_send {:#x}: first WRITE failed, status {}",
             sk, st
         );
-        if !status.is_null() {
-            // SAFETY: valid out-pointer.
-            unsafe { *status = st };
+        if let Some(mut status) = status {
+            status.set(st);
         }
-        let mut t = inst.reqs(sk);
-        let slot = table().slot(idx);
-        let mut r = slot.lock();
-        if r.live && r.gen == gen {
+        if let Some(mut r) = inst.reqs.locked(sk, idx, gen) {
             r.record_status(st); // divergence D8: the first-chunk status is also reported by wait
             r.fail();
-            let c = settle(idx, slot, &mut r);
-            drop(r);
-            apply_locked(&mut t, &c);
-            drop(t);
-            c.wake(slot);
         }
         return ERR;
     }

@@ -5,13 +5,37 @@
 //! is an [`hb::before`] on it, which is the happens-before relation a pthread mutex gives and
 //! Helgrind models natively.
 //!
-//! Only the API the library uses is provided; poisoning behaves as in `std`.
+//! Only the API the library uses is provided; poisoning behaves as in `std`, and the library
+//! ignores it: [`lock`], [`read`] and [`write`] take the lock whether or not a thread panicked
+//! while holding it (the library's state stays consistent across a panic of user code, which the
+//! API boundary catches).
+
+use std::ops::{Deref, DerefMut};
+use std::sync::PoisonError;
 
 #[cfg(not(feature = "valgrind-annotations"))]
 pub use std::sync::{Condvar, Mutex, MutexGuard, RwLock};
 
 #[cfg(feature = "valgrind-annotations")]
 pub use annotated::{Condvar, Mutex, MutexGuard, RwLock};
+
+/// Locks `m`, ignoring poisoning.
+#[inline]
+pub fn lock<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Read-locks `l`, ignoring poisoning.
+#[inline]
+pub fn read<T: ?Sized>(l: &RwLock<T>) -> impl Deref<Target = T> + '_ {
+    l.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Write-locks `l`, ignoring poisoning.
+#[inline]
+pub fn write<T: ?Sized>(l: &RwLock<T>) -> impl DerefMut<Target = T> + '_ {
+    l.write().unwrap_or_else(PoisonError::into_inner)
+}
 
 #[cfg(feature = "valgrind-annotations")]
 mod annotated {

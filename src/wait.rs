@@ -1,19 +1,15 @@
 //! `wait_and_free_sync[_timeout]` (§1.7) and `os_transport_cancel_tasks` (§1.8) over the
 //! generation-checked sync table.
 
-use crate::abi::{task_sync_t, ERR, WAIT_TIMEOUT};
-use crate::instance::{apply, apply_locked, settle, Instance};
+use crate::abi::{task_sync_t, Out, ERR, WAIT_TIMEOUT};
+use crate::instance::Instance;
 use crate::log::{debug, error};
 use crate::pool::current_worker;
+use crate::request::{table, untoken};
 use crate::spin::{pause_then_yield, Gaps, SpinPolicy, Spun};
-use crate::sync::{table, untoken, Req};
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 use urma_sys::{urma_status_t, URMA_SUCCESS};
-
-fn usable(r: &Req, gen: u32, inst: &Instance) -> bool {
-    r.live && r.gen == gen && r.instance == inst.seq && !r.released && !r.waiting
-}
 
 fn log_live() {
     // The environment is read once per process, and only when DEBUG lines are wanted at all.
@@ -47,7 +43,7 @@ thread_local! {
 /// Waits without sleeping, within the budget [`WAIT_GAPS`] gives (and not past `deadline`), until
 /// the request of `slot` looks done. Returns when the wait started if the request is not done yet
 /// (the caller blocks and then records how long the wait lasted with [`record_wait`]).
-fn brief_wait(slot: &crate::sync::Slot, deadline: Option<Instant>) -> Option<Instant> {
+fn brief_wait(slot: &crate::request::Slot, deadline: Option<Instant>) -> Option<Instant> {
     use std::sync::atomic::Ordering;
     let mut g = WAIT_GAPS.with(Cell::get);
     let blocked = match g.budget(&WAIT) {
@@ -80,15 +76,13 @@ fn record_wait(since: Instant) {
     });
 }
 
-/// Shared implementation of both wait functions.
-///
-/// # Safety
-/// `status` is NULL or a valid out-pointer.
-pub unsafe fn wait(
+/// Both wait functions, with a validated instance and `status` already reset: waits for the
+/// request of `sync` (a token, never dereferenced), releases it and reports its status.
+pub fn wait(
     inst: &Instance,
     sync: *mut task_sync_t,
     timeout_ms: i64,
-    status: *mut urma_status_t,
+    status: Option<Out<'_, urma_status_t>>,
 ) -> u32 {
     let Some((idx, gen)) = untoken(sync as usize) else {
         error!("wait_and_free_sync: not a sync handle");
@@ -96,16 +90,16 @@ pub unsafe fn wait(
     };
     let slot = table().slot(idx);
     let mut r = slot.lock();
-    if !usable(&r, gen, inst) {
+    if !r.usable(gen, inst.seq) {
         error!("wait_and_free_sync: stale or foreign sync handle");
         return ERR;
     }
-    if current_worker().is_some_and(|w| w.instance == r.instance && w.index == r.worker) {
-        error!("wait_and_free_sync: request {:#x} is bound to the calling worker (would deadlock); sync not consumed", r.rid);
+    if current_worker().is_some_and(|w| r.bound_to(w)) {
+        error!("wait_and_free_sync: request {:#x} is bound to the calling worker (would deadlock); sync not consumed", r.rid());
         return ERR;
     }
-    r.waiting = true;
-    let rid = r.rid;
+    r.begin_wait();
+    let rid = r.rid();
     debug!(1, "wait start for request {:#x}", rid);
     let deadline = if timeout_ms < 0 {
         None
@@ -114,17 +108,17 @@ pub unsafe fn wait(
     };
     let mut timed_out = false;
     let mut blocked_since = None;
-    if !r.done && timeout_ms != 0 {
+    if !r.done() && timeout_ms != 0 {
         // `waiting` is set, so the slot stays ours while unlocked.
         drop(r);
         blocked_since = brief_wait(slot, deadline);
         r = slot.lock();
     }
-    while !r.done {
+    while !r.done() {
         if timeout_ms < 0 || deadline.is_none() {
-            r.sleeping = true;
+            r.set_sleeping(true);
             r = slot.cv.wait(r).unwrap_or_else(|e| e.into_inner());
-            r.sleeping = false;
+            r.set_sleeping(false);
             continue;
         }
         let now = Instant::now();
@@ -133,13 +127,13 @@ pub unsafe fn wait(
             timed_out = true;
             break;
         }
-        r.sleeping = true;
+        r.set_sleeping(true);
         r = slot
             .cv
             .wait_timeout(r, d - now)
             .unwrap_or_else(|e| e.into_inner())
             .0;
-        r.sleeping = false;
+        r.set_sleeping(false);
     }
     if let (Some(t), false) = (blocked_since, timed_out) {
         record_wait(t);
@@ -151,12 +145,9 @@ pub unsafe fn wait(
     } else {
         ERR
     };
+    let mut r = inst.reqs.adopt(idx, slot, r);
     if inner != 0 {
-        let removed = r.cancel_queued();
-        r.cancel_flag = true;
-        if timed_out {
-            r.timedout = true;
-        }
+        let removed = if timed_out { r.time_out() } else { r.cancel() };
         debug!(
             1,
             "request {:#x}: wait result {}, {} queued tasks cancelled", rid, inner, removed
@@ -164,16 +155,11 @@ pub unsafe fn wait(
     } else {
         debug!(1, "request {:#x}: wait success", rid);
     }
-    r.waiting = false;
-    r.released = true;
-    let st = r.status;
-    let c = settle(idx, slot, &mut r);
+    r.release();
+    let st = r.status();
     drop(r);
-    apply(&inst.reqs, &c);
-    c.wake(slot);
-    if !status.is_null() {
-        // SAFETY: valid out-pointer (caller contract).
-        unsafe { *status = st };
+    if let Some(mut status) = status {
+        status.set(st);
     }
     log_live();
     if st != URMA_SUCCESS {
@@ -183,71 +169,53 @@ pub unsafe fn wait(
     }
 }
 
-/// `os_transport_cancel_tasks` with a validated instance.
-///
-/// # Safety
-/// `sync_handle` is NULL or a valid pointer.
-pub unsafe fn cancel(inst: &Instance, sync_handle: *mut *mut task_sync_t, rid: u64) -> u32 {
-    let target = if sync_handle.is_null() {
-        None
-    } else {
-        // SAFETY: valid pointer (caller contract).
-        let t = unsafe { *sync_handle };
-        if t.is_null() {
-            None
-        } else {
-            let Some((idx, gen)) = untoken(t as usize) else {
+/// `os_transport_cancel_tasks` with a validated instance: cancels what is queued of `rid` and,
+/// when `sync_handle` holds a sync, takes it over (releases it and sets it to NULL).
+pub fn cancel(inst: &Instance, sync_handle: Option<&mut *mut task_sync_t>, rid: u64) -> u32 {
+    let target = match sync_handle {
+        Some(h) if !h.is_null() => {
+            let Some((idx, gen)) = untoken(*h as usize) else {
                 error!("os_transport_cancel_tasks: not a sync handle");
                 return ERR;
             };
-            if !usable(&table().slot(idx).lock(), gen, inst) {
+            if !table().slot(idx).lock().usable(gen, inst.seq) {
                 error!("os_transport_cancel_tasks: stale or foreign sync handle");
                 return ERR;
             }
-            Some((idx, gen))
+            Some((h, idx, gen))
         }
+        _ => None,
     };
-    let mut t = inst.reqs(rid);
-    let (mut woken, mut woken_sync) = (None, None);
+    let t = inst.reqs(rid);
+    let mut woken = None;
     if let Some((s, g)) = t.get(rid) {
-        let slot = table().slot(s);
-        let mut r = slot.lock();
-        if r.live && r.gen == g {
-            let removed = r.cancel_queued();
-            r.cancel_flag = true;
+        if let Some(mut r) = t.into_locked(s, g) {
+            let removed = r.cancel();
             debug!(
                 1,
                 "cancel request {:#x}: {} queued tasks removed", rid, removed
             );
-            let c = settle(s, slot, &mut r);
-            drop(r);
-            apply_locked(&mut t, &c);
-            woken = Some((slot, c));
+            woken = Some(r.finish());
         }
     } else {
         debug!(1, "cancel request {:#x}: no queued tasks", rid);
+        drop(t);
     }
-    drop(t);
-    if let Some((idx, gen)) = target {
-        let slot = table().slot(idx);
+    let mut woken_sync = None;
+    if let Some((h, idx, gen)) = target {
         // The sync may belong to another id (another shard): lock that one, then check again.
-        let trid = slot.lock().rid;
-        let mut t = inst.reqs(trid);
-        let mut r = slot.lock();
-        if usable(&r, gen, inst) {
-            r.cancel_queued();
-            r.cancel_flag = true;
-            r.released = true;
-            let c = settle(idx, slot, &mut r);
-            drop(r);
-            apply_locked(&mut t, &c);
-            woken_sync = Some((slot, c));
+        let trid = table().slot(idx).lock().rid();
+        if let Some(mut r) = inst.reqs.locked(trid, idx, gen) {
+            if r.usable(gen, inst.seq) {
+                r.cancel();
+                r.release();
+                woken_sync = Some(r.finish());
+            }
         }
-        // SAFETY: valid pointer (checked above).
-        unsafe { *sync_handle = std::ptr::null_mut() };
+        *h = std::ptr::null_mut();
     }
-    for (slot, c) in [woken, woken_sync].into_iter().flatten() {
-        c.wake(slot);
+    for w in [woken, woken_sync].into_iter().flatten() {
+        w.wake();
     }
     log_live();
     0

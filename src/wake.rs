@@ -2,13 +2,13 @@
 //! the matching task (§5.4), with D3 (failed completions fail their request) and D4 (early
 //! receive completions are kept).
 
-use crate::instance::{apply_locked, end_task, settle, Instance};
+use crate::instance::Instance;
 use crate::log::{debug, error, warning};
 use crate::pool::{EnqueueError, WorkerCtx};
 use crate::recv::{expected_key, repost};
-use crate::request::{Early, ReqTable, ReqTables};
+use crate::request::index::Early;
+use crate::request::{end_task, table, Kind, ReqTable, ReqTables};
 use crate::send;
-use crate::sync::{table, Kind};
 use crate::user_data::{dec, key_valid, UserData, SENTINEL_CHUNK_ID};
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
@@ -90,8 +90,7 @@ fn accepting(inst: &Instance, rid: u64, (s, g): (u32, u32)) -> Option<(u32, u32,
         return None;
     }
     let r = table().slot(s).lock();
-    (r.live && r.gen == g && r.rid == rid && r.instance == inst.seq && !r.done && !r.arming)
-        .then_some((s, g, r.worker))
+    r.accepting(g, rid, inst.seq).map(|w| (s, g, w))
 }
 
 /// The request under `rid` has ended but its table entry is not cleaned up yet: its receive
@@ -104,7 +103,7 @@ fn ended_pending_cleanup(t: &ReqTable, rid: u64) -> bool {
         return false;
     };
     let r = table().slot(s).lock();
-    !(r.live && r.gen == g) || (r.done && !r.succeeded())
+    !r.is(g) || (r.done() && !r.succeeded())
 }
 
 /// Hands a completion of the live request `(s, g)` bound to worker `w` on: a send step runs
@@ -180,7 +179,7 @@ fn deliver(inst: &Instance, rid: u64, ud: u64, recv_side: bool) -> i32 {
 /// D3: a completion with a non-success status fails its request, if `rid` names a live request
 /// of `kind` (send-side completions belong to sends, receive-side ones to receives); -1 otherwise.
 fn fail_request(inst: &Instance, rid: u64, kind: Kind, status: u32) -> i32 {
-    let mut t = inst.reqs(rid);
+    let t = inst.reqs(rid);
     let Some((s, g)) = t.get(rid) else {
         debug!(
             2,
@@ -188,9 +187,10 @@ fn fail_request(inst: &Instance, rid: u64, kind: Kind, status: u32) -> i32 {
         );
         return -1;
     };
-    let slot = table().slot(s);
-    let mut r = slot.lock();
-    if !(r.live && r.gen == g && !r.done && r.kind == kind) {
+    let Some(mut r) = t.into_locked(s, g) else {
+        return -1;
+    };
+    if r.done() || r.kind() != kind {
         return -1;
     }
     error!(
@@ -199,11 +199,6 @@ fn fail_request(inst: &Instance, rid: u64, kind: Kind, status: u32) -> i32 {
     );
     r.record_status(URMA_FAIL);
     r.fail();
-    let c = settle(s, slot, &mut r);
-    drop(r);
-    apply_locked(&mut t, &c);
-    drop(t);
-    c.wake(slot);
     0
 }
 
@@ -214,47 +209,37 @@ fn fail_request(inst: &Instance, rid: u64, kind: Kind, status: u32) -> i32 {
 fn send_step(reqs: &ReqTables, instance: u64, idx: u32, gen: u32, ud: u64) -> bool {
     let slot = table().slot(idx);
     let mut r = slot.lock();
-    if !r.live || r.gen != gen || r.instance != instance || r.kind != Kind::Send {
+    if !r.is(gen) || r.instance() != instance || r.kind() != Kind::Send {
         debug!(2, "wake-up for a finished request dropped");
         return false;
     }
-    if r.next_send >= r.n {
+    let Some(k) = r.next_send() else {
         warning!(
             "Wakeup received without matching queued task (request {:#x})",
-            r.rid
+            r.rid()
         );
         return false;
-    }
-    let k = r.next_send;
+    };
     // Task k is triggered by the completion of WRITE chunk k only (§3.2). A duplicated,
     // replayed or forged completion naming another chunk must not run task k early: its
     // SEND_IMM would tell the peer that chunk k landed before its WRITE completed.
-    let write_k = UserData::new(r.rid, u8::from(k + 1 == r.n), k).raw();
+    let write_k = UserData::new(r.rid(), u8::from(k + 1 == r.tasks()), k).raw();
     if ud != write_k {
         warning!(
             "request {:#x}: completion {:#018x} does not match the WRITE of chunk {}, discarded",
-            r.rid,
+            r.rid(),
             ud,
             k
         );
         return false;
     }
-    r.next_send += 1;
-    r.running += 1;
-    if let Some(w) = &r.wshared {
-        w.tasks.fetch_sub(1, Ordering::Relaxed);
-    }
-    let (sctx, sk, n) = (r.send, r.rid, r.n);
+    let task = r.begin_send_task();
     drop(r);
-    let st = send::run_task(&sctx, sk, n, k);
+    let st = send::run_task(&task.ctx, task.sk, task.n, task.k);
     if st == URMA_SUCCESS {
-        debug!(2, "request {:#x}: task {} completed", sk, k);
+        debug!(2, "request {:#x}: task {} completed", task.sk, task.k);
     }
-    end_task(reqs, idx, gen, st == URMA_SUCCESS, |r| {
-        r.record_status(st);
-        r.canceled += 1;
-        r.fail();
-    });
+    end_task(reqs, idx, gen, (st != URMA_SUCCESS).then_some(st));
     true
 }
 
@@ -265,25 +250,23 @@ pub fn on_wake(ctx: &WorkerCtx, reqs: &ReqTables, idx: u32, gen: u32, ud: u64) {
     let held = crate::log::hold();
     let slot = table().slot(idx);
     let mut r = slot.lock();
-    if !r.live || r.gen != gen || r.instance != ctx.id.instance {
+    if !r.is(gen) || r.instance() != ctx.id.instance {
         debug!(2, "wake-up for a finished request dropped");
         return;
     }
-    match r.kind {
+    match r.kind() {
         Kind::Send => {
             drop(r);
             let _ = send_step(reqs, ctx.id.instance, idx, gen, ud);
         }
         Kind::Recv => {
             let i = UserData::from_raw(ud).chunk_id;
-            let (ck, n) = (r.rid, r.n);
-            if i >= n || r.pending & (1 << i) == 0 || ud != expected_key(ck, n, i) {
+            let (ck, n) = (r.rid(), r.tasks());
+            if !r.chunk_queued(i) || ud != expected_key(ck, n, i) {
                 warning!("No exact matched task for request_id {:#x}, user data {:#018x}: wake-up discarded", ck, ud);
                 return;
             }
-            r.pending &= !(1 << i);
-            r.running += 1;
-            let cb = r.cb;
+            let cb = r.begin_recv_task(i);
             drop(r);
             ctx.shared.tasks.fetch_sub(1, Ordering::Relaxed);
             ctx.shared.busy.store(true, Ordering::Relaxed);
@@ -310,10 +293,7 @@ pub fn on_wake(ctx: &WorkerCtx, reqs: &ReqTables, idx: u32, gen: u32, ud: u64) {
                     i
                 );
             }
-            end_task(reqs, idx, gen, ret == 0, |r| {
-                r.canceled += 1;
-                r.fail();
-            });
+            end_task(reqs, idx, gen, (ret != 0).then_some(0));
         }
     }
 }

@@ -16,13 +16,11 @@
 //! Separately, at most [`max_inflight`] requests may be unfinished at once (a request is finished
 //! once every task completed, failed or was cancelled, whether or not its sync was collected).
 
+use super::state::Req;
 use crate::log::{debug, error, warning};
-use crate::pool::WorkerShared;
-use crate::sync_annotate::{Condvar, Mutex, MutexGuard};
+use crate::sync_annotate::{lock, Condvar, Mutex, MutexGuard};
 use once_cell::sync::Lazy;
-use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
 
 /// Slots per table segment (a power of two): the unit the table grows by.
 pub const SEGMENT: usize = 4096;
@@ -82,202 +80,6 @@ fn untoken_bits(t: usize) -> Option<(u32, u32)> {
     (gen != 0).then_some((slot, gen))
 }
 
-/// Send or receive request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    /// `os_transport_send`
-    Send,
-    /// `os_transport_recv`
-    Recv,
-}
-
-/// Everything a send task needs to post its work requests (raw URMA pointers, opaque here).
-#[derive(Clone, Copy, Debug)]
-pub struct SendCtx {
-    /// `jetty_info->jfs` (preferred)
-    pub jfs: *mut c_void,
-    /// `jetty_info->jetty` (fallback)
-    pub jetty: *mut c_void,
-    /// `jetty_info->tjetty`
-    pub tjetty: *mut c_void,
-    /// `local_src->addr`
-    pub src: u64,
-    /// `local_src->tseg`
-    pub src_tseg: *mut c_void,
-    /// `remote_dst->addr`
-    pub dst: u64,
-    /// `remote_dst->tseg`
-    pub dst_tseg: *mut c_void,
-    /// total length
-    pub len: u32,
-    /// `enc(client_key)`
-    pub enc_ck: u64,
-}
-
-impl SendCtx {
-    const EMPTY: SendCtx = SendCtx {
-        jfs: std::ptr::null_mut(),
-        jetty: std::ptr::null_mut(),
-        tjetty: std::ptr::null_mut(),
-        src: 0,
-        src_tseg: std::ptr::null_mut(),
-        dst: 0,
-        dst_tseg: std::ptr::null_mut(),
-        len: 0,
-        enc_ck: 0,
-    };
-}
-
-// SAFETY: the pointers are application-owned URMA objects that the API contract keeps alive while
-// the request is in flight; the library only passes them back to liburma.
-unsafe impl Send for SendCtx {}
-
-/// `notify_callback_t`.
-pub type NotifyCb = unsafe extern "C" fn(user_data: *mut c_void) -> i32;
-
-/// Per-request state (the legacy task_sync + task group + chunk array + pool context).
-#[derive(Debug)]
-pub struct Req {
-    /// Slot holds a request.
-    pub live: bool,
-    /// Current generation of the slot (tokens carry it).
-    pub gen: u32,
-    /// Instance sequence number that owns the request.
-    pub instance: u64,
-    /// Send or receive.
-    pub kind: Kind,
-    /// Pool request id: `sk` for a send, raw `ck` for a recv.
-    pub rid: u64,
-    /// Number of tasks (= chunks).
-    pub n: u8,
-    /// Bound worker.
-    pub worker: u32,
-    /// Load counters of the bound worker (kept after the slot is freed, see `register`; only read
-    /// for a live request).
-    pub wshared: Option<Arc<WorkerShared>>,
-    /// Send: index of the next task to run.
-    pub next_send: u8,
-    /// Recv: bit i set = chunk task i still queued.
-    pub pending: u8,
-    /// Tasks of this request executing now (a receive task on its worker, a send task on the thread
-    /// that delivered its WRITE completion, D15); the slot is not freed while it is non-zero.
-    pub running: u8,
-    /// Tasks that succeeded.
-    pub completed: u8,
-    /// Tasks cancelled or failed.
-    pub canceled: u8,
-    /// `request_completed`: the waiter may return.
-    pub done: bool,
-    /// `request_canceled`
-    pub cancel_flag: bool,
-    /// `request_timedout`
-    pub timedout: bool,
-    /// A task, a callback or a completion failed.
-    pub failed: bool,
-    /// `release_requested`: the caller gave the sync back (wait or cancel returned / is returning).
-    pub released: bool,
-    /// A thread is inside `wait_and_free_sync*` on this sync.
-    pub waiting: bool,
-    /// That thread is blocked on the slot's condvar (only then does ending the request signal it).
-    pub sleeping: bool,
-    /// The request-table cleanup for this request was issued.
-    pub cleaned: bool,
-    /// Receive registered but not armed yet (`instance::arm`): its completions are kept in the
-    /// stash meanwhile.
-    pub arming: bool,
-    /// The request counts against the in-flight limit (from registration until it is finished).
-    pub counted: bool,
-    /// First non-success URMA status.
-    pub status: i32,
-    /// Send parameters.
-    pub send: SendCtx,
-    /// Recv callback.
-    pub cb: Option<NotifyCb>,
-}
-
-impl Req {
-    const fn empty() -> Req {
-        Req {
-            live: false,
-            gen: 1,
-            instance: 0,
-            kind: Kind::Send,
-            rid: 0,
-            n: 0,
-            worker: 0,
-            wshared: None,
-            next_send: 0,
-            pending: 0,
-            running: 0,
-            completed: 0,
-            canceled: 0,
-            done: false,
-            cancel_flag: false,
-            timedout: false,
-            failed: false,
-            released: false,
-            waiting: false,
-            sleeping: false,
-            cleaned: false,
-            arming: false,
-            counted: false,
-            status: 0,
-            send: SendCtx::EMPTY,
-            cb: None,
-        }
-    }
-
-    /// Tasks neither run, running, nor cancelled.
-    pub fn queued(&self) -> u8 {
-        match self.kind {
-            Kind::Send => self.n - self.next_send,
-            Kind::Recv => self.pending.count_ones() as u8,
-        }
-    }
-
-    /// Cancels every queued task; returns how many were removed.
-    pub fn cancel_queued(&mut self) -> u8 {
-        let q = self.queued();
-        self.canceled += q;
-        self.next_send = self.n;
-        self.pending = 0;
-        if let Some(w) = &self.wshared {
-            w.tasks.fetch_sub(u32::from(q), Ordering::Relaxed);
-        }
-        q
-    }
-
-    /// Every task is completed or cancelled (the running one, if any, is not yet accounted).
-    pub fn accounted(&self) -> bool {
-        self.completed + self.canceled >= self.n
-    }
-
-    /// Nothing will ever touch the request again: all accounted and nothing running.
-    pub fn terminal(&self) -> bool {
-        self.accounted() && self.running == 0
-    }
-
-    /// Records the first non-success status.
-    pub fn record_status(&mut self, st: i32) {
-        if self.status == 0 {
-            self.status = st;
-        }
-    }
-
-    /// Marks the request failed: cancels what is queued and lets the waiter return.
-    pub fn fail(&mut self) {
-        self.failed = true;
-        self.cancel_flag = true;
-        self.cancel_queued();
-        self.done = true;
-    }
-
-    /// Inner wait result when `done`: success criterion of §6.3.
-    pub fn succeeded(&self) -> bool {
-        self.completed == self.n && !self.cancel_flag && !self.timedout && !self.failed
-    }
-}
-
 /// One table entry.
 pub struct Slot {
     m: Mutex<Req>,
@@ -295,7 +97,7 @@ pub struct Slot {
 impl Slot {
     /// Locks the request state (poisoning is ignored: state stays consistent across panics of user code).
     pub fn lock(&self) -> MutexGuard<'_, Req> {
-        self.m.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.m)
     }
 }
 
@@ -435,7 +237,7 @@ impl SyncTable {
             self.inflight.fetch_sub(1, Ordering::Relaxed);
             return Err(self.refuse(Refusal::InFlight));
         }
-        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        let mut free = lock(&self.free);
         let got = match free.pop() {
             Some(i) => Some(i),
             None => self.grow(&mut free).then(|| free.pop()).flatten(),
@@ -494,10 +296,7 @@ impl SyncTable {
     /// Returns a slot that was allocated but never made live.
     pub fn unalloc(&self, idx: u32) {
         self.inflight.fetch_sub(1, Ordering::Relaxed);
-        self.free
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(idx);
+        lock(&self.free).push(idx);
     }
 
     /// The request in `r` is finished (or swept): it stops counting against the in-flight limit.
@@ -516,7 +315,7 @@ impl SyncTable {
         self.finished(r);
         r.live = false;
         r.cb = None;
-        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        let mut free = lock(&self.free);
         if r.gen >= GEN_MASK {
             // Every generation of this slot has been handed out: retire it rather than start
             // again at 1, which would make the oldest tokens valid again.
@@ -531,7 +330,7 @@ impl SyncTable {
 
     /// Number of slots in use (test hook for leak checks).
     pub fn live(&self) -> usize {
-        let free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        let free = lock(&self.free);
         // `grow` changes the length and the free list together under this lock, and `free`
         // retires a slot under it.
         self.len() - free.len() - self.retired.load(Ordering::Relaxed)
@@ -541,13 +340,6 @@ impl SyncTable {
     pub fn inflight(&self) -> usize {
         self.inflight.load(Ordering::Relaxed)
     }
-}
-
-/// Fresh state for a new request in slot `r` (keeps the slot's generation).
-pub fn reset(r: &mut Req) {
-    let gen = r.gen;
-    *r = Req::empty();
-    r.gen = gen;
 }
 
 /// Number of live syncs in this process. Test-only hook (not a C export).
@@ -562,7 +354,7 @@ pub fn live_syncs() -> usize {
 pub fn set_next_free_generation(gen: u32) -> Option<u32> {
     let t = table();
     // Lock order: a slot before the free list, so read the index first, then lock the slot.
-    let idx = *t.free.lock().unwrap_or_else(|e| e.into_inner()).last()?;
+    let idx = *lock(&t.free).last()?;
     t.slot(idx).lock().gen = gen.clamp(1, GEN_MASK);
     Some(idx)
 }
@@ -614,7 +406,7 @@ mod tests {
         let s = tab.slot(i);
         let mut r = s.lock();
         let g = r.gen;
-        reset(&mut r);
+        r.reset();
         r.live = true;
         r.counted = true;
         tab.free(i, &mut r);
@@ -632,7 +424,7 @@ mod tests {
             let i = set_next_free_generation(gen).expect("a free slot");
             assert_eq!(tab.alloc(), Ok(i));
             let mut r = tab.slot(i).lock();
-            reset(&mut r);
+            r.reset();
             r.live = true;
             r.counted = true;
             (i, r.gen)
@@ -691,7 +483,7 @@ mod tests {
         assert_eq!(tab.refused.load(Ordering::Relaxed), 2, "one burst of two");
         // `a` finishes but stays held (its sync not collected): room for one more.
         let mut r = tab.slot(a).lock();
-        reset(&mut r);
+        r.reset();
         r.live = true;
         r.counted = true;
         tab.finished(&mut r);
@@ -720,22 +512,5 @@ mod tests {
             (SEGMENT - 1) * std::mem::size_of::<Slot>()
         );
         assert_eq!(tab.slots().count(), tab.len());
-    }
-
-    #[test]
-    fn accounting() {
-        let mut r = Req::empty();
-        r.kind = Kind::Recv;
-        r.n = 3;
-        r.pending = 0b111;
-        assert_eq!(r.queued(), 3);
-        r.pending = 0b101;
-        r.running = 1;
-        assert_eq!(r.cancel_queued(), 2);
-        assert!(!r.accounted());
-        r.running = 0;
-        r.completed = 1;
-        assert!(r.terminal());
-        assert!(!r.succeeded());
     }
 }

@@ -1,4 +1,5 @@
-//! Request table (request id → sync slot, O(1)), the early-completion stash (D4) and tombstones.
+//! An instance's request-id index (request id → sync slot, O(1)), the early-completion stash (D4)
+//! and tombstones.
 //!
 //! The id → slot map is split into [`SHARDS`] independently locked shards chosen by a hash of the
 //! id, so the threads that meet on every request (the submitter registering, the polling thread
@@ -14,7 +15,7 @@
 //! Lock order: a shard lock, then a slot lock or the [`Kept`] lock (both leaves with respect to
 //! each other: neither is taken while the other is held). At most one shard lock is held at a time.
 
-use crate::sync_annotate::{Mutex, MutexGuard};
+use crate::sync_annotate::{lock, Mutex, MutexGuard};
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::{Deref, DerefMut};
@@ -157,7 +158,7 @@ impl ReqTables {
     pub fn lock(&self, rid: u64) -> ReqTable<'_> {
         let idx = shard_of(rid);
         ReqTable {
-            shard: self.shards[idx].0.lock().unwrap_or_else(|e| e.into_inner()),
+            shard: lock(&self.shards[idx].0),
             tables: self,
             idx,
         }
@@ -166,7 +167,7 @@ impl ReqTables {
     /// Runs `f` on every shard in turn (each locked while `f` runs).
     pub fn for_each_shard(&self, mut f: impl FnMut(&mut Shard)) {
         for s in self.shards.iter() {
-            f(&mut s.0.lock().unwrap_or_else(|e| e.into_inner()));
+            f(&mut lock(&s.0));
         }
     }
 
@@ -177,7 +178,7 @@ impl ReqTables {
     }
 
     fn kept(&self) -> MutexGuard<'_, Kept> {
-        self.kept.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.kept)
     }
 
     fn kept_changed(&self, k: &Kept) {
@@ -236,7 +237,12 @@ impl Shard {
     }
 }
 
-impl ReqTable<'_> {
+impl<'a> ReqTable<'a> {
+    /// The tables this shard belongs to.
+    pub(super) fn tables(&self) -> &'a ReqTables {
+        self.tables
+    }
+
     /// Publishes the lock-free hint for `rid` → `(slot, gen)`: call once the request is fully
     /// registered (for a receive, after its stashed completions were handed over, so that a
     /// completion found through the hint never overtakes them).
