@@ -10,7 +10,7 @@
 
 CLANG          ?= clang
 FUZZ_DIR       := $(TARGET_DIR)/fuzz
-FUZZ_TRIPLE    := $(shell rustc -vV | sed -n 's/^host: //p')
+FUZZ_TRIPLE    := $(shell rustc -vV 2>/dev/null | sed -n 's/^host: //p')
 FUZZ_LIB       := $(FUZZ_DIR)/$(FUZZ_TRIPLE)/release/libos_transport.so
 FUZZ_BIN       := $(FUZZ_DIR)/cr_fuzz
 FUZZ_TIME      ?= 600
