@@ -312,39 +312,58 @@ pub mod held {
         dropped: u32,
     }
 
+    /// Set in a thread's [`STATE`] while it keeps lines; the bits below count its nested holds.
+    const PENDING: u32 = 1 << 31;
+
     thread_local! {
-        static DEPTH: Cell<u32> = const { Cell::new(0) };
+        /// Nesting depth of this thread's holds, plus [`PENDING`].
+        static STATE: Cell<u32> = const { Cell::new(0) };
         static QUEUE: RefCell<Queue> = RefCell::new(Queue::default());
     }
 
-    /// While alive, callback lines of this thread are kept (see the module documentation).
+    /// While alive, callback lines of this thread are kept (see the module documentation). It
+    /// points at its thread's [`STATE`], so ending it costs no thread-local lookup; the raw pointer
+    /// also keeps it on that thread (not `Send`).
     #[must_use = "the hold ends when dropped"]
-    pub struct Hold(());
+    pub struct Hold(*const Cell<u32>);
 
     /// Starts (or nests) a hold on this thread.
     #[inline]
     pub fn hold() -> Hold {
-        DEPTH.with(|d| d.set(d.get() + 1));
-        Hold(())
+        Hold(STATE.with(|s| {
+            s.set(s.get() + 1);
+            s as *const Cell<u32>
+        }))
     }
 
     impl Drop for Hold {
         #[inline]
         fn drop(&mut self) {
-            let outer = DEPTH.with(|d| {
-                let v = d.get() - 1;
-                d.set(v);
-                v == 0
-            });
-            if outer {
+            // SAFETY: the pointer is this thread's STATE, taken by `hold` on this same thread (a
+            // Hold is not Send); STATE has a const initialiser and no destructor, so it stays
+            // valid for as long as the thread runs code that can drop a Hold.
+            let s = unsafe { &*self.0 };
+            let v = s.get() - 1;
+            if v == PENDING {
+                s.set(0);
                 deliver();
+            } else {
+                s.set(v);
             }
         }
     }
 
     /// Keeps a line for later delivery if a hold is active; `false` means "deliver it now".
     pub(super) fn keep(cb: LogCallback, level: i32, line: &[u8]) -> bool {
-        if DEPTH.with(Cell::get) == 0 {
+        let held = STATE.with(|s| {
+            let v = s.get();
+            let held = v & !PENDING != 0;
+            if held {
+                s.set(v | PENDING);
+            }
+            held
+        });
+        if !held {
             return false;
         }
         // A thread being torn down cannot keep anything: deliver at once rather than lose it.
