@@ -509,6 +509,25 @@ fn d3_error_completion_fails_the_send() {
     pj.join().unwrap();
 }
 
+/// Sends 4096 bytes from `sk` to `ck` with no receive for `ck` registered, and waits until its
+/// three completions (WRITE, SEND_IMM on both sides) went through wake_up_task (`handled`, counted
+/// by the poller): the receive-side one was kept for a later recv (D4).
+fn send_ahead(
+    h: *mut c_void,
+    io: &mut lb::Io,
+    sk: u64,
+    ck: u64,
+    handled: &std::sync::atomic::AtomicUsize,
+) {
+    let base = handled.load(Ordering::Acquire);
+    let (r, ss, _) = lb::send(h, io, 4096, sk, ck);
+    assert_eq!(r, 0);
+    assert_eq!(wait(h, ss, 5000).0, 0);
+    assert!(lb::until(std::time::Duration::from_secs(5), || {
+        handled.load(Ordering::Acquire) >= base + 3
+    }));
+}
+
 #[test]
 fn d4_early_completion_is_kept_and_d6_jfr_only_prefills() {
     let _g = serial();
@@ -534,14 +553,7 @@ fn d4_early_completion_is_kept_and_d6_jfr_only_prefills() {
     assert_eq!(wait(h, ss, 5000).0, 0);
     assert_eq!(wait(h, rs, 5000).0, 0);
     // D4: the sender runs first; its notification reaches wake_up_task before the recv exists.
-    let base = handled.load(Ordering::Acquire);
-    let (r, ss, _) = lb::send(h, &mut io, 4096, 503, 502);
-    assert_eq!(r, 0);
-    assert_eq!(wait(h, ss, 5000).0, 0);
-    // WRITE CR, SEND_IMM receive CR and SEND_IMM send CR all went through wake_up_task.
-    assert!(lb::until(std::time::Duration::from_secs(5), || {
-        handled.load(Ordering::Acquire) >= base + 3
-    }));
+    send_ahead(h, &mut io, 503, 502, &handled);
     let (r, rs) = lb::recv(h, &mut io, 4096, 502, Some(on_chunk));
     assert_eq!(r, 0);
     assert_eq!(
@@ -647,13 +659,7 @@ fn d4_kept_completion_survives_a_failed_prefill_and_reaches_the_retry() {
     assert_eq!(wait(h, ss, 5000).0, 0);
     assert_eq!(wait(h, rs, 5000).0, 0);
     // The sender of key 802 runs ahead: its notification is kept (no receive for 802 yet).
-    let base = handled.load(Ordering::Acquire);
-    let (r, ss, _) = lb::send(h, &mut io, 4096, 803, 802);
-    assert_eq!(r, 0);
-    assert_eq!(wait(h, ss, 5000).0, 0);
-    assert!(lb::until(std::time::Duration::from_secs(5), || {
-        handled.load(Ordering::Acquire) >= base + 3
-    }));
+    send_ahead(h, &mut io, 803, 802, &handled);
     // The receive for 802 targets the JFR alone: a new receive queue, so it prefills, and the
     // first recv WR of that prefill is rejected.
     io.dev.jetty = null_mut();
