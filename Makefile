@@ -73,7 +73,7 @@ test-aarch64: test-aarch64-build
 ## aarch64 facts (Rust bindings and the C probe), the library's unit tests, and the C consumer
 ## running the Rust and the C library over the aarch64 loopback.
 test-aarch64-quick: deps-ensure
-	$(A64_CARGO) build -p urma-loopback -p os-transport-legacy
+	$(A64_CARGO) build -p urma-loopback -p os-transport-legacy -p os-transport
 	$(A64_CARGO) test --no-fail-fast -p urma-sys --test abi_layout -- --nocapture
 	$(A64_CARGO) test --no-fail-fast -p os-transport --lib --test c_consumer
 

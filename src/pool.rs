@@ -522,13 +522,23 @@ mod tests {
         pace(last, 8);
         pace(middle, 8);
         let w = tid.load(Ordering::Relaxed);
-        let cpu0 = thread_cpu_ns(w);
-        pace(last, 16);
-        pace(middle, 16);
-        let per_wake = (thread_cpu_ns(w) - cpu0) / 32;
+        // The best of three rounds: noise on a shared machine (a page fault, an interrupt
+        // accounted to the worker) only ever adds CPU time, while a worker that spins through
+        // the gaps pays in every round.
+        let per_wake = (0..3)
+            .map(|_| {
+                let cpu0 = thread_cpu_ns(w);
+                pace(last, 16);
+                pace(middle, 16);
+                (thread_cpu_ns(w) - cpu0) / 32
+            })
+            .min()
+            .expect("three rounds");
         // Spinning through the 2 ms gaps (or even 50 µs of each) would cost far more; a futex
-        // sleep and wake-up costs a few microseconds.
-        assert!(per_wake < 40_000, "{per_wake} ns of worker CPU per wake-up");
+        // sleep and wake-up costs a few microseconds (tens under qemu's emulation, hence the
+        // slowdown factor: still well below the 2 ms a spin through each gap would take).
+        let bound = 40_000 * u64::from(compat_tests::target::slowdown());
+        assert!(per_wake < bound, "{per_wake} ns of worker CPU per wake-up");
         // Idle: blocked, no CPU at all.
         let cpu1 = thread_cpu_ns(w);
         std::thread::sleep(Duration::from_millis(50));
