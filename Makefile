@@ -77,10 +77,14 @@ test-aarch64-quick: deps-ensure
 	$(A64_CARGO) test --no-fail-fast -p urma-sys --test abi_layout -- --nocapture
 	$(A64_CARGO) test --no-fail-fast -p os-transport --lib --test c_consumer
 
-## msrv: build and run the tests with Rust $(MSRV) and the locked dependencies
+## msrv: build and run the tests with Rust $(MSRV) and the locked dependencies. The bindings
+## freshness test formats bindgen's output with the default toolchain's rustfmt (RUSTFMT), the one
+## the committed bindings were formatted with: the minimal 1.82 toolchain has none, and formatting
+## is not a property of the minimum Rust version.
 msrv: deps-ensure
 	$(MSRV_CARGO) build --locked --workspace --all-targets --target-dir $(MSRV_DIR)
-	LD_LIBRARY_PATH=$(MSRV_DIR)/debug $(MSRV_CARGO) test --locked --workspace --no-fail-fast --target-dir $(MSRV_DIR)
+	LD_LIBRARY_PATH=$(MSRV_DIR)/debug RUSTFMT="$$(rustup which rustfmt)" \
+	  $(MSRV_CARGO) test --locked --workspace --no-fail-fast --target-dir $(MSRV_DIR)
 
 compat: build
 	$(CARGO) run -q -p compat-tests --bin compat -- $(COMPAT_ARGS)
