@@ -6,8 +6,8 @@
 //!   function pointers and `#[repr(C)]` mirrors of the public types;
 //! * [`fixture`]: the loopback URMA process fixture ([`Loopback`]), sender/receiver endpoints
 //!   ([`EndpointPair`]), registered/imported buffers ([`Buffer`]) and CR pollers ([`Poller`]);
-//! * [`loopback_ctl`]: safe wrappers over the loopback's `urma_loopback_*` control API (knobs,
-//!   counters, trace capture);
+//! * [`loopback_ctl`]: the loopback's control plane (`urma-loopback-ctl`, re-exported): knobs,
+//!   counters and trace capture through the typed `urma_loopback_*` binding;
 //! * [`target`]: run a program built at test time for the target (natively or under qemu).
 //!
 //! Test binaries link `liburma.so.0` through `urma-sys`; run them with
@@ -34,9 +34,9 @@
 pub mod fixture;
 pub mod harness;
 pub mod lib_under_test;
-pub mod loopback_ctl;
 pub mod target;
 
 pub use fixture::*;
 pub use lib_under_test::*;
 pub use loopback_ctl::*;
+pub use urma_loopback_ctl as loopback_ctl;

@@ -212,20 +212,6 @@ pub fn init(workers: u32, cap: u32) -> *mut c_void {
     h
 }
 
-/// Loopback control function looked up at run time (the test links against the URMA stub).
-pub fn ctl<T>(name: &str) -> T {
-    let c = std::ffi::CString::new(name).unwrap();
-    // SAFETY: dlsym on the global namespace; liburma.so.0 (the loopback) is loaded.
-    let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c.as_ptr()) };
-    assert!(
-        !p.is_null(),
-        "{name} not found (is the loopback liburma.so.0 first on LD_LIBRARY_PATH?)"
-    );
-    assert_eq!(std::mem::size_of::<T>(), std::mem::size_of::<*mut c_void>());
-    // SAFETY: the caller names the right function-pointer type.
-    unsafe { std::mem::transmute_copy(&p) }
-}
-
 /// The API arguments of one transfer from `s` (sender side) to `d` (receiver side) over `ep`.
 pub struct Io {
     pub ji: urma_jetty_info_t,

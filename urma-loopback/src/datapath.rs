@@ -19,10 +19,10 @@ use std::time::{Duration, Instant};
 use urma_sys as u;
 use urma_sys::flags;
 
-use crate::ctl::COUNTERS;
 use crate::knobs::{self, Fate};
 use crate::queues::{Jfc, RecvPost, RecvQ, RecvWr};
 use crate::registry::{get_any_seg, get_tjetty, AnySeg, Seg, SendQ, TJetty, Target};
+use crate::stats::COUNTERS;
 use crate::trace;
 use crate::util::{lock, zeroed};
 
@@ -544,10 +544,6 @@ fn move_data(p: &Plan, recv: &RecvWr, n: u64) -> u32 {
     }
 }
 
-/// Default receiver-not-ready timeout (ms) of a parked message.
-pub const DEFAULT_RNR_TIMEOUT_MS: u64 = 200;
-/// Receiver-not-ready timeout in ms (0 = a message finding no recv WR fails at once).
-pub static RNR_TIMEOUT_MS: AtomicU64 = AtomicU64::new(DEFAULT_RNR_TIMEOUT_MS);
 /// Messages currently parked on any receive queue (fast path of [`expire_parked`]).
 static PARKED_TOTAL: AtomicU64 = AtomicU64::new(0);
 /// Receive queues that (may) hold parked messages. Lock order: `PARKED_QS` → `RecvQ::q`;
@@ -643,7 +639,7 @@ fn two_sided(sq: &SendQ, p: &Plan, n: u64) -> Option<u32> {
         match w {
             Some(w) => w,
             None => {
-                let to = RNR_TIMEOUT_MS.load(Ordering::Acquire);
+                let to = knobs::RNR_TIMEOUT_MS.load(Ordering::Acquire);
                 if to == 0 {
                     drop(st);
                     COUNTERS.rnr_errors.fetch_add(1, Ordering::Relaxed);
@@ -727,11 +723,11 @@ pub fn emit_cr(jfc: &Arc<Jfc>, cr: u::urma_cr_t, solicited: bool) {
         Fate::Drop => {
             COUNTERS.crs_dropped.fetch_add(1, Ordering::Relaxed);
         }
-        Fate::Deliver => knobs::deliver(jfc, cr, solicited),
+        Fate::Deliver => crate::hold::deliver(jfc, cr, solicited),
         Fate::Dup => {
             COUNTERS.crs_duplicated.fetch_add(1, Ordering::Relaxed);
-            knobs::deliver(jfc, cr, solicited);
-            knobs::deliver(jfc, cr, solicited);
+            crate::hold::deliver(jfc, cr, solicited);
+            crate::hold::deliver(jfc, cr, solicited);
         }
     }
 }

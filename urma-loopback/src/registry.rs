@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use crate::queues::{Jfc, Jfce, RecvQ};
-use crate::util::{lock, rlock, wlock};
+use crate::util::{lock, rlock, wlock, Line};
 
 /// Owner of one leaked C allocation of type `T`.
 pub struct CBox<T> {
@@ -358,18 +358,6 @@ fn lookup_and_remember(
 /// `RwLock` word is written by every read lock, and it bounced between the cores on every post and
 /// poll of the benchmark's no-copy mode.
 static EPOCH: Line<AtomicU64> = Line(AtomicU64::new(0));
-
-/// A hot global on cache lines of its own (EPOCH is read on every lookup; it shared a line with
-/// the knobs' sequence counters, which every post and CR increments).
-#[repr(align(128))]
-pub struct Line<T>(pub T);
-
-impl<T> std::ops::Deref for Line<T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        &self.0
-    }
-}
 
 /// Entries of a thread's handle cache (a hot path uses a JFC, a JFS or jetty, a target jetty and two
 /// segments).

@@ -22,8 +22,10 @@
 pub mod api;
 pub mod ctl;
 pub mod datapath;
+pub mod hold;
 pub mod knobs;
 pub mod queues;
 pub mod registry;
+pub mod stats;
 pub mod trace;
 pub mod util;

@@ -4,7 +4,7 @@
 
 mod common;
 use common::*;
-#[path = "../../../compat-tests/src/target.rs"]
+#[path = "../../compat-tests/src/target.rs"]
 mod target;
 use std::collections::HashSet;
 use std::sync::Arc;

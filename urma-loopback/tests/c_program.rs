@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-#[path = "../../../compat-tests/src/target.rs"]
+#[path = "../../compat-tests/src/target.rs"]
 mod target;
 
 fn profile_dir() -> PathBuf {

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::ctl::COUNTERS;
 use crate::registry::{CBox, Ctx};
+use crate::stats::COUNTERS;
 use crate::util::lock;
 
 /// Event bookkeeping of a JFC (event mode).
@@ -275,7 +275,7 @@ impl Jfce {
             // While messages are parked (or may be parked by another thread), wake up
             // periodically so their RNR expiry reaches an armed JFC without a timer thread.
             let rnr = crate::datapath::any_parked()
-                || crate::datapath::RNR_TIMEOUT_MS.load(Ordering::Relaxed) > 0;
+                || crate::knobs::RNR_TIMEOUT_MS.load(Ordering::Relaxed) > 0;
             let wait_ms = match wait_ms {
                 w if !rnr => w,
                 w if w < 0 => RNR_WAIT_SLICE_MS,
