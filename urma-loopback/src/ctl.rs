@@ -10,10 +10,12 @@ use std::sync::atomic::Ordering;
 
 use urma_loopback_ctl::{Api, Counters};
 
+use crate::hold;
+use crate::knobs;
 use crate::registry::{live_counts, Kind};
 use crate::stats::COUNTERS;
+use crate::trace;
 use crate::util::guard;
-use crate::{hold, knobs, trace};
 
 /// The control plane's binding (`urma_loopback_ctl::Api`) filled with this crate's exports: a
 /// prototype that differs from the binding the tests call through does not compile.

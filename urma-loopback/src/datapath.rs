@@ -564,6 +564,12 @@ pub fn any_parked() -> bool {
     PARKED_TOTAL.load(Ordering::Acquire) > 0
 }
 
+/// The parking as a waiting JFCE needs it ([`crate::queues::Jfce::wait`]).
+pub const RNR_HOOKS: crate::queues::RnrHooks = crate::queues::RnrHooks {
+    expire: expire_parked,
+    active: || any_parked() || knobs::RNR_TIMEOUT_MS.load(Ordering::Relaxed) > 0,
+};
+
 /// Fails every parked message whose deadline has passed: the sender gets its
 /// `URMA_CR_RNR_RETRY_CNT_EXC_ERR` CR now (no recv CR). Called at the start of every post and
 /// poll and from `urma_wait_jfc`, so no timer thread is needed.

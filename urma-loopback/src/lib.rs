@@ -20,8 +20,10 @@
 #![allow(clippy::missing_safety_doc)]
 
 pub mod api;
+pub mod cobj;
 pub mod ctl;
 pub mod datapath;
+pub mod events;
 pub mod hold;
 pub mod knobs;
 pub mod queues;

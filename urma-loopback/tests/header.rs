@@ -11,8 +11,7 @@ use std::process::Command;
 
 use urma_loopback_ctl::{Counters, CONSTANTS, SYMBOLS};
 
-#[path = "../../compat-tests/src/target.rs"]
-mod target;
+use testkit::target;
 
 /// C function-pointer type of each binding in `urma_loopback_ctl::Api`, in `SYMBOLS` order.
 const PROTOTYPES: [&str; 16] = [
@@ -125,8 +124,7 @@ fn urma_loopback_h_matches_the_control_plane_crate() {
     let src = dir.join("probe.c");
     let exe = dir.join("probe");
     std::fs::write(&src, probe_source()).unwrap();
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let out = Command::new(&cc)
+    let out = Command::new(testkit::cc())
         .args(["-std=gnu11", "-Wall", "-Werror", "-o"])
         .arg(&exe)
         .arg(&src)
@@ -154,8 +152,7 @@ fn the_probe_notices_a_missing_field() {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("loopback-header-probe-neg");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("probe.c"), src).unwrap();
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let st = Command::new(&cc)
+    let st = Command::new(testkit::cc())
         .args(["-std=gnu11", "-fsyntax-only"])
         .arg(dir.join("probe.c"))
         .arg(format!("-I{}", manifest.join("include").display()))

@@ -22,7 +22,7 @@ use pretty_assertions::assert_eq;
 #[allow(unused_imports)]
 use urma_sys::*;
 
-#[path = "../../compat-tests/src/target.rs"]
+#[path = "../../testkit/src/target.rs"]
 mod target;
 
 /// What the C probe prints for one fact.

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-#[path = "../../compat-tests/src/target.rs"]
+#[path = "../../testkit/src/target.rs"]
 mod target;
 
 const STUB_MESSAGE: &str =

@@ -5,8 +5,7 @@
     clippy::missing_safety_doc
 )]
 
-use std::ffi::c_char;
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 pub use urma_sys as u;
@@ -31,29 +30,11 @@ pub fn ctl() -> &'static Api {
     urma_loopback_ctl::api()
 }
 
-pub struct Lb {
-    pub dev: *mut u::urma_device_t,
-    pub ctx: *mut u::urma_context_t,
-}
-// SAFETY: `dev` and `ctx` are process-wide loopback handles created once in `lb()` and never
-// freed; they are only passed to liburma functions, which are thread-safe (registry RwLock,
-// per-queue mutexes), and never dereferenced by this code.
-unsafe impl Send for Lb {}
-// SAFETY: same as `Send`: `&Lb` only hands out copies of the immutable handle values.
-unsafe impl Sync for Lb {}
+/// The process fixture of the testkit: `urma_init`, device `loopback0`, one context.
+pub use testkit::Loopback as Lb;
 
 pub fn lb() -> &'static Lb {
-    static L: OnceLock<Lb> = OnceLock::new();
-    // SAFETY: urma_init accepts a NULL config; the device name is a NUL-terminated literal that
-    // liburma only reads; `dev` is checked non-NULL before urma_create_context uses it.
-    L.get_or_init(|| unsafe {
-        assert_eq!(u::urma_init(std::ptr::null_mut()), 0);
-        let dev = u::urma_get_device_by_name(c"loopback0".as_ptr() as *mut c_char);
-        assert!(!dev.is_null());
-        let ctx = u::urma_create_context(dev, 0);
-        assert!(!ctx.is_null());
-        Lb { dev, ctx }
-    })
+    Lb::get()
 }
 
 pub const TOKEN: u32 = 0x1234_5678;
@@ -126,16 +107,10 @@ unsafe impl Sync for Seg {}
 impl Seg {
     pub fn new(len: usize, access: u32) -> Seg {
         let mut buf = vec![0u8; len];
-        let mut c: u::urma_seg_cfg_t = Default::default();
-        c.va = buf.as_mut_ptr() as u64;
-        c.len = len as u64;
-        c.token_value.token = TOKEN;
-        c.flag.value = u::URMA_TOKEN_PLAIN_TEXT | (access << flags::REG_SEG_FLAG_ACCESS_SHIFT);
-        // SAFETY: `c` is a fully initialised config on the stack, read during the call only; its
-        // `va`/`len` describe `buf`, which the returned Seg owns and keeps alive (a Vec's heap
-        // buffer does not move when the Vec is moved) until `Drop` unregisters it.
-        let tseg = unsafe { u::urma_register_seg(lb().ctx, &mut c) };
-        assert!(!tseg.is_null());
+        // SAFETY: the memory is `buf`'s, which the returned Seg owns and keeps alive (a Vec's
+        // heap buffer does not move when the Vec is moved) until `Drop` unregisters it.
+        let tseg =
+            unsafe { testkit::register_seg(lb(), buf.as_mut_ptr(), len, Some(TOKEN), access) };
         Seg { buf, tseg }
     }
     pub fn rw(len: usize) -> Seg {

@@ -9,8 +9,8 @@
 //! Under emulation everything runs 10 to 50 times slower than natively, so tests whose wall-clock
 //! deadlines are tuned for native speed scale them by [`slowdown`].
 //!
-//! This file is also included by path (`#[path]`) by the urma-sys, loopback and legacy-c tests,
-//! which do not depend on compat-tests and do not use every function.
+//! This file is also included by path (`#[path]`) by the urma-sys tests, which sit below the
+//! testkit in the crate graph and do not use every function.
 #![allow(dead_code)]
 
 use std::ffi::OsStr;
