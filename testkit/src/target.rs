@@ -46,3 +46,19 @@ pub fn slowdown() -> u32 {
         .filter(|&f| f >= 1)
         .unwrap_or(10)
 }
+
+/// Runs `cmd` to completion and returns its stdout; panics with its stdout and stderr when it
+/// cannot start or does not succeed.
+pub fn run(cmd: &mut Command) -> String {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}):\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}

@@ -4,26 +4,14 @@
 use std::path::PathBuf;
 
 #[allow(unused_imports)] // each test binary uses a subset
-pub use testkit::paths::{cc, profile_dir, repo};
+pub use testkit::{
+    paths::{cc, profile_dir, repo},
+    target::run,
+};
 
 /// The Rust cdylib under test.
 pub fn rust_lib() -> PathBuf {
     profile_dir().join("libos_transport.so")
-}
-
-/// Runs a command, returning stdout, panicking with stderr on failure.
-pub fn run(cmd: &mut std::process::Command) -> String {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed ({}):\n{}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// A scratch directory unique to this test process.

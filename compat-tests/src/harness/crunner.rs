@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use super::ledger::Ledger;
 use super::report::{judge, Options, Outcome, RunResult};
+use testkit::paths::repo;
 
 /// The C runner's scenarios.
 pub const SCENARIOS: &[(&str, &str)] = &[
@@ -36,10 +37,6 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         "C consumer: recv waits with 0 ms and 20 ms timeouts, cancel by id",
     ),
 ];
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
 
 /// A directory holding `libos_transport.so.1` and `libos_transport.so` symlinks to `lib`.
 fn lib_dir(out: &Path, name: &str, lib: &Path) -> Result<PathBuf, String> {
