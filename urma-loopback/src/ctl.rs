@@ -1,6 +1,7 @@
 //! Test-control API `urma_loopback_*` (declared in `include/urma_loopback.h`): a thin C shim.
 //!
-//! Each export checks its arguments, runs behind the panic boundary and hands over to the
+//! Each export checks its arguments, runs behind the panic boundary (after the DMA engine ran
+//! the WRs posted before it, [`crate::api::entry`]) and hands over to the
 //! knobs ([`crate::knobs`]), the hold/delay queue ([`crate::hold`]), the counters
 //! ([`crate::stats`]) or the trace ([`crate::trace`]). The types (counters layout, selector
 //! values, prototypes) are the control plane's, from `urma-loopback-ctl`.
@@ -10,12 +11,12 @@ use std::sync::atomic::Ordering;
 
 use urma_loopback_ctl::{Api, Counters};
 
+use crate::api::entry;
 use crate::hold;
 use crate::knobs;
 use crate::registry::{live_counts, Kind};
 use crate::stats::COUNTERS;
 use crate::trace;
-use crate::util::guard;
 
 /// The control plane's binding (`urma_loopback_ctl::Api`) filled with this crate's exports: a
 /// prototype that differs from the binding the tests call through does not compile.
@@ -95,7 +96,7 @@ pub fn apply_env() {
 /// stopped and cleared) and the symbolic-name numbering. Live objects are not touched.
 #[no_mangle]
 pub extern "C" fn urma_loopback_reset() {
-    guard((), || {
+    entry((), || {
         knobs::reset();
         hold::release_held(knobs::ORDER_FIFO, 0, 0);
         crate::datapath::clear_parked();
@@ -108,7 +109,7 @@ pub extern "C" fn urma_loopback_reset() {
 /// Copies the counters into `*out`. Returns 0, or -1 when `out` is NULL.
 #[no_mangle]
 pub unsafe extern "C" fn urma_loopback_get_counters(out: *mut Counters) -> c_int {
-    guard(-1, || {
+    entry(-1, || {
         if out.is_null() {
             return -1;
         }
@@ -122,7 +123,7 @@ pub unsafe extern "C" fn urma_loopback_get_counters(out: *mut Counters) -> c_int
 /// rejected by its post call with `status` (and `*bad_wr` pointing at it).
 #[no_mangle]
 pub extern "C" fn urma_loopback_fail_post(queue: c_int, nth: u64, status: c_int) -> c_int {
-    guard(-1, || {
+    entry(-1, || {
         if !(queue == knobs::Q_SEND || queue == knobs::Q_RECV) || nth == 0 {
             return -1;
         }
@@ -135,7 +136,7 @@ pub extern "C" fn urma_loopback_fail_post(queue: c_int, nth: u64, status: c_int)
 /// `urma_cr_status_t`): no data moves, no recv WR is consumed, the send CR is always generated.
 #[no_mangle]
 pub extern "C" fn urma_loopback_fail_completion(nth: u64, cr_status: u32) -> c_int {
-    guard(-1, || {
+    entry(-1, || {
         if nth == 0 {
             return -1;
         }
@@ -148,7 +149,7 @@ pub extern "C" fn urma_loopback_fail_completion(nth: u64, cr_status: u32) -> c_i
 /// (`action` 1) or delivered twice (`action` 2).
 #[no_mangle]
 pub extern "C" fn urma_loopback_cr_action(nth: u64, action: c_int) -> c_int {
-    guard(-1, || {
+    entry(-1, || {
         if nth == 0 || !(action == knobs::CR_DROP || action == knobs::CR_DUP) {
             return -1;
         }
@@ -160,33 +161,33 @@ pub extern "C" fn urma_loopback_cr_action(nth: u64, action: c_int) -> c_int {
 /// While `hold` is true, generated CRs are kept aside instead of entering their JFC.
 #[no_mangle]
 pub extern "C" fn urma_loopback_hold_crs(hold: bool) {
-    guard((), || knobs::edit(|k| k.hold = hold))
+    entry((), || knobs::edit(|k| k.hold = hold))
 }
 
 /// Releases the held CRs: `order` 0 = FIFO, 1 = reversed, 2 = shuffled (deterministic from
 /// `seed`); `delay_ms` 0 = now, else from a background thread after that delay. Returns the count.
 #[no_mangle]
 pub extern "C" fn urma_loopback_release_crs(order: c_int, seed: u64, delay_ms: u32) -> u64 {
-    guard(0, || hold::release_held(order, seed, delay_ms))
+    entry(0, || hold::release_held(order, seed, delay_ms))
 }
 
 /// Every CR generated from now on becomes visible `ms` milliseconds later (0 = off). Order is
 /// preserved.
 #[no_mangle]
 pub extern "C" fn urma_loopback_set_cr_delay(ms: u32) {
-    guard((), || knobs::edit(|k| k.delay_ms = ms as u64))
+    entry((), || knobs::edit(|k| k.delay_ms = ms as u64))
 }
 
 /// No-copy mode: WRs are validated and complete normally but no payload byte is copied.
 #[no_mangle]
 pub extern "C" fn urma_loopback_set_nocopy(on: bool) {
-    guard((), || knobs::NOCOPY.store(on, Ordering::Release))
+    entry((), || knobs::NOCOPY.store(on, Ordering::Release))
 }
 
 /// Bound of `urma_delete_jfc` waiting for unacked events (default 2000 ms).
 #[no_mangle]
 pub extern "C" fn urma_loopback_set_delete_timeout(ms: u32) {
-    guard((), || {
+    entry((), || {
         knobs::DELETE_TIMEOUT_MS.store(ms as u64, Ordering::Release)
     })
 }
@@ -195,7 +196,7 @@ pub extern "C" fn urma_loopback_set_delete_timeout(ms: u32) {
 /// (parked) for one before failing with `URMA_CR_RNR_RETRY_CNT_EXC_ERR`. 0 = fail at once.
 #[no_mangle]
 pub extern "C" fn urma_loopback_set_rnr_timeout(ms: u32) {
-    guard((), || {
+    entry((), || {
         knobs::RNR_TIMEOUT_MS.store(ms as u64, Ordering::Release)
     })
 }
@@ -204,7 +205,7 @@ pub extern "C" fn urma_loopback_set_rnr_timeout(ms: u32) {
 /// or -1 if an item does not parse (items before it stay applied).
 #[no_mangle]
 pub unsafe extern "C" fn urma_loopback_apply_knobs(spec: *const c_char) -> c_int {
-    guard(-1, || {
+    entry(-1, || {
         if spec.is_null() {
             return -1;
         }
@@ -222,7 +223,7 @@ pub unsafe extern "C" fn urma_loopback_apply_knobs(spec: *const c_char) -> c_int
 /// Opens (truncating) a trace file; NULL closes it. Returns 0 or -1.
 #[no_mangle]
 pub unsafe extern "C" fn urma_loopback_trace_open(path: *const c_char) -> c_int {
-    guard(-1, || {
+    entry(-1, || {
         let p = if path.is_null() {
             None
         } else {
@@ -243,7 +244,7 @@ pub unsafe extern "C" fn urma_loopback_trace_open(path: *const c_char) -> c_int 
 /// Starts (discarding earlier lines) or stops the in-memory trace capture.
 #[no_mangle]
 pub extern "C" fn urma_loopback_trace_capture(on: bool) {
-    guard((), || trace::capture(on))
+    entry((), || trace::capture(on))
 }
 
 /// Takes the captured lines as one malloc'd NUL-terminated string, one JSON object per line,
@@ -251,7 +252,7 @@ pub extern "C" fn urma_loopback_trace_capture(on: bool) {
 /// `urma_loopback_free` (or free()). Returns NULL only when out of memory.
 #[no_mangle]
 pub unsafe extern "C" fn urma_loopback_trace_take(len: *mut usize) -> *mut c_char {
-    guard(std::ptr::null_mut(), || {
+    entry(std::ptr::null_mut(), || {
         let lines = trace::take();
         let mut text = String::new();
         for l in lines {
@@ -280,5 +281,5 @@ pub unsafe extern "C" fn urma_loopback_trace_take(len: *mut usize) -> *mut c_cha
 #[no_mangle]
 pub unsafe extern "C" fn urma_loopback_free(p: *mut c_void) {
     // SAFETY: p is NULL or was returned by malloc in urma_loopback_trace_take.
-    guard((), || unsafe { libc::free(p) })
+    entry((), || unsafe { libc::free(p) })
 }

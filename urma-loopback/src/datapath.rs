@@ -1,9 +1,11 @@
 //! Work-request execution.
 //!
-//! Every post runs synchronously in the caller's thread: the WR is validated (handles, sizes),
-//! then executed (bounds/access/token checks, copy, recv consumption) and its CRs are generated
-//! before the post call returns. No lock is held while payload bytes are copied: the segments
-//! involved are pinned by `Arc`s taken during validation.
+//! A send post validates each WR in the caller's thread (handles, sizes, post-time knobs) and
+//! queues it to the DMA engine ([`crate::engine`]), one batch per post call; the engine thread
+//! executes it (bounds/access/token checks, copy, recv consumption) and generates its CRs, in
+//! post order. A recv post that meets a parked message queues the late delivery to the engine
+//! too. No lock is held while payload bytes are copied: the segments involved are pinned by
+//! `Arc`s taken during validation.
 //!
 //! Error model (documented in docs/loopback.md):
 //! * post-time `URMA_EINVAL` (and `*bad_wr`): unknown/NULL handles in the WR (tjetty, sge.tseg of a
@@ -19,6 +21,7 @@ use std::time::{Duration, Instant};
 use urma_sys as u;
 use urma_sys::flags;
 
+use crate::engine::{Batch, Engine};
 use crate::knobs::{self, Fate};
 use crate::queues::{Jfc, RecvPost, RecvQ, RecvWr};
 use crate::registry::{get_any_seg, get_tjetty, AnySeg, Seg, SendQ, TJetty, Target};
@@ -203,20 +206,53 @@ pub fn sges_json(v: &[Sge]) -> String {
     format!("[{}]", items.join(","))
 }
 
-/// Posts a chain of send WRs (`urma_post_jfs_wr` / `urma_post_jetty_send_wr`).
+/// A unit of work for the DMA engine.
+enum Job {
+    /// A validated send WR: traced (`post_send`) and executed by the engine.
+    Send {
+        sq: Arc<SendQ>,
+        plan: Plan,
+        injected: Option<u32>,
+    },
+    /// A parked message matched by a recv post: delivered late by the engine.
+    Deliver { m: Box<Parked>, recv: RecvWr },
+}
+
+fn run_job(j: Job) {
+    match j {
+        Job::Send { sq, plan, injected } => {
+            trace_post(&sq, &plan, u::URMA_SUCCESS);
+            execute(&sq, &plan, injected);
+        }
+        Job::Deliver { m, recv } => deliver_parked(*m, recv),
+    }
+}
+
+static ENGINE: Engine<Job> = Engine::new("urma-lb-dma", run_job);
+
+/// Waits until the DMA engine has executed every WR posted (and every late delivery queued)
+/// before this call, with their CRs generated. Called at the entry of every export except the
+/// send posts.
+pub fn settle() {
+    ENGINE.settle();
+}
+
+/// Posts a chain of send WRs (`urma_post_jfs_wr` / `urma_post_jetty_send_wr`): the valid WRs
+/// before the first failing one are queued to the DMA engine in one batch.
 ///
 /// # Safety
 /// `wr` must be a valid WR chain; `bad_wr` writable.
 pub unsafe fn post_send_chain(
-    sq: &SendQ,
+    sq: &Arc<SendQ>,
     mut wr: *mut u::urma_jfs_wr_t,
     bad_wr: *mut *mut u::urma_jfs_wr_t,
 ) -> u::urma_status_t {
     expire_parked();
+    let mut batch = Batch::new();
     while !wr.is_null() {
         // SAFETY: wr is non-NULL and part of the caller's chain.
         let w = unsafe { &*wr };
-        let r = post_one_send(sq, w);
+        let r = post_one_send(sq, w, &mut batch);
         if r != u::URMA_SUCCESS {
             COUNTERS.post_errors.fetch_add(1, Ordering::Relaxed);
             // SAFETY: bad_wr checked non-NULL by the caller.
@@ -225,29 +261,48 @@ pub unsafe fn post_send_chain(
         }
         wr = w.next;
     }
+    ENGINE.submit(batch);
     u::URMA_SUCCESS
 }
 
-fn post_one_send(sq: &SendQ, w: &u::urma_jfs_wr_t) -> u::urma_status_t {
+/// Validates one send WR and adds it to `batch`. A rejected WR is traced after every WR posted
+/// before it has run.
+fn post_one_send(
+    sq: &Arc<SendQ>,
+    w: &u::urma_jfs_wr_t,
+    batch: &mut Batch<Job>,
+) -> u::urma_status_t {
     let seq = knobs::SEND_SEQ.fetch_add(1, Ordering::Relaxed) + 1;
     // SAFETY: flag is a plain u32 union.
     let wflags = unsafe { w.flag.value };
     let plan = match validate(sq, w, wflags) {
         Ok(p) => p,
         Err(()) => {
+            flush(batch);
             trace_post_raw(sq, w, wflags, u::URMA_EINVAL);
             return u::URMA_EINVAL;
         }
     };
     if let Some(st) = knobs::take_fail_post(knobs::Q_SEND, seq) {
+        flush(batch);
         trace_post(sq, &plan, st);
         return st;
     }
     COUNTERS.send_wrs.fetch_add(1, Ordering::Relaxed);
-    trace_post(sq, &plan, u::URMA_SUCCESS);
     let injected = knobs::take_fail_cr(seq);
-    execute(sq, &plan, injected);
+    batch.push(Job::Send {
+        sq: sq.clone(),
+        plan,
+        injected,
+    });
     u::URMA_SUCCESS
+}
+
+/// Submits `batch` and waits until it and every WR posted before it ran (before a post call
+/// traces a rejected WR and returns the error), so the trace keeps the post order.
+fn flush(batch: &mut Batch<Job>) {
+    ENGINE.submit(std::mem::take(batch));
+    ENGINE.settle();
 }
 
 fn validate(sq: &SendQ, w: &u::urma_jfs_wr_t, wflags: u32) -> Result<Plan, ()> {
@@ -448,7 +503,7 @@ fn recv_end(t: &TJetty) -> RecvEnd<'_> {
     }
 }
 
-fn execute(sq: &SendQ, p: &Plan, injected: Option<u32>) {
+fn execute(sq: &Arc<SendQ>, p: &Plan, injected: Option<u32>) {
     let mut status = u::URMA_CR_SUCCESS;
     let mut bytes = 0u32;
     if let Some(st) = injected {
@@ -553,7 +608,7 @@ static PARKED_QS: Mutex<Vec<Arc<RecvQ>>> = Mutex::new(Vec::new());
 /// A two-sided message (SEND/SEND_IMM/WRITE_IMM) that found no recv WR at its target and waits
 /// (receiver-not-ready retry) for one, until `deadline`.
 pub struct Parked {
-    sq: SendQ,
+    sq: Arc<SendQ>,
     plan: Plan,
     n: u64,
     deadline: Instant,
@@ -628,7 +683,7 @@ fn deliver_parked(m: Parked, recv: RecvWr) {
 /// Consumes one recv WR at the target (or parks the message when none is posted and the RNR
 /// timeout is not 0), moves the data, emits the recv CR and returns the sender-side status.
 /// `None` = parked (the sender's CR comes later).
-fn two_sided(sq: &SendQ, p: &Plan, n: u64) -> Option<u32> {
+fn two_sided(sq: &Arc<SendQ>, p: &Plan, n: u64) -> Option<u32> {
     let t = p.tjetty.as_ref().expect("validated");
     let end = recv_end(t);
     if !end.alive {
@@ -808,7 +863,9 @@ fn post_one_recv(rq: &RecvQ, w: &u::urma_jfr_wr_t) -> u::urma_status_t {
     }
     if let Some((m, rw)) = matched {
         PARKED_TOTAL.fetch_sub(1, Ordering::AcqRel);
-        deliver_parked(*m, rw);
+        let mut b = Batch::new();
+        b.push(Job::Deliver { m, recv: rw });
+        ENGINE.submit(b);
     }
     ret
 }

@@ -23,6 +23,7 @@ pub mod api;
 pub mod cobj;
 pub mod ctl;
 pub mod datapath;
+pub mod engine;
 pub mod events;
 pub mod hold;
 pub mod knobs;

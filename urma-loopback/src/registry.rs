@@ -70,7 +70,7 @@ pub struct SendQ {
 /// Jetty For Send.
 pub struct Jfs {
     pub c: CBox<urma_sys::urma_jfs_t>,
-    pub sq: SendQ,
+    pub sq: Arc<SendQ>,
     pub ctx: Arc<Ctx>,
     pub advised: Mutex<Vec<usize>>,
 }
@@ -93,7 +93,7 @@ pub struct Jfr {
 /// Jetty (send + receive).
 pub struct Jetty {
     pub c: CBox<urma_sys::urma_jetty_t>,
-    pub sq: SendQ,
+    pub sq: Arc<SendQ>,
     pub rq: Arc<RecvQ>,
     pub shared_jfr: Option<Arc<Jfr>>,
     /// Private copy of the caller's `jfr_cfg` (the C object's `jetty_cfg.jfr_cfg` points here).

@@ -6,7 +6,7 @@ static ENV_ONCE: Once = Once::new();
 
 #[no_mangle]
 pub unsafe extern "C" fn urma_init(conf: *mut u::urma_init_attr_t) -> u::urma_status_t {
-    guard(u::URMA_FAIL, || {
+    entry(u::URMA_FAIL, || {
         ENV_ONCE.call_once(crate::ctl::apply_env);
         if !conf.is_null() {
             // SAFETY: non-NULL conf points to a caller-owned urma_init_attr_t.
@@ -20,7 +20,7 @@ pub unsafe extern "C" fn urma_init(conf: *mut u::urma_init_attr_t) -> u::urma_st
 
 #[no_mangle]
 pub extern "C" fn urma_uninit() -> u::urma_status_t {
-    guard(u::URMA_FAIL, || {
+    entry(u::URMA_FAIL, || {
         let r =
             reg::INIT_COUNT.fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| v.checked_sub(1));
         if r.is_ok() {
@@ -34,7 +34,7 @@ pub extern "C" fn urma_uninit() -> u::urma_status_t {
 
 #[no_mangle]
 pub unsafe extern "C" fn urma_register_log_func(func: u::urma_log_cb_t) -> u::urma_status_t {
-    guard(u::URMA_FAIL, || {
+    entry(u::URMA_FAIL, || {
         if func.is_none() {
             return u::URMA_EINVAL;
         }
@@ -47,7 +47,7 @@ pub unsafe extern "C" fn urma_register_log_func(func: u::urma_log_cb_t) -> u::ur
 pub unsafe extern "C" fn urma_get_device_list(
     num_devices: *mut c_int,
 ) -> *mut *mut u::urma_device_t {
-    guard(std::ptr::null_mut(), || {
+    entry(std::ptr::null_mut(), || {
         if num_devices.is_null() {
             return null("urma_get_device_list");
         }
@@ -74,7 +74,7 @@ pub unsafe extern "C" fn urma_get_device_list(
 
 #[no_mangle]
 pub unsafe extern "C" fn urma_free_device_list(device_list: *mut *mut u::urma_device_t) {
-    guard((), || {
+    entry((), || {
         if device_list.is_null() {
             return;
         }
@@ -92,7 +92,7 @@ pub unsafe extern "C" fn urma_free_device_list(device_list: *mut *mut u::urma_de
 
 #[no_mangle]
 pub unsafe extern "C" fn urma_get_device_by_name(dev_name: *mut c_char) -> *mut u::urma_device_t {
-    guard(std::ptr::null_mut(), || {
+    entry(std::ptr::null_mut(), || {
         if dev_name.is_null() || !initialized() {
             return null("urma_get_device_by_name");
         }
@@ -111,7 +111,7 @@ pub unsafe extern "C" fn urma_get_eid_list(
     dev: *mut u::urma_device_t,
     cnt: *mut u32,
 ) -> *mut u::urma_eid_info_t {
-    guard(std::ptr::null_mut(), || {
+    entry(std::ptr::null_mut(), || {
         if !dev_ok(dev) || cnt.is_null() {
             return null("urma_get_eid_list");
         }
@@ -134,7 +134,7 @@ pub unsafe extern "C" fn urma_get_eid_list(
 
 #[no_mangle]
 pub unsafe extern "C" fn urma_free_eid_list(eid_list: *mut u::urma_eid_info_t) {
-    guard((), || {
+    entry((), || {
         if eid_list.is_null() {
             return;
         }
@@ -155,7 +155,7 @@ pub unsafe extern "C" fn urma_query_device(
     dev: *mut u::urma_device_t,
     dev_attr: *mut u::urma_device_attr_t,
 ) -> u::urma_status_t {
-    guard(u::URMA_FAIL, || {
+    entry(u::URMA_FAIL, || {
         if !dev_ok(dev) || dev_attr.is_null() {
             return einval("urma_query_device");
         }
@@ -200,7 +200,7 @@ pub unsafe extern "C" fn urma_create_context(
     dev: *mut u::urma_device_t,
     eid_index: u32,
 ) -> *mut u::urma_context_t {
-    guard(std::ptr::null_mut(), || {
+    entry(std::ptr::null_mut(), || {
         if !initialized() || !dev_ok(dev) || eid_index != 0 {
             return null("urma_create_context");
         }
@@ -226,7 +226,7 @@ pub unsafe extern "C" fn urma_create_context(
 
 #[no_mangle]
 pub unsafe extern "C" fn urma_delete_context(ctx: *mut u::urma_context_t) -> u::urma_status_t {
-    guard(u::URMA_FAIL, || {
+    entry(u::URMA_FAIL, || {
         let Some(c) = get_ctx(ctx) else {
             return einval("urma_delete_context");
         };
@@ -249,7 +249,7 @@ pub unsafe extern "C" fn urma_get_async_event(
     ctx: *mut u::urma_context_t,
     event: *mut u::urma_async_event_t,
 ) -> u::urma_status_t {
-    guard(u::URMA_FAIL, || {
+    entry(u::URMA_FAIL, || {
         if get_ctx(ctx).is_none() || event.is_null() {
             return einval("urma_get_async_event");
         }
@@ -267,7 +267,7 @@ pub unsafe extern "C" fn urma_get_async_event(
 
 #[no_mangle]
 pub unsafe extern "C" fn urma_ack_async_event(event: *mut u::urma_async_event_t) {
-    guard((), || {
+    entry((), || {
         if event.is_null() {
             log_err("urma_ack_async_event: NULL event");
         }

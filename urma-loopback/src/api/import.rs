@@ -44,7 +44,7 @@ pub unsafe extern "C" fn urma_import_jetty(
     rjetty: *mut u::urma_rjetty_t,
     token_value: *mut u::urma_token_t,
 ) -> *mut u::urma_target_jetty_t {
-    guard(std::ptr::null_mut(), || {
+    entry(std::ptr::null_mut(), || {
         let Some(c) = get_ctx(ctx) else {
             return null("urma_import_jetty");
         };
@@ -100,7 +100,7 @@ fn unimport(t: *mut u::urma_target_jetty_t, what: &str) -> u::urma_status_t {
 pub unsafe extern "C" fn urma_unimport_jetty(
     tjetty: *mut u::urma_target_jetty_t,
 ) -> u::urma_status_t {
-    guard(u::URMA_FAIL, || unimport(tjetty, "urma_unimport_jetty"))
+    entry(u::URMA_FAIL, || unimport(tjetty, "urma_unimport_jetty"))
 }
 
 #[no_mangle]
@@ -109,7 +109,7 @@ pub unsafe extern "C" fn urma_import_jfr(
     rjfr: *mut u::urma_rjfr_t,
     token_value: *mut u::urma_token_t,
 ) -> *mut u::urma_target_jetty_t {
-    guard(std::ptr::null_mut(), || {
+    entry(std::ptr::null_mut(), || {
         let Some(c) = get_ctx(ctx) else {
             return null("urma_import_jfr");
         };
@@ -142,7 +142,7 @@ pub unsafe extern "C" fn urma_import_jfr(
 pub unsafe extern "C" fn urma_unimport_jfr(
     target_jfr: *mut u::urma_target_jetty_t,
 ) -> u::urma_status_t {
-    guard(u::URMA_FAIL, || unimport(target_jfr, "urma_unimport_jfr"))
+    entry(u::URMA_FAIL, || unimport(target_jfr, "urma_unimport_jfr"))
 }
 
 fn advise(list: &Mutex<Vec<usize>>, t: usize, on: bool) -> u::urma_status_t {
@@ -167,7 +167,7 @@ pub unsafe extern "C" fn urma_advise_jfr(
     jfs: *mut u::urma_jfs_t,
     tjfr: *mut u::urma_target_jetty_t,
 ) -> u::urma_status_t {
-    guard(u::URMA_FAIL, || match (get_jfs(jfs), get_tjetty(tjfr)) {
+    entry(u::URMA_FAIL, || match (get_jfs(jfs), get_tjetty(tjfr)) {
         (Some(j), Some(t)) => advise(&j.advised, t.c.key(), true),
         _ => einval("urma_advise_jfr"),
     })
@@ -178,7 +178,7 @@ pub unsafe extern "C" fn urma_unadvise_jfr(
     jfs: *mut u::urma_jfs_t,
     tjfr: *mut u::urma_target_jetty_t,
 ) -> u::urma_status_t {
-    guard(u::URMA_FAIL, || match (get_jfs(jfs), get_tjetty(tjfr)) {
+    entry(u::URMA_FAIL, || match (get_jfs(jfs), get_tjetty(tjfr)) {
         (Some(j), Some(t)) => advise(&j.advised, t.c.key(), false),
         _ => einval("urma_unadvise_jfr"),
     })
@@ -189,7 +189,7 @@ pub unsafe extern "C" fn urma_advise_jetty(
     jetty: *mut u::urma_jetty_t,
     tjetty: *mut u::urma_target_jetty_t,
 ) -> u::urma_status_t {
-    guard(u::URMA_FAIL, || {
+    entry(u::URMA_FAIL, || {
         match (get_jetty(jetty), get_tjetty(tjetty)) {
             (Some(j), Some(t)) => advise(&j.advised, t.c.key(), true),
             _ => einval("urma_advise_jetty"),
@@ -202,7 +202,7 @@ pub unsafe extern "C" fn urma_unadvise_jetty(
     jetty: *mut u::urma_jetty_t,
     tjetty: *mut u::urma_target_jetty_t,
 ) -> u::urma_status_t {
-    guard(u::URMA_FAIL, || {
+    entry(u::URMA_FAIL, || {
         match (get_jetty(jetty), get_tjetty(tjetty)) {
             (Some(j), Some(t)) => advise(&j.advised, t.c.key(), false),
             _ => einval("urma_unadvise_jetty"),
@@ -215,7 +215,7 @@ pub unsafe extern "C" fn urma_bind_jetty(
     jetty: *mut u::urma_jetty_t,
     tjetty: *mut u::urma_target_jetty_t,
 ) -> u::urma_status_t {
-    guard(u::URMA_FAIL, || {
+    entry(u::URMA_FAIL, || {
         let (Some(j), Some(_t)) = (get_jetty(jetty), get_tjetty(tjetty)) else {
             return einval("urma_bind_jetty");
         };
@@ -232,7 +232,7 @@ pub unsafe extern "C" fn urma_bind_jetty(
 
 #[no_mangle]
 pub unsafe extern "C" fn urma_unbind_jetty(jetty: *mut u::urma_jetty_t) -> u::urma_status_t {
-    guard(u::URMA_FAIL, || {
+    entry(u::URMA_FAIL, || {
         let Some(j) = get_jetty(jetty) else {
             return einval("urma_unbind_jetty");
         };

@@ -33,7 +33,7 @@ pub unsafe extern "C" fn urma_create_jfs(
     ctx: *mut u::urma_context_t,
     jfs_cfg: *mut u::urma_jfs_cfg_t,
 ) -> *mut u::urma_jfs_t {
-    guard(std::ptr::null_mut(), || {
+    entry(std::ptr::null_mut(), || {
         let Some(c) = get_ctx(ctx) else {
             return null("urma_create_jfs");
         };
@@ -65,7 +65,7 @@ pub unsafe extern "C" fn urma_create_jfs(
         let name = next_name(Kind::Jfs);
         trace::name_qid(id, &name);
         let jfs = Arc::new(Jfs {
-            sq: SendQ {
+            sq: Arc::new(SendQ {
                 name,
                 id,
                 is_jetty: false,
@@ -74,7 +74,7 @@ pub unsafe extern "C" fn urma_create_jfs(
                 obj_addr: cb.key(),
                 eid: c.eid,
                 uasid: c.uasid,
-            },
+            }),
             c: cb,
             ctx: c.clone(),
             advised: Mutex::new(Vec::new()),
@@ -89,7 +89,7 @@ pub unsafe extern "C" fn urma_create_jfs(
 
 #[no_mangle]
 pub unsafe extern "C" fn urma_delete_jfs(jfs: *mut u::urma_jfs_t) -> u::urma_status_t {
-    guard(u::URMA_FAIL, || {
+    entry(u::URMA_FAIL, || {
         let Some(j) = get_jfs(jfs) else {
             return einval("urma_delete_jfs");
         };
@@ -108,7 +108,7 @@ pub unsafe extern "C" fn urma_query_jfs(
     cfg: *mut u::urma_jfs_cfg_t,
     attr: *mut u::urma_jfs_attr_t,
 ) -> u::urma_status_t {
-    guard(u::URMA_FAIL, || {
+    entry(u::URMA_FAIL, || {
         let Some(j) = get_jfs(jfs) else {
             return einval("urma_query_jfs");
         };
@@ -151,7 +151,7 @@ pub unsafe extern "C" fn urma_create_jfr(
     ctx: *mut u::urma_context_t,
     jfr_cfg: *mut u::urma_jfr_cfg_t,
 ) -> *mut u::urma_jfr_t {
-    guard(std::ptr::null_mut(), || {
+    entry(std::ptr::null_mut(), || {
         let Some(c) = get_ctx(ctx) else {
             return null("urma_create_jfr");
         };
@@ -205,7 +205,7 @@ pub unsafe extern "C" fn urma_create_jfr(
 
 #[no_mangle]
 pub unsafe extern "C" fn urma_delete_jfr(jfr: *mut u::urma_jfr_t) -> u::urma_status_t {
-    guard(u::URMA_FAIL, || {
+    entry(u::URMA_FAIL, || {
         let Some(j) = get_jfr(jfr) else {
             return einval("urma_delete_jfr");
         };
@@ -235,7 +235,7 @@ pub unsafe extern "C" fn urma_create_jetty(
     ctx: *mut u::urma_context_t,
     jetty_cfg: *mut u::urma_jetty_cfg_t,
 ) -> *mut u::urma_jetty_t {
-    guard(std::ptr::null_mut(), || {
+    entry(std::ptr::null_mut(), || {
         let Some(c) = get_ctx(ctx) else {
             return null("urma_create_jetty");
         };
@@ -300,7 +300,7 @@ pub unsafe extern "C" fn urma_create_jetty(
         j.handle = id as u64;
         let cb = CBox::new(j);
         let jetty = Arc::new(Jetty {
-            sq: SendQ {
+            sq: Arc::new(SendQ {
                 name,
                 id,
                 is_jetty: true,
@@ -309,7 +309,7 @@ pub unsafe extern "C" fn urma_create_jetty(
                 obj_addr: cb.key(),
                 eid: c.eid,
                 uasid: c.uasid,
-            },
+            }),
             c: cb,
             rq: rq.clone(),
             shared_jfr: shared.clone(),
@@ -339,7 +339,7 @@ pub unsafe extern "C" fn urma_create_jetty(
 
 #[no_mangle]
 pub unsafe extern "C" fn urma_delete_jetty(jetty: *mut u::urma_jetty_t) -> u::urma_status_t {
-    guard(u::URMA_FAIL, || {
+    entry(u::URMA_FAIL, || {
         let Some(j) = get_jetty(jetty) else {
             return einval("urma_delete_jetty");
         };
@@ -374,7 +374,7 @@ pub unsafe extern "C" fn urma_query_jetty(
     cfg: *mut u::urma_jetty_cfg_t,
     attr: *mut u::urma_jetty_attr_t,
 ) -> u::urma_status_t {
-    guard(u::URMA_FAIL, || {
+    entry(u::URMA_FAIL, || {
         let Some(j) = get_jetty(jetty) else {
             return einval("urma_query_jetty");
         };

@@ -4,7 +4,7 @@ use super::*;
 
 #[no_mangle]
 pub unsafe extern "C" fn urma_create_jfce(ctx: *mut u::urma_context_t) -> *mut u::urma_jfce_t {
-    guard(std::ptr::null_mut(), || {
+    entry(std::ptr::null_mut(), || {
         let Some(c) = get_ctx(ctx) else {
             return null("urma_create_jfce");
         };
@@ -31,7 +31,7 @@ pub unsafe extern "C" fn urma_create_jfce(ctx: *mut u::urma_context_t) -> *mut u
 
 #[no_mangle]
 pub unsafe extern "C" fn urma_delete_jfce(jfce: *mut u::urma_jfce_t) -> u::urma_status_t {
-    guard(u::URMA_FAIL, || {
+    entry(u::URMA_FAIL, || {
         let Some(j) = get_jfce(jfce) else {
             return einval("urma_delete_jfce");
         };
@@ -50,7 +50,7 @@ pub unsafe extern "C" fn urma_create_jfc(
     ctx: *mut u::urma_context_t,
     jfc_cfg: *mut u::urma_jfc_cfg_t,
 ) -> *mut u::urma_jfc_t {
-    guard(std::ptr::null_mut(), || {
+    entry(std::ptr::null_mut(), || {
         let Some(c) = get_ctx(ctx) else {
             return null("urma_create_jfc");
         };
@@ -114,7 +114,7 @@ pub unsafe extern "C" fn urma_create_jfc(
 /// (the JFC then stays alive and the call may be retried).
 #[no_mangle]
 pub unsafe extern "C" fn urma_delete_jfc(jfc: *mut u::urma_jfc_t) -> u::urma_status_t {
-    guard(u::URMA_FAIL, || {
+    entry(u::URMA_FAIL, || {
         let Some(j) = get_jfc(jfc) else {
             return einval("urma_delete_jfc");
         };
@@ -151,7 +151,7 @@ pub unsafe extern "C" fn urma_poll_jfc(
     cr_cnt: c_int,
     cr: *mut u::urma_cr_t,
 ) -> c_int {
-    guard(-1, || {
+    entry(-1, || {
         reg::with_jfc(jfc, |j| {
             let Some(j) = j else {
                 log_err("urma_poll_jfc: invalid jfc");
@@ -174,7 +174,7 @@ pub unsafe extern "C" fn urma_rearm_jfc(
     jfc: *mut u::urma_jfc_t,
     solicited_only: bool,
 ) -> u::urma_status_t {
-    guard(u::URMA_FAIL, || {
+    entry(u::URMA_FAIL, || {
         let Some(j) = get_jfc(jfc) else {
             return einval("urma_rearm_jfc");
         };
@@ -190,7 +190,7 @@ pub unsafe extern "C" fn urma_wait_jfc(
     time_out: c_int,
     jfc: *mut *mut u::urma_jfc_t,
 ) -> c_int {
-    guard(-1, || {
+    entry(-1, || {
         let Some(e) = get_jfce(jfce) else {
             log_err("urma_wait_jfc: invalid jfce");
             return -1;
@@ -213,7 +213,7 @@ pub unsafe extern "C" fn urma_ack_jfc(
     nevents: *mut u32,
     jfc_cnt: u32,
 ) {
-    guard((), || {
+    entry((), || {
         if jfc.is_null() || nevents.is_null() {
             log_err("urma_ack_jfc: NULL array");
             return;

@@ -3,7 +3,8 @@
 //! (JFS, JFR, jetty), [`import`] (imports, advise, bind), [`seg`] (segments, token ids) and
 //! [`post`] (work requests). This module holds what they share: limits, the device, errors.
 //!
-//! Every export runs behind a panic boundary ([`guard`]) and checks each handle against the
+//! Every export runs behind a panic boundary ([`entry`], or [`guard`] for the send posts) and
+//! checks each handle against the
 //! registry first: NULL, unknown or deleted handles give `URMA_EINVAL` (status functions),
 //! NULL (pointer functions), -1 (int functions) or nothing (void functions).
 
@@ -75,6 +76,17 @@ fn null<T>(what: &str) -> *mut T {
     log_err(&format!("{what}: invalid argument"));
     std::ptr::null_mut()
 }
+/// The entry of every export but the send posts: the panic boundary, after the DMA engine ran
+/// every WR posted before the call ([`datapath::settle`]). A CR is thus in its JFC for the first
+/// poll after its post returned, a recv post meets the sends posted before it as the
+/// synchronous provider did, and deletes, counters and the trace see no WR still queued.
+pub(crate) fn entry<R>(default: R, f: impl FnOnce() -> R) -> R {
+    guard(default, || {
+        datapath::settle();
+        f()
+    })
+}
+
 /// Whether an import presents the right token (`checked`: the object has a token policy).
 fn token_ok(checked: bool, expected: u32, given: *mut u::urma_token_t) -> bool {
     if !checked {

@@ -6,7 +6,7 @@ use super::*;
 pub unsafe extern "C" fn urma_alloc_token_id(
     ctx: *mut u::urma_context_t,
 ) -> *mut u::urma_token_id_t {
-    guard(std::ptr::null_mut(), || {
+    entry(std::ptr::null_mut(), || {
         let Some(c) = get_ctx(ctx) else {
             return null("urma_alloc_token_id");
         };
@@ -31,7 +31,7 @@ pub unsafe extern "C" fn urma_alloc_token_id(
 
 #[no_mangle]
 pub unsafe extern "C" fn urma_free_token_id(token_id: *mut u::urma_token_id_t) -> u::urma_status_t {
-    guard(u::URMA_FAIL, || {
+    entry(u::URMA_FAIL, || {
         let Some(t) = get_token_id(token_id) else {
             return einval("urma_free_token_id");
         };
@@ -50,7 +50,7 @@ pub unsafe extern "C" fn urma_register_seg(
     ctx: *mut u::urma_context_t,
     seg_cfg: *mut u::urma_seg_cfg_t,
 ) -> *mut u::urma_target_seg_t {
-    guard(std::ptr::null_mut(), || {
+    entry(std::ptr::null_mut(), || {
         let Some(c) = get_ctx(ctx) else {
             return null("urma_register_seg");
         };
@@ -131,7 +131,7 @@ pub unsafe extern "C" fn urma_register_seg(
 pub unsafe extern "C" fn urma_unregister_seg(
     target_seg: *mut u::urma_target_seg_t,
 ) -> u::urma_status_t {
-    guard(u::URMA_FAIL, || {
+    entry(u::URMA_FAIL, || {
         let removed = reg::with_reg_mut(|r| match r.objs.get(&(target_seg as usize)) {
             Some(Obj::Seg(s)) => {
                 let s = s.clone();
@@ -168,7 +168,7 @@ pub unsafe extern "C" fn urma_import_seg(
     addr: u64,
     flag: u::urma_import_seg_flag_t,
 ) -> *mut u::urma_target_seg_t {
-    guard(std::ptr::null_mut(), || {
+    entry(std::ptr::null_mut(), || {
         let Some(c) = get_ctx(ctx) else {
             return null("urma_import_seg");
         };
@@ -223,7 +223,7 @@ pub unsafe extern "C" fn urma_import_seg(
 
 #[no_mangle]
 pub unsafe extern "C" fn urma_unimport_seg(tseg: *mut u::urma_target_seg_t) -> u::urma_status_t {
-    guard(u::URMA_FAIL, || {
+    entry(u::URMA_FAIL, || {
         let removed = reg::with_reg_mut(|r| match r.objs.get(&(tseg as usize)) {
             Some(Obj::ISeg(s)) => {
                 let s = s.clone();
