@@ -262,6 +262,11 @@ pub unsafe fn post_send_chain(
         wr = w.next;
     }
     ENGINE.submit(batch);
+    if !knobs::ASYNC_POST.load(Ordering::Relaxed) {
+        // Completion-synchronous post (the default): the engine moved the data and generated
+        // the CRs before the call returns, as the synchronous provider did.
+        ENGINE.settle();
+    }
     u::URMA_SUCCESS
 }
 

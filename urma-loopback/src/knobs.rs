@@ -47,6 +47,9 @@ pub static KNOBS: Mutex<Knobs> = Mutex::new(Knobs {
 /// Fast path: false when no rule/hold/delay is set.
 pub static ANY: AtomicBool = AtomicBool::new(false);
 pub static NOCOPY: AtomicBool = AtomicBool::new(false);
+/// A send post returns once the DMA engine queued its WRs (true), or once it executed them
+/// (false, the default). Process-wide, kept by `urma_loopback_reset`.
+pub static ASYNC_POST: AtomicBool = AtomicBool::new(false);
 pub static DELETE_TIMEOUT_MS: AtomicU64 = AtomicU64::new(DEFAULT_DELETE_TIMEOUT_MS);
 /// Receiver-not-ready timeout in ms (0 = fail at once).
 pub static RNR_TIMEOUT_MS: AtomicU64 = AtomicU64::new(DEFAULT_RNR_TIMEOUT_MS);
@@ -155,7 +158,8 @@ pub fn cr_fate(nth: u64) -> Fate {
 /// Applies a knob spec: comma-separated `key=value` items.
 ///
 /// Keys: `fail_post=N:STATUS`, `fail_recv_post=N:STATUS`, `fail_cr=N:CR_STATUS`, `drop_cr=N`,
-/// `dup_cr=N`, `hold=0|1`, `delay_ms=N`, `nocopy=0|1`, `delete_timeout_ms=N`, `rnr_timeout_ms=N`.
+/// `dup_cr=N`, `hold=0|1`, `delay_ms=N`, `nocopy=0|1`, `delete_timeout_ms=N`, `rnr_timeout_ms=N`,
+/// `async_post=0|1`.
 /// Returns the number of items applied, or Err(item) for the first item that does not parse.
 pub fn apply_spec(spec: &str) -> Result<usize, String> {
     let mut n = 0;
@@ -201,6 +205,7 @@ pub fn apply_spec(spec: &str) -> Result<usize, String> {
                 edit(|kn| kn.delay_ms = a);
             }
             "nocopy" => NOCOPY.store(num(v)? != 0, Ordering::Release),
+            "async_post" => ASYNC_POST.store(num(v)? != 0, Ordering::Release),
             "delete_timeout_ms" => DELETE_TIMEOUT_MS.store(num(v)?, Ordering::Release),
             "rnr_timeout_ms" => RNR_TIMEOUT_MS.store(num(v)?, Ordering::Release),
             _ => return Err(item.to_string()),

@@ -1057,3 +1057,92 @@ fn event_mode_never_misses_a_cr_pushed_concurrently() {
         assert_eq!(u::urma_delete_jfce(jfce), u::URMA_SUCCESS);
     }
 }
+
+/// Restores completion-synchronous posts when a test that switched to `async_post=1` ends
+/// (the mode is process-wide and kept by `urma_loopback_reset`).
+struct AsyncPosts;
+
+impl AsyncPosts {
+    fn on() -> AsyncPosts {
+        apply_spec("async_post=1");
+        AsyncPosts
+    }
+}
+
+impl Drop for AsyncPosts {
+    fn drop(&mut self) {
+        apply_spec("async_post=0");
+    }
+}
+
+fn apply_spec(spec: &str) {
+    let spec = std::ffi::CString::new(spec).unwrap();
+    // SAFETY: `spec` is a NUL-terminated CString alive for the call; apply_knobs only reads it.
+    assert_eq!(unsafe { (ctl().apply_knobs)(spec.as_ptr()) }, 1);
+}
+
+#[test]
+fn async_posts_complete_on_the_dma_engine_in_post_order() {
+    let _g = serial();
+    let _async = AsyncPosts::on();
+    let p = Pair::new(256, 16);
+    const N: usize = 64;
+    const PIECE: usize = 16 * 1024;
+    let mut src = Seg::rw(N * PIECE);
+    src.buf
+        .iter_mut()
+        .enumerate()
+        .for_each(|(i, b)| *b = (i % 251) as u8);
+    let dst = Seg::rw(N * PIECE);
+    let rdst = dst.import(TOKEN);
+    assert!(!rdst.is_null());
+    let mut s: Vec<u::urma_sge_t> = (0..N)
+        .map(|i| sge(src.addr() + (i * PIECE) as u64, PIECE as u32, src.tseg))
+        .collect();
+    let mut d: Vec<u::urma_sge_t> = (0..N)
+        .map(|i| sge(dst.addr() + (i * PIECE) as u64, PIECE as u32, rdst))
+        .collect();
+    let mut wrs: Vec<u::urma_jfs_wr_t> = s
+        .iter_mut()
+        .zip(d.iter_mut())
+        .enumerate()
+        .map(|(i, (s, d))| rw_wr(u::URMA_OPC_WRITE, s, d, p.tjetty, 0x100 + i as u64, true))
+        .collect();
+    for i in (0..N - 1).rev() {
+        let next: *mut u::urma_jfs_wr_t = &mut wrs[i + 1];
+        wrs[i].next = next;
+    }
+    // One chain, one batch for the engine; the post returns once it is queued.
+    assert_eq!(post(p.jfs, &mut wrs[0]).0, 0);
+    // Any other export waits for the engine: the counters see every byte, a non-blocking poll
+    // right after the post returns every CR, in post order, with the data in place.
+    let c = counters();
+    assert_eq!(c.send_wrs, N as u64);
+    assert_eq!(c.bytes_copied, (N * PIECE) as u64);
+    let crs = poll(p.sjfc, 2 * N);
+    assert_eq!(crs.len(), N);
+    for (i, cr) in crs.iter().enumerate() {
+        assert_eq!(cr.status, u::URMA_CR_SUCCESS);
+        assert_eq!(cr.user_ctx, 0x100 + i as u64, "CRs in post order");
+        assert_eq!(cr.completion_len, PIECE as u32);
+    }
+    assert!(dst.buf == src.buf);
+    // A SEND posted without a recv WR parks on the engine (RNR) and is delivered by the next
+    // recv post, exactly as with completion-synchronous posts.
+    let mut one = sge(src.addr(), 64, src.tseg);
+    let mut wr = send_wr(u::URMA_OPC_SEND, Some(&mut one), p.tjetty, 0x77, 0, true);
+    assert_eq!(post(p.jfs, &mut wr).0, 0);
+    let rbuf = Seg::rw(64);
+    assert_eq!(p.post_recv(0x88, Some((&rbuf, 64))), 0);
+    let rc = poll(p.rjfc, 4);
+    assert_eq!(rc.len(), 1);
+    assert_eq!(rc[0].user_ctx, 0x88);
+    assert_eq!(counters().rnr_delivered_late, 1);
+    assert_eq!(&rbuf.buf[..], &src.buf[..64]);
+    let sc = poll(p.sjfc, 4);
+    assert_eq!(sc.len(), 1);
+    assert_eq!(sc[0].user_ctx, 0x77);
+    // SAFETY: `rdst` was imported above (non-NULL asserted), is unimported exactly once and not
+    // used afterwards; its WRs completed (their CRs were polled).
+    unsafe { u::urma_unimport_seg(rdst) };
+}
