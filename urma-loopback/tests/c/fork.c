@@ -9,8 +9,7 @@
 #include <unistd.h>
 #include <ub/umdk/urma/urma_api.h>
 #include "urma_loopback.h"
-
-#define CHECK(c) do { if (!(c)) { fprintf(stderr, "FAILED %s:%d: %s\n", __FILE__, __LINE__, #c); return 1; } } while (0)
+#include "lb_pair.h"
 
 static char src[65536], dst[65536];
 
@@ -37,30 +36,13 @@ static int write_once(urma_jfs_t *jfs, urma_jfc_t *jfc, urma_target_jetty_t *tj,
 
 int main(void)
 {
-    CHECK(urma_init(NULL) == URMA_SUCCESS);
-    int n = 0;
-    urma_device_t **list = urma_get_device_list(&n);
-    CHECK(list != NULL && n == 1);
-    urma_device_t *dev = list[0];
-    urma_free_device_list(list);
-    urma_context_t *ctx = urma_create_context(dev, 0);
-    CHECK(ctx != NULL);
-    urma_jfc_cfg_t jc = { .depth = 64 };
-    urma_jfc_t *sjfc = urma_create_jfc(ctx, &jc);
-    urma_jfc_t *rjfc = urma_create_jfc(ctx, &jc);
-    CHECK(sjfc && rjfc);
-    urma_jfs_cfg_t sc = { .depth = 64, .max_sge = 1, .jfc = sjfc, .trans_mode = URMA_TM_RM };
-    urma_jfs_t *jfs = urma_create_jfs(ctx, &sc);
-    CHECK(jfs != NULL);
-    urma_jfr_cfg_t rc = { .depth = 8, .max_sge = 1, .jfc = rjfc };
-    urma_jetty_cfg_t jtc = { .jfs_cfg = sc, .jfr_cfg = &rc };
-    jtc.jfs_cfg.jfc = rjfc;
-    urma_jetty_t *jetty = urma_create_jetty(ctx, &jtc);
-    CHECK(jetty != NULL);
-    urma_rjetty_t rj = { .jetty_id = jetty->jetty_id, .trans_mode = URMA_TM_RM, .type = URMA_JETTY };
+    struct lb_pair p;
+    CHECK(lb_pair_open(&p, 0) == 0);
+    urma_context_t *ctx = p.ctx;
+    urma_jfs_t *jfs = p.jfs;
+    urma_jfc_t *sjfc = p.sjfc;
+    urma_target_jetty_t *tj = p.tj;
     urma_token_t tok = { .token = 0 };
-    urma_target_jetty_t *tj = urma_import_jetty(ctx, &rj, &tok);
-    CHECK(tj != NULL);
     urma_seg_cfg_t segc = { .va = (uint64_t)(uintptr_t)src, .len = sizeof(src) };
     segc.flag.bs.access = URMA_ACCESS_READ | URMA_ACCESS_WRITE;
     urma_target_seg_t *ssrc = urma_register_seg(ctx, &segc);
@@ -92,10 +74,7 @@ int main(void)
     CHECK(write_once(jfs, sjfc, tj, ssrc, rdst, 0x44, 4) == 0);
 
     CHECK(urma_unimport_seg(rdst) == 0 && urma_unregister_seg(ssrc) == 0 && urma_unregister_seg(sdst) == 0);
-    CHECK(urma_unimport_jetty(tj) == 0 && urma_delete_jetty(jetty) == 0 && urma_delete_jfs(jfs) == 0);
-    CHECK(urma_delete_jfc(sjfc) == 0 && urma_delete_jfc(rjfc) == 0);
-    CHECK(urma_delete_context(ctx) == 0);
-    CHECK(urma_uninit() == 0);
+    CHECK(lb_pair_close(&p) == 0);
     printf("c-fork ok\n");
     return 0;
 }
