@@ -19,7 +19,9 @@ use urma_sys::{
     URMA_CR_WR_SUSPEND_DONE, URMA_FAIL, URMA_SUCCESS,
 };
 
-/// `os_transport_wake_up_task` with a validated instance.
+/// `os_transport_wake_up_task` with a validated instance. Inlined into the export, with the common
+/// path of `deliver` and `dispatch`: one function per completion, the rare paths out of line.
+#[inline(always)]
 pub fn wake_up(inst: &Instance, cr: &urma_cr_t) -> i32 {
     let s_r = cr.flag.value_u8() & CR_FLAG_S_R != 0;
     let status = cr.status;
@@ -122,6 +124,7 @@ fn ended_pending_cleanup(t: &ReqTable, rid: u64) -> bool {
 
 /// Hands a completion of the live request found (locked) on: a send step runs here (D15), a
 /// receive chunk is queued to the worker (with the slot unlocked).
+#[inline(always)]
 fn dispatch(inst: &Instance, rid: u64, found: Found, ud: u64, recv_side: bool) -> i32 {
     let Found { s, g, w, slot, r } = found;
     if !recv_side {
@@ -152,10 +155,18 @@ fn dispatch(inst: &Instance, rid: u64, found: Found, ud: u64, recv_side: bool) -
 /// Routes one successful completion of request `rid`. First through the lock-free hint; when there
 /// is none or it names something else (another id, an ended request), through the locked table,
 /// which also decides between dropping and keeping (D4) a completion.
+#[inline(always)]
 fn deliver(inst: &Instance, rid: u64, ud: u64, recv_side: bool) -> i32 {
     if let Some(found) = inst.reqs.hint(rid).and_then(|h| accepting(inst, rid, h)) {
         return dispatch(inst, rid, found, ud, recv_side);
     }
+    deliver_locked(inst, rid, ud, recv_side)
+}
+
+/// [`deliver`] when the hint did not lead to the request: through the locked table.
+#[cold]
+#[inline(never)]
+fn deliver_locked(inst: &Instance, rid: u64, ud: u64, recv_side: bool) -> i32 {
     let mut t = inst.reqs(rid);
     match t.get(rid).and_then(|e| accepting(inst, rid, e)) {
         Some(found) if !recv_side => {
@@ -193,6 +204,7 @@ fn deliver(inst: &Instance, rid: u64, ud: u64, recv_side: bool) -> i32 {
 
 /// D3: a completion with a non-success status fails its request, if `rid` names a live request
 /// of `kind` (send-side completions belong to sends, receive-side ones to receives); -1 otherwise.
+#[cold]
 fn fail_request(inst: &Instance, rid: u64, kind: Kind, status: u32) -> i32 {
     let t = inst.reqs(rid);
     let Some((s, g)) = t.get(rid) else {
