@@ -170,7 +170,8 @@ fn refresh(handle: *mut c_void, f: &Fast, fp: *const Fast) -> Option<InstRef> {
             drop(g);
             f.epoch.set(u64::MAX);
             f.handle.set(inst.as_ref().map_or(0, |i| handle_of(i.seq)));
-            f.inst.set(inst.as_ref().map_or(std::ptr::null(), Arc::as_ptr));
+            f.inst
+                .set(inst.as_ref().map_or(std::ptr::null(), Arc::as_ptr));
             // The previous instance (if this was its last reference) is dropped here: destroy has
             // stopped its workers already, so dropping it joins nothing.
             o.0 = inst;

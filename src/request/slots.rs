@@ -214,7 +214,8 @@ impl SyncTable {
     pub fn slot(&self, i: u32) -> &Slot {
         // Masked: a fixed-size array indexed below its length needs no bounds check (a slot index
         // beyond the table finds a NULL segment below).
-        let seg = self.segs[(i >> SEGMENT_SHIFT) as usize & (MAX_SEGMENTS - 1)].load(Ordering::Acquire);
+        let seg =
+            self.segs[(i >> SEGMENT_SHIFT) as usize & (MAX_SEGMENTS - 1)].load(Ordering::Acquire);
         assert!(!seg.is_null(), "slot {i} beyond the table");
         // SAFETY: a non-NULL segment pointer was published (Release, after the segment was fully
         // built) by `grow` and is never freed or changed again, so it points to a live `Segment`
