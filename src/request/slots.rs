@@ -154,7 +154,6 @@ static TABLE: Lazy<SyncTable> = Lazy::new(|| {
             .map(|i| AtomicPtr::new(if i == 0 { first } else { std::ptr::null_mut() }))
             .collect::<Box<[_]>>()
             .try_into()
-            .ok()
             .expect("MAX_SEGMENTS segment pointers"),
         len: AtomicUsize::new(SEGMENT),
         free: Mutex::new((0..SEGMENT as u32).rev().collect()),
