@@ -17,7 +17,9 @@ use std::time::{Duration, Instant};
 use urma_sys as u;
 use urma_sys::flags;
 
-use crate::lib_under_test::{OstBufferInfo, OstDeviceInfo, UrmaJettyInfo, JETTY_MODE_DUPLEX};
+use crate::lib_under_test::{
+    ost_buffer_info_t, ost_device_info_t, urma_jetty_info_t, JETTY_MODE_DUPLEX,
+};
 
 /// Token used for every segment, jetty and JFR the fixture creates.
 pub const TOKEN: u32 = 0x5EED_1234;
@@ -349,8 +351,8 @@ impl EndpointPair {
     }
 
     /// `urma_jetty_info_t` for `os_transport_send` (jfs, jetty, tjetty of the sender).
-    pub fn jetty_info(&self) -> UrmaJettyInfo {
-        UrmaJettyInfo {
+    pub fn jetty_info(&self) -> urma_jetty_info_t {
+        urma_jetty_info_t {
             jfs: self.sender.jfs,
             jetty: self.sender.jetty,
             tjetty: self.sender.tjetty,
@@ -359,8 +361,8 @@ impl EndpointPair {
     }
 
     /// `ost_device_info_t` for `os_transport_recv` (receiver jfr/jetty, destination `dst`).
-    pub fn device_info(&self, dst: *mut c_void) -> OstDeviceInfo {
-        OstDeviceInfo {
+    pub fn device_info(&self, dst: *mut c_void) -> ost_device_info_t {
+        ost_device_info_t {
             jfr: self.receiver.jfr,
             jetty: self.receiver.jetty,
             dst,
@@ -494,8 +496,8 @@ impl Buffer {
     }
 
     /// `ost_buffer_info_t` {addr, local tseg}.
-    pub fn info(&self) -> OstBufferInfo {
-        OstBufferInfo {
+    pub fn info(&self) -> ost_buffer_info_t {
+        ost_buffer_info_t {
             addr: self.addr(),
             tseg: self.tseg,
         }
@@ -541,8 +543,8 @@ unsafe impl Sync for ImportedSeg {}
 
 impl ImportedSeg {
     /// `ost_buffer_info_t` {addr, imported tseg} (the `remote_dst` of a send).
-    pub fn info(&self) -> OstBufferInfo {
-        OstBufferInfo {
+    pub fn info(&self) -> ost_buffer_info_t {
+        ost_buffer_info_t {
             addr: self.addr,
             tseg: self.tseg,
         }

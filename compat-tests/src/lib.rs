@@ -35,6 +35,7 @@ pub mod fixture;
 pub mod harness;
 pub mod lib_under_test;
 pub mod loopback_ctl;
+pub mod oracle;
 pub mod target;
 
 pub use fixture::*;
