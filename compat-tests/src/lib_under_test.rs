@@ -5,11 +5,10 @@
 //! `RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND` and never closed (their worker threads may outlive a
 //! test).
 
-use std::ffi::{c_int, c_void, CStr, CString};
+use std::ffi::{c_void, CStr, CString};
 use std::path::{Path, PathBuf};
 
-use urma_sys::{urma_context_t, urma_jfc_t, urma_jfce_t, urma_status_t};
-
+use os_transport_abi::exports::*;
 pub use os_transport_abi::{
     jetty_mode_t, log_callback_t, notify_callback_t, os_transport_cfg_t, ost_buffer_info_t,
     ost_device_info_t, task_sync_t, urma_jetty_info_t, DEFAULT_CHUNK_SIZE, ERR as OST_ERR,
@@ -21,57 +20,16 @@ pub use os_transport_abi::{
 pub struct OsTransportLib {
     handle: *mut c_void,
     pub path: PathBuf,
-    pub os_transport_log_reg: unsafe extern "C" fn(level: c_int, cb: log_callback_t) -> c_int,
-    pub os_transport_init: unsafe extern "C" fn(
-        urma_ctx: *mut urma_context_t,
-        ost_cfg: *mut os_transport_cfg_t,
-        handle: *mut *mut c_void,
-    ) -> u32,
-    pub os_transport_reg_jfc: unsafe extern "C" fn(
-        jfce: *mut urma_jfce_t,
-        jfc: *mut urma_jfc_t,
-        handle: *mut c_void,
-    ) -> u32,
-    #[allow(clippy::type_complexity)]
-    pub os_transport_send: unsafe extern "C" fn(
-        handle: *mut c_void,
-        jetty_info: *mut urma_jetty_info_t,
-        local_src: *mut ost_buffer_info_t,
-        remote_dst: *mut ost_buffer_info_t,
-        len: u32,
-        server_key: u64,
-        client_key: u64,
-        ret_sync_handle: *mut *mut task_sync_t,
-        urma_status: *mut urma_status_t,
-    ) -> u32,
-    pub os_transport_recv: unsafe extern "C" fn(
-        handle: *mut c_void,
-        host_src: *mut ost_buffer_info_t,
-        device_dst: *mut ost_device_info_t,
-        len: u32,
-        client_key: u64,
-        ret_sync_handle: *mut *mut task_sync_t,
-        notify_callback: notify_callback_t,
-    ) -> u32,
-    pub os_transport_wake_up_task:
-        unsafe extern "C" fn(handle: *mut c_void, cr_t: *mut c_void) -> c_int,
-    pub wait_and_free_sync: unsafe extern "C" fn(
-        handle: *mut c_void,
-        sync_handle: *mut task_sync_t,
-        urma_status: *mut urma_status_t,
-    ) -> u32,
-    pub wait_and_free_sync_timeout: unsafe extern "C" fn(
-        handle: *mut c_void,
-        sync_handle: *mut task_sync_t,
-        timeout_ms: i64,
-        urma_status: *mut urma_status_t,
-    ) -> u32,
-    pub os_transport_cancel_tasks: unsafe extern "C" fn(
-        handle: *mut c_void,
-        sync_handle: *mut *mut task_sync_t,
-        request_id: u64,
-    ) -> u32,
-    pub os_transport_destroy: unsafe extern "C" fn(handle: *mut c_void) -> u32,
+    pub os_transport_log_reg: os_transport_log_reg_fn,
+    pub os_transport_init: os_transport_init_fn,
+    pub os_transport_reg_jfc: os_transport_reg_jfc_fn,
+    pub os_transport_send: os_transport_send_fn,
+    pub os_transport_recv: os_transport_recv_fn,
+    pub os_transport_wake_up_task: os_transport_wake_up_task_fn,
+    pub wait_and_free_sync: wait_and_free_sync_fn,
+    pub wait_and_free_sync_timeout: wait_and_free_sync_timeout_fn,
+    pub os_transport_cancel_tasks: os_transport_cancel_tasks_fn,
+    pub os_transport_destroy: os_transport_destroy_fn,
 }
 
 // SAFETY: the struct only holds a dlopen handle and function pointers, both usable from any

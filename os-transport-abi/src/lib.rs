@@ -151,6 +151,77 @@ pub struct task_sync_t {
     _opaque: [u8; 0],
 }
 
+/// The prototypes of the ten exported functions, as function-pointer types: what a program that
+/// finds them with `dlsym` calls (the conformance harness, the benchmarks). The library checks at
+/// compile time that its exports have exactly these types, and `tests/abi_drift.rs` checks its
+/// exports against the header's prototypes.
+pub mod exports {
+    use super::*;
+    use urma_sys::{urma_context_t, urma_status_t};
+
+    /// `os_transport_log_reg`
+    pub type os_transport_log_reg_fn =
+        unsafe extern "C" fn(level: c_int, cb: log_callback_t) -> c_int;
+    /// `os_transport_init`
+    pub type os_transport_init_fn = unsafe extern "C" fn(
+        urma_ctx: *mut urma_context_t,
+        ost_cfg: *mut os_transport_cfg_t,
+        handle: *mut *mut c_void,
+    ) -> u32;
+    /// `os_transport_reg_jfc`
+    pub type os_transport_reg_jfc_fn = unsafe extern "C" fn(
+        jfce: *mut urma_jfce_t,
+        jfc: *mut urma_jfc_t,
+        handle: *mut c_void,
+    ) -> u32;
+    /// `os_transport_send`
+    pub type os_transport_send_fn = unsafe extern "C" fn(
+        handle: *mut c_void,
+        jetty_info: *mut urma_jetty_info_t,
+        local_src: *mut ost_buffer_info_t,
+        remote_dst: *mut ost_buffer_info_t,
+        len: u32,
+        server_key: u64,
+        client_key: u64,
+        ret_sync_handle: *mut *mut task_sync_t,
+        urma_status: *mut urma_status_t,
+    ) -> u32;
+    /// `os_transport_recv`
+    pub type os_transport_recv_fn = unsafe extern "C" fn(
+        handle: *mut c_void,
+        host_src: *mut ost_buffer_info_t,
+        device_dst: *mut ost_device_info_t,
+        len: u32,
+        client_key: u64,
+        ret_sync_handle: *mut *mut task_sync_t,
+        notify_callback: notify_callback_t,
+    ) -> u32;
+    /// `os_transport_wake_up_task`
+    pub type os_transport_wake_up_task_fn =
+        unsafe extern "C" fn(handle: *mut c_void, cr_t: *mut c_void) -> c_int;
+    /// `wait_and_free_sync`
+    pub type wait_and_free_sync_fn = unsafe extern "C" fn(
+        handle: *mut c_void,
+        sync_handle: *mut task_sync_t,
+        urma_status: *mut urma_status_t,
+    ) -> u32;
+    /// `wait_and_free_sync_timeout`
+    pub type wait_and_free_sync_timeout_fn = unsafe extern "C" fn(
+        handle: *mut c_void,
+        sync_handle: *mut task_sync_t,
+        timeout_ms: i64,
+        urma_status: *mut urma_status_t,
+    ) -> u32;
+    /// `os_transport_cancel_tasks`
+    pub type os_transport_cancel_tasks_fn = unsafe extern "C" fn(
+        handle: *mut c_void,
+        sync_handle: *mut *mut task_sync_t,
+        request_id: u64,
+    ) -> u32;
+    /// `os_transport_destroy`
+    pub type os_transport_destroy_fn = unsafe extern "C" fn(handle: *mut c_void) -> u32;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
