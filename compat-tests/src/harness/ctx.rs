@@ -370,15 +370,13 @@ impl Ctx {
 
     /// A library configuration for this context's endpoints.
     pub fn cfg(&self, workers: u32, capacity: u32) -> os_transport_cfg_t {
-        os_transport_cfg_t {
-            urma_event_mode: self.setup.event_mode,
-            reserved1: [0; 3],
-            worker_thread_num: workers,
-            jfce: self.pair.receiver.cq.jfce,
-            jfc: self.pair.receiver.cq.jfc,
-            recv_queue_capacity: capacity,
-            reserved2: [0; 9],
-        }
+        let mut c = os_transport_cfg_t::default();
+        c.worker_thread_num = workers;
+        c.recv_queue_capacity = capacity;
+        c.urma_event_mode = self.setup.event_mode;
+        c.jfc = self.pair.receiver.cq.jfc;
+        c.jfce = self.pair.receiver.cq.jfce;
+        c
     }
 
     /// `os_transport_init` for `side` (both handles when the context has one library).
