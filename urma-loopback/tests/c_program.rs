@@ -1,10 +1,20 @@
-//! Builds tests/c/smoke.c against urma-sys's bundled header and the loopback header, links it
-//! with `-lurma` against the loopback (`<target>/<profile>/liburma.so`) and runs it.
+//! Builds tests/c/smoke.c (with the repository's shared C URMA fixture, tests/c/urma_fixture.c)
+//! against urma-sys's bundled header and the loopback header, links it with `-lurma` against the
+//! loopback (`<target>/<profile>/liburma.so`) and runs it.
 
 use std::path::PathBuf;
 use std::process::Command;
 
 use testkit::{cc, profile_dir, target};
+
+/// The directory of the C test programs' URMA fixture: `tests/c` of the repository.
+fn fixture_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .map(|d| d.join("tests/c"))
+        .find(|d| d.join("urma_fixture.c").is_file())
+        .expect("tests/c/urma_fixture.c above the crate")
+}
 
 #[test]
 fn c_program_links_and_runs_against_the_loopback() {
@@ -17,11 +27,13 @@ fn c_program_links_and_runs_against_the_loopback() {
         lib_dir.display()
     );
     let st = Command::new(cc())
-        .args(["-std=gnu11", "-Wall", "-Wextra", "-Werror", "-o"])
+        .args(["-std=gnu11", "-Wall", "-Wextra", "-Werror", "-pthread", "-o"])
         .arg(&out)
         .arg(manifest.join("tests/c/smoke.c"))
+        .arg(fixture_dir().join("urma_fixture.c"))
         .arg(format!("-I{}", urma_sys::bundled_include_dir()))
         .arg(format!("-I{}", manifest.join("include").display()))
+        .arg(format!("-I{}", fixture_dir().display()))
         .arg(format!("-L{}", lib_dir.display()))
         .arg("-lurma")
         .status()

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <ub/umdk/urma/urma_api.h>
+#include "urma_fixture.h"
 #include "urma_loopback.h"
 
 #define CHECK(c) do { if (!(c)) { fprintf(stderr, "FAILED %s:%d: %s\n", __FILE__, __LINE__, #c); return 1; } } while (0)
@@ -19,22 +20,19 @@ int main(void)
     urma_context_t *ctx = urma_create_context(dev, 0);
     CHECK(ctx != NULL);
 
-    urma_jfc_cfg_t jc = { .depth = 64 };
-    urma_jfc_t *sjfc = urma_create_jfc(ctx, &jc);
-    urma_jfc_t *rjfc = urma_create_jfc(ctx, &jc);
+    urma_jfc_t *sjfc = ufx_jfc(ctx, 64, NULL);
+    urma_jfc_t *rjfc = ufx_jfc(ctx, 64, NULL);
     CHECK(sjfc && rjfc && sjfc->jfc_cfg.depth == 64);
-    urma_jfs_cfg_t sc = { .depth = 64, .max_sge = 1, .jfc = sjfc, .trans_mode = URMA_TM_RM };
+    urma_jfs_cfg_t sc = ufx_jfs_cfg(64, sjfc);
     urma_jfs_t *jfs = urma_create_jfs(ctx, &sc);
     CHECK(jfs != NULL);
     urma_jfr_cfg_t rc = { .depth = 8, .max_sge = 1, .jfc = rjfc, .token_value = { .token = 7 } };
     rc.flag.bs.token_policy = URMA_TOKEN_PLAIN_TEXT;
-    urma_jetty_cfg_t jtc = { .jfs_cfg = sc, .jfr_cfg = &rc };
-    jtc.jfs_cfg.jfc = rjfc;
-    urma_jetty_t *jetty = urma_create_jetty(ctx, &jtc);
+    sc.jfc = rjfc;
+    urma_jetty_t *jetty = ufx_jetty(ctx, &sc, &rc);
     CHECK(jetty != NULL);
-    urma_rjetty_t rj = { .jetty_id = jetty->jetty_id, .trans_mode = URMA_TM_RM, .type = URMA_JETTY };
     urma_token_t tok = { .token = 7 };
-    urma_target_jetty_t *tj = urma_import_jetty(ctx, &rj, &tok);
+    urma_target_jetty_t *tj = ufx_import_jetty(ctx, jetty, &tok);
     CHECK(tj != NULL);
 
     static char src[4096], dst[4096];
