@@ -9,7 +9,7 @@
 //!    the symlinks `libos_transport.so.1` and `libos_transport.so`, plus the flags of `LDFLAGS`
 //!    (the distribution's hardening flags in an RPM build). `<target>` is derived from
 //!    `OUT_DIR` = `<target>/<profile>/build/<pkg>-<hash>/out`.
-//! 3. Exposes the path to `rust/lib.rs` as `OST_LEGACY_LIB_PATH` (read with `env!`).
+//! 3. Exposes the path to `rust/lib.rs`'s test as `OST_LEGACY_LIB_PATH` (read with `env!`).
 
 use std::env;
 use std::fs;

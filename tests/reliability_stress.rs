@@ -18,10 +18,10 @@ mod reliability_common;
 
 use common::lb;
 use compat_tests::loopback_ctl::{self, Queue};
+use compat_tests::oracle::{dec, UserData};
 use os_transport::abi::*;
 use os_transport::ffi::*;
 use os_transport::testing::live_syncs;
-use os_transport::user_data::{dec, UserData};
 use reliability_common::{self as rc, Rng};
 use std::collections::{HashSet, VecDeque};
 use std::ffi::c_void;
@@ -54,8 +54,8 @@ fn faulted(id: u64) -> bool {
 
 unsafe extern "C" fn cb(ud: *mut c_void) -> i32 {
     // SAFETY: the library passes its 8-byte user-data copy, valid during the call.
-    let u = UserData::from_raw(unsafe { *(ud as *const u64) });
-    i32::from(u.rid & CB_FAIL_BIT != 0)
+    let u = UserData::decode(unsafe { *(ud as *const u64) });
+    i32::from(u.request_id & CB_FAIL_BIT != 0)
 }
 
 unsafe extern "C" fn ok_cb(_ud: *mut c_void) -> i32 {
@@ -67,9 +67,9 @@ fn cr_id(cr: &urma_cr_t) -> u64 {
     let f = unsafe { cr.flag.value };
     if f & urma_sys::flags::CR_FLAG_S_R != 0 {
         // SAFETY: imm_data is plain u64 data.
-        dec(UserData::from_raw(unsafe { cr.__bindgen_anon_1.imm_data }).rid)
+        dec(UserData::decode(unsafe { cr.__bindgen_anon_1.imm_data }).request_id)
     } else {
-        UserData::from_raw(cr.user_ctx).rid
+        UserData::decode(cr.user_ctx).request_id
     }
 }
 

@@ -37,6 +37,7 @@
 pub mod fixture;
 pub mod harness;
 pub mod lib_under_test;
+pub mod oracle;
 
 pub use fixture::*;
 pub use lib_under_test::*;

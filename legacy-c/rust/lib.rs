@@ -1,34 +1,22 @@
-//! Locates the C reference implementation of os_transport 1.0 (`legacy-c/`), which this crate's
-//! build script compiles and links beside the Rust library into `<target>/legacy/`.
+//! Builds the C reference implementation of os_transport 1.0 (`legacy-c/`): this crate's build
+//! script compiles and links it beside the Rust library into `<target>/legacy/`.
 //!
-//! Only the path is exposed: tests and the conformance harness load the library by path with
-//! `dlopen`, so nothing here links against it.
-
-use std::path::PathBuf;
-
-/// Absolute path of `<target>/legacy/libos_transport.so.1` (a symlink to
-/// `libos_transport.so.1.0.0`), as built by `legacy-c/build.rs` for this target directory.
-pub fn legacy_lib_path() -> PathBuf {
-    PathBuf::from(env!("OST_LEGACY_LIB_PATH"))
-}
-
-/// Absolute path of `<target>/legacy/`.
-pub fn legacy_lib_dir() -> PathBuf {
-    PathBuf::from(env!("OST_LEGACY_DIR"))
-}
+//! The crate exposes no API: tests and the conformance harness find the library at run time
+//! (`compat_tests::legacy_lib_path`: `$LEGACY_LIB`, else `<target>/legacy/` of the running
+//! binary), which also works for the installed harness, where a build-time path would not.
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::path::PathBuf;
 
     #[test]
     fn library_is_built_with_its_soname_symlinks() {
-        let path = legacy_lib_path();
+        let path = PathBuf::from(env!("OST_LEGACY_LIB_PATH"));
         assert_eq!(
             path.file_name().and_then(|n| n.to_str()),
             Some("libos_transport.so.1")
         );
-        let dir = legacy_lib_dir();
+        let dir = PathBuf::from(env!("OST_LEGACY_DIR"));
         assert_eq!(path.parent(), Some(dir.as_path()));
         for name in [
             "libos_transport.so.1.0.0",

@@ -23,77 +23,12 @@ use urma_sys::flags;
 
 use crate::engine::{Batch, Engine};
 use crate::knobs::{self, Fate};
-use crate::queues::{Jfc, RecvPost, RecvQ, RecvWr};
+use crate::objects::{Parked, Plan, RecvPost, RecvQ, RecvWr, Sge, SgeList};
+use crate::queues::Jfc;
 use crate::registry::{get_any_seg, get_tjetty, AnySeg, Seg, SendQ, TJetty, Target};
 use crate::stats::COUNTERS;
 use crate::trace;
 use crate::util::{lock, zeroed};
-
-/// One SGE after handle validation.
-#[derive(Clone, Default)]
-pub struct Sge {
-    pub addr: u64,
-    pub len: u32,
-    pub seg: Option<AnySeg>,
-}
-
-/// SGEs kept inline in a WR's plan or recv WR.
-const INLINE_SGES: usize = 2;
-
-/// A validated SGE list: up to [`INLINE_SGES`] entries stored inline (no heap allocation per WR
-/// in the common case), longer lists on the heap. Reads as a `[Sge]`.
-#[derive(Clone, Default)]
-pub struct SgeList {
-    n: usize,
-    inline: [Sge; INLINE_SGES],
-    heap: Vec<Sge>,
-}
-
-impl SgeList {
-    fn with_len(n: usize) -> SgeList {
-        SgeList {
-            n: 0,
-            inline: Default::default(),
-            heap: if n > INLINE_SGES {
-                Vec::with_capacity(n)
-            } else {
-                Vec::new()
-            },
-        }
-    }
-
-    fn push(&mut self, e: Sge) {
-        if self.heap.capacity() == 0 && self.n < INLINE_SGES {
-            self.inline[self.n] = e;
-        } else {
-            self.heap.push(e);
-        }
-        self.n += 1;
-    }
-}
-
-impl std::ops::Deref for SgeList {
-    type Target = [Sge];
-    fn deref(&self) -> &[Sge] {
-        if self.heap.capacity() == 0 {
-            &self.inline[..self.n]
-        } else {
-            &self.heap
-        }
-    }
-}
-
-#[derive(Clone)]
-struct Plan {
-    opcode: u32,
-    flags: u32,
-    user_ctx: u64,
-    imm: u64,
-    tjetty: Option<Arc<TJetty>>,
-    src: SgeList,
-    dst: SgeList,
-    supported: bool,
-}
 
 fn is_rw(op: u32) -> bool {
     matches!(
@@ -609,15 +544,6 @@ static PARKED_TOTAL: AtomicU64 = AtomicU64::new(0);
 /// Receive queues that (may) hold parked messages. Lock order: `PARKED_QS` → `RecvQ::q`;
 /// nobody takes `PARKED_QS` while holding a `RecvQ::q`.
 static PARKED_QS: Mutex<Vec<Arc<RecvQ>>> = Mutex::new(Vec::new());
-
-/// A two-sided message (SEND/SEND_IMM/WRITE_IMM) that found no recv WR at its target and waits
-/// (receiver-not-ready retry) for one, until `deadline`.
-pub struct Parked {
-    sq: Arc<SendQ>,
-    plan: Plan,
-    n: u64,
-    deadline: Instant,
-}
 
 /// Whether messages are parked anywhere (used to bound blocking waits).
 pub fn any_parked() -> bool {

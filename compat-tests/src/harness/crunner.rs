@@ -94,7 +94,9 @@ pub fn build(opts: &Options) -> Result<(PathBuf, PathBuf, PathBuf), String> {
             "-I{}",
             repo().join("urma-loopback/include").display()
         ))
+        .arg(format!("-I{}", repo().join("tests/c").display()))
         .arg(&src)
+        .arg(repo().join("tests/c/urma_fixture.c"))
         .arg("-o")
         .arg(&exe)
         .arg(format!("-L{}", legacy_dir.display()))

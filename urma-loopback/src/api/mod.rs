@@ -19,7 +19,8 @@ use urma_sys::flags;
 
 use crate::datapath;
 use crate::knobs;
-use crate::queues::{EvState, Jfc, Jfce, RecvQ};
+use crate::objects::RecvQ;
+use crate::queues::{EvState, Jfc, Jfce};
 use crate::registry::{
     self as reg, get_ctx, get_jetty, get_jfc, get_jfce, get_jfr, get_jfs, get_tjetty, get_token_id,
     initialized, next_id, next_name, CBox, Ctx, ISeg, Jetty, Jfr, Jfs, Kind, Obj, Seg, SendQ,

@@ -8,8 +8,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <ub/umdk/urma/urma_api.h>
+#include "urma_fixture.h"
 #include "urma_loopback.h"
-#include "lb_pair.h"
+
+#define CHECK(c) do { if (!(c)) { fprintf(stderr, "FAILED %s:%d: %s\n", __FILE__, __LINE__, #c); return 1; } } while (0)
 
 static char src[65536], dst[65536];
 
@@ -36,21 +38,26 @@ static int write_once(urma_jfs_t *jfs, urma_jfc_t *jfc, urma_target_jetty_t *tj,
 
 int main(void)
 {
-    struct lb_pair p;
-    CHECK(lb_pair_open(&p, 0) == 0);
-    urma_context_t *ctx = p.ctx;
-    urma_jfs_t *jfs = p.jfs;
-    urma_jfc_t *sjfc = p.sjfc;
-    urma_target_jetty_t *tj = p.tj;
+    CHECK(urma_init(NULL) == URMA_SUCCESS);
+    urma_context_t *ctx = ufx_open("loopback0");
+    CHECK(ctx != NULL);
+    urma_jfc_t *sjfc = ufx_jfc(ctx, 64, NULL);
+    urma_jfc_t *rjfc = ufx_jfc(ctx, 64, NULL);
+    CHECK(sjfc && rjfc);
+    urma_jfs_cfg_t sc = ufx_jfs_cfg(64, sjfc);
+    urma_jfs_t *jfs = urma_create_jfs(ctx, &sc);
+    CHECK(jfs != NULL);
+    urma_jfr_cfg_t rc = ufx_jfr_cfg(8, rjfc);
+    sc.jfc = rjfc;
+    urma_jetty_t *jetty = ufx_jetty(ctx, &sc, &rc);
+    CHECK(jetty != NULL);
     urma_token_t tok = { .token = 0 };
-    urma_seg_cfg_t segc = { .va = (uint64_t)(uintptr_t)src, .len = sizeof(src) };
-    segc.flag.bs.access = URMA_ACCESS_READ | URMA_ACCESS_WRITE;
-    urma_target_seg_t *ssrc = urma_register_seg(ctx, &segc);
-    segc.va = (uint64_t)(uintptr_t)dst;
-    urma_target_seg_t *sdst = urma_register_seg(ctx, &segc);
+    urma_target_jetty_t *tj = ufx_import_jetty(ctx, jetty, &tok);
+    CHECK(tj != NULL);
+    urma_target_seg_t *ssrc = ufx_reg_seg(ctx, src, sizeof(src));
+    urma_target_seg_t *sdst = ufx_reg_seg(ctx, dst, sizeof(dst));
     CHECK(ssrc && sdst);
-    urma_import_seg_flag_t ifl = { .value = 0 };
-    urma_target_seg_t *rdst = urma_import_seg(ctx, &sdst->seg, &tok, 0, ifl);
+    urma_target_seg_t *rdst = ufx_import_seg(ctx, sdst, 0);
     CHECK(rdst != NULL);
 
     /* The parent's engine thread runs before the fork. */
@@ -74,7 +81,10 @@ int main(void)
     CHECK(write_once(jfs, sjfc, tj, ssrc, rdst, 0x44, 4) == 0);
 
     CHECK(urma_unimport_seg(rdst) == 0 && urma_unregister_seg(ssrc) == 0 && urma_unregister_seg(sdst) == 0);
-    CHECK(lb_pair_close(&p) == 0);
+    CHECK(urma_unimport_jetty(tj) == 0 && urma_delete_jetty(jetty) == 0 && urma_delete_jfs(jfs) == 0);
+    CHECK(urma_delete_jfc(sjfc) == 0 && urma_delete_jfc(rjfc) == 0);
+    CHECK(urma_delete_context(ctx) == 0);
+    CHECK(urma_uninit() == 0);
     printf("c-fork ok\n");
     return 0;
 }

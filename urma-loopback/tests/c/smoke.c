@@ -3,19 +3,37 @@
 #include <stdlib.h>
 #include <string.h>
 #include <ub/umdk/urma/urma_api.h>
+#include "urma_fixture.h"
 #include "urma_loopback.h"
-#include "lb_pair.h"
+
+#define CHECK(c) do { if (!(c)) { fprintf(stderr, "FAILED %s:%d: %s\n", __FILE__, __LINE__, #c); return 1; } } while (0)
 
 int main(void)
 {
-    struct lb_pair p;
-    CHECK(lb_pair_open(&p, 7) == 0);
-    urma_context_t *ctx = p.ctx;
-    urma_jfc_t *sjfc = p.sjfc, *rjfc = p.rjfc;
-    CHECK(sjfc->jfc_cfg.depth == 64);
-    urma_jfs_t *jfs = p.jfs;
-    urma_jetty_t *jetty = p.jetty;
-    urma_target_jetty_t *tj = p.tj;
+    CHECK(urma_init(NULL) == URMA_SUCCESS);
+    int n = 0;
+    urma_device_t **list = urma_get_device_list(&n);
+    CHECK(list != NULL && n == 1);
+    urma_device_t *dev = list[0];
+    CHECK(strcmp(dev->name, "loopback0") == 0);
+    urma_free_device_list(list);
+    urma_context_t *ctx = urma_create_context(dev, 0);
+    CHECK(ctx != NULL);
+
+    urma_jfc_t *sjfc = ufx_jfc(ctx, 64, NULL);
+    urma_jfc_t *rjfc = ufx_jfc(ctx, 64, NULL);
+    CHECK(sjfc && rjfc && sjfc->jfc_cfg.depth == 64);
+    urma_jfs_cfg_t sc = ufx_jfs_cfg(64, sjfc);
+    urma_jfs_t *jfs = urma_create_jfs(ctx, &sc);
+    CHECK(jfs != NULL);
+    urma_jfr_cfg_t rc = { .depth = 8, .max_sge = 1, .jfc = rjfc, .token_value = { .token = 7 } };
+    rc.flag.bs.token_policy = URMA_TOKEN_PLAIN_TEXT;
+    sc.jfc = rjfc;
+    urma_jetty_t *jetty = ufx_jetty(ctx, &sc, &rc);
+    CHECK(jetty != NULL);
+    urma_token_t tok = { .token = 7 };
+    urma_target_jetty_t *tj = ufx_import_jetty(ctx, jetty, &tok);
+    CHECK(tj != NULL);
 
     static char src[4096], dst[4096];
     memset(src, 0x3C, sizeof(src));
@@ -63,7 +81,10 @@ int main(void)
     CHECK(c.crs_polled == 3 && c.bytes_copied == 4096);
 
     CHECK(urma_unimport_seg(rdst) == 0 && urma_unregister_seg(ssrc) == 0 && urma_unregister_seg(sdst) == 0);
-    CHECK(lb_pair_close(&p) == 0);
+    CHECK(urma_unimport_jetty(tj) == 0 && urma_delete_jetty(jetty) == 0 && urma_delete_jfs(jfs) == 0);
+    CHECK(urma_delete_jfc(sjfc) == 0 && urma_delete_jfc(rjfc) == 0);
+    CHECK(urma_delete_context(ctx) == 0);
+    CHECK(urma_uninit() == 0);
     printf("c-smoke ok\n");
     return 0;
 }

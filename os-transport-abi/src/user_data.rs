@@ -3,12 +3,12 @@
 //! `raw64 = (rid & (2^60-1)) | (chunk_type << 60) | (chunk_id << 61)`; gcc on x86_64 allocates the
 //! header's bitfields LSB-first, so this is the value C code sees through `.user_ctx`.
 
-/// Width of the request-id field.
-pub const REQUEST_ID_BITS: u32 = 60;
+pub use crate::REQUEST_ID_BITS;
+
 /// Mask of the request-id field.
 pub const REQUEST_ID_MASK: u64 = (1u64 << REQUEST_ID_BITS) - 1;
 /// Largest key (`server_key` / `client_key`) the API accepts: 2^40 - 1.
-pub const KEY_MAX: u64 = (1u64 << 40) - 1;
+pub const KEY_MAX: u64 = (1u64 << crate::REQUEST_ID_EFFECTIVE_BITS) - 1;
 /// Chunk type of every chunk but the last.
 pub const CHUNK_TYPE_MIDDLE: u8 = 0;
 /// Chunk type of the last chunk of a request.
