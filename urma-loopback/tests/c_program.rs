@@ -27,7 +27,14 @@ fn c_program_links_and_runs_against_the_loopback() {
         lib_dir.display()
     );
     let st = Command::new(cc())
-        .args(["-std=gnu11", "-Wall", "-Wextra", "-Werror", "-pthread", "-o"])
+        .args([
+            "-std=gnu11",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-pthread",
+            "-o",
+        ])
         .arg(&out)
         .arg(manifest.join("tests/c/smoke.c"))
         .arg(fixture_dir().join("urma_fixture.c"))
