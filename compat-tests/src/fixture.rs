@@ -5,7 +5,9 @@ pub use testkit::fixture::*;
 
 use std::ffi::c_void;
 
-use crate::lib_under_test::{ost_buffer_info_t, ost_device_info_t, urma_jetty_info_t, JETTY_MODE_DUPLEX};
+use crate::lib_under_test::{
+    ost_buffer_info_t, ost_device_info_t, urma_jetty_info_t, JETTY_MODE_DUPLEX,
+};
 
 /// `os_transport_send` / `os_transport_recv` arguments of an [`EndpointPair`].
 pub trait PairArgs {

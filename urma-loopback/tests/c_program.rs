@@ -30,7 +30,14 @@ fn build_and_run(name: &str) -> String {
         lib_dir.display()
     );
     let st = Command::new(cc())
-        .args(["-std=gnu11", "-Wall", "-Wextra", "-Werror", "-pthread", "-o"])
+        .args([
+            "-std=gnu11",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-pthread",
+            "-o",
+        ])
         .arg(&out)
         .arg(manifest.join(format!("tests/c/{name}.c")))
         .arg(fixture_dir().join("urma_fixture.c"))
