@@ -464,11 +464,9 @@ fn fault_fail_post() {
 fn fault_fail_completion() {
     let b = bench(false);
     // SAFETY: plain control call.
-    assert_eq!(
-        unsafe { (ctl().fail_completion)(2, u::URMA_CR_REM_ACCESS_ABORT_ERR) },
-        0
-    );
-    loopback_capture_start();
+    let r = unsafe { (ctl().fail_completion)(2, u::URMA_CR_REM_ACCESS_ABORT_ERR) };
+    assert_eq!(r, 0);
+    trace_start();
     layer_capture(true);
     for i in 1..=3 {
         assert_eq!(b.write(i), u::URMA_SUCCESS);
@@ -493,10 +491,6 @@ fn fault_fail_completion() {
         .collect();
     assert_eq!(layer_crs, [0, u::URMA_CR_REM_ACCESS_ABORT_ERR as u64, 0]);
     assert_eq!(layer_counters().crs_rewritten, 1);
-}
-
-fn loopback_capture_start() {
-    trace_start();
 }
 
 fn fault_drop_dup() {
