@@ -8,6 +8,8 @@
 //!   ([`EndpointPair`]), registered/imported buffers ([`Buffer`]) and CR pollers ([`Poller`]);
 //! * [`loopback_ctl`]: safe wrappers over the loopback's `urma_loopback_*` control API (knobs,
 //!   counters, trace capture);
+//! * [`interpose_ctl`]: the same for the interposition layer's `urma_interpose_*` (in front of
+//!   any `liburma.so.0`);
 //! * [`target`]: run a program built at test time for the target (natively or under qemu).
 //!
 //! Test binaries link `liburma.so.0` through `urma-sys`; run them with
@@ -33,6 +35,7 @@
 
 pub mod fixture;
 pub mod harness;
+pub mod interpose_ctl;
 pub mod lib_under_test;
 pub mod loopback_ctl;
 pub mod target;

@@ -48,13 +48,18 @@ int urma_interpose_fail_post(int queue, uint64_t nth, int status);
 int urma_interpose_fail_completion(uint64_t nth, uint32_t cr_status);
 /* The Nth CR is dropped (CR_DROP) or handed over twice (CR_DUP). 0 or -1. */
 int urma_interpose_cr_action(uint64_t nth, int action);
+/* The CR of the Nth send WR is dropped (CR_DROP) or handed over twice (CR_DUP). 0 or -1. */
+int urma_interpose_send_cr_action(uint64_t nth, int action);
+/* The Nth receive-side CR polled is dropped or handed over twice. 0 or -1. */
+int urma_interpose_recv_cr_action(uint64_t nth, int action);
 /* Hold every CR polled from now on, until urma_interpose_release_crs. */
 void urma_interpose_hold_crs(bool on);
 /* Hand the held CRs over (order, seed for SHUFFLE) after delay_ms. Count, or UINT64_MAX. */
 uint64_t urma_interpose_release_crs(int order, uint64_t seed, uint32_t delay_ms);
 /* Hand every CR polled from now on over at least ms later (0: off). */
 void urma_interpose_set_cr_delay(uint32_t ms);
-/* "fail_post=N:ST,fail_recv_post=N:ST,fail_cr=N:CR_ST,drop_cr=N,dup_cr=N,hold=0|1,delay_ms=N".
+/* "fail_post=N:ST,fail_recv_post=N:ST,fail_cr=N:CR_ST,drop_cr=N,dup_cr=N,drop_send_cr=N,
+ *  dup_send_cr=N,drop_recv_cr=N,dup_recv_cr=N,hold=0|1,delay_ms=N".
  * Number of items applied, or -1. */
 int urma_interpose_apply_knobs(const char *spec);
 int urma_interpose_get_counters(urma_interpose_counters_t *out);

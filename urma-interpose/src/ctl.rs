@@ -80,6 +80,30 @@ pub extern "C" fn urma_interpose_cr_action(nth: u64, action: c_int) -> c_int {
     })
 }
 
+/// The CR of the Nth send WR is dropped (`action` 1) or duplicated (2). 0, or -1.
+#[no_mangle]
+pub extern "C" fn urma_interpose_send_cr_action(nth: u64, action: c_int) -> c_int {
+    guard(-1, || {
+        if nth == 0 || !(action == faults::ACT_DROP || action == faults::ACT_DUP) {
+            return -1;
+        }
+        faults::add_send_cr_action(nth, action);
+        0
+    })
+}
+
+/// The Nth receive-side CR polled is dropped (`action` 1) or duplicated (2). 0, or -1.
+#[no_mangle]
+pub extern "C" fn urma_interpose_recv_cr_action(nth: u64, action: c_int) -> c_int {
+    guard(-1, || {
+        if nth == 0 || !(action == faults::ACT_DROP || action == faults::ACT_DUP) {
+            return -1;
+        }
+        faults::add_recv_cr_action(nth, action);
+        0
+    })
+}
+
 /// Holds every CR polled from now on (until `urma_interpose_release_crs`), or stops holding.
 #[no_mangle]
 pub extern "C" fn urma_interpose_hold_crs(on: bool) {

@@ -10,7 +10,10 @@
 //! * `fail_cr`: the Nth send WR is forwarded (the provider executes it); the CR polled for it
 //!   (same local queue and `user_ctx`) gets the error status and `completion_len` 0.
 //! * `drop_cr` / `dup_cr`: the Nth CR polled is removed from the poll's result, or handed over
-//!   twice (the copy at the next poll of that JFC when the array is full).
+//!   twice (the copy at the next poll of that JFC when the array is full). `drop_send_cr` /
+//!   `dup_send_cr` do the same to the CR of the Nth send WR, `drop_recv_cr` / `dup_recv_cr` to
+//!   the Nth receive-side CR polled: numberings that do not depend on how the polls of
+//!   different JFCs interleave.
 //! * `hold`: every CR polled is kept by the layer until `urma_interpose_release_crs` hands them
 //!   over (FIFO, reversed, or a seeded shuffle; optionally after a delay) at later polls.
 //! * `delay_ms`: every CR polled is handed over at the first poll of its JFC at least that long
@@ -41,7 +44,12 @@ pub const ORDER_SHUFFLE: i32 = 2;
 struct Knobs {
     fail_post: Vec<(i32, u64, i32)>,
     fail_cr: Vec<(u64, u32)>,
+    /// (nth CR polled, action).
     cr_action: Vec<(u64, i32)>,
+    /// (nth send WR, action on its CR).
+    send_cr_action: Vec<(u64, i32)>,
+    /// (nth receive-side CR polled, action).
+    recv_cr_action: Vec<(u64, i32)>,
     hold: bool,
     delay_ms: u64,
 }
@@ -50,6 +58,8 @@ static KNOBS: Mutex<Knobs> = Mutex::new(Knobs {
     fail_post: Vec::new(),
     fail_cr: Vec::new(),
     cr_action: Vec::new(),
+    send_cr_action: Vec::new(),
+    recv_cr_action: Vec::new(),
     hold: false,
     delay_ms: 0,
 });
@@ -59,6 +69,7 @@ static ANY: AtomicBool = AtomicBool::new(false);
 pub static SEND_SEQ: AtomicU64 = AtomicU64::new(0);
 pub static RECV_SEQ: AtomicU64 = AtomicU64::new(0);
 pub static CR_SEQ: AtomicU64 = AtomicU64::new(0);
+pub static RECV_CR_SEQ: AtomicU64 = AtomicU64::new(0);
 
 /// Mirror of `urma_interpose_counters_t`.
 #[repr(C)]
@@ -83,6 +94,8 @@ type Kept = (usize, u::urma_cr_t);
 struct Crs {
     /// (local queue id, user_ctx) -> CR status to rewrite with (fail_cr, per posted WR).
     failing: HashMap<(u32, u64), VecDeque<u32>>,
+    /// (local queue id, user_ctx) -> action on its CR (send_cr_action, per posted WR).
+    acting: HashMap<(u32, u64), VecDeque<i32>>,
     /// Ready for the application, per JFC, in order.
     ready: HashMap<usize, VecDeque<u::urma_cr_t>>,
     held: Vec<Kept>,
@@ -112,9 +125,12 @@ fn refresh_with(k: &Knobs, c: &Crs) {
     let any = !k.fail_post.is_empty()
         || !k.fail_cr.is_empty()
         || !k.cr_action.is_empty()
+        || !k.send_cr_action.is_empty()
+        || !k.recv_cr_action.is_empty()
         || k.hold
         || k.delay_ms > 0
         || !c.failing.is_empty()
+        || !c.acting.is_empty()
         || c.counters.crs_in_layer > 0
         || !c.synthetic.is_empty();
     ANY.store(any, Ordering::Release);
@@ -140,6 +156,7 @@ pub fn reset() {
     release(ORDER_FIFO, 0, 0);
     crs(|c| {
         c.failing.clear();
+        c.acting.clear();
         let in_layer = c.counters.crs_in_layer;
         c.counters = Counters {
             crs_in_layer: in_layer,
@@ -149,6 +166,7 @@ pub fn reset() {
     SEND_SEQ.store(0, Ordering::Release);
     RECV_SEQ.store(0, Ordering::Release);
     CR_SEQ.store(0, Ordering::Release);
+    RECV_CR_SEQ.store(0, Ordering::Release);
 }
 
 pub fn counters() -> Counters {
@@ -165,6 +183,14 @@ pub fn add_fail_cr(nth: u64, status: u32) {
 
 pub fn add_cr_action(nth: u64, action: i32) {
     edit(|k| k.cr_action.push((nth, action)));
+}
+
+pub fn add_send_cr_action(nth: u64, action: i32) {
+    edit(|k| k.send_cr_action.push((nth, action)));
+}
+
+pub fn add_recv_cr_action(nth: u64, action: i32) {
+    edit(|k| k.recv_cr_action.push((nth, action)));
 }
 
 pub fn set_hold(on: bool) {
@@ -193,21 +219,39 @@ pub fn take_fail_post(queue: i32, nth: u64) -> Option<i32> {
     out
 }
 
-/// Records a send WR that was posted as the `nth`: a `fail_cr` rule for it marks its CR.
+/// Records a send WR that was posted as the `nth`: a `fail_cr` or `send_cr_action` rule for it
+/// marks its CR.
 pub fn posted_send(nth: u64, local_id: u32, user_ctx: u64) {
-    let mut st = None;
+    if !any() {
+        return;
+    }
+    let (mut st, mut act) = (None, None);
     edit(|k| {
         if let Some(i) = k.fail_cr.iter().position(|&(n, _)| n == nth) {
             st = Some(k.fail_cr.remove(i).1);
         }
+        if let Some(i) = k.send_cr_action.iter().position(|&(n, _)| n == nth) {
+            act = Some(k.send_cr_action.remove(i).1);
+        }
     });
-    if let Some(st) = st {
+    let key = (local_id, user_ctx);
+    if st.is_some() || act.is_some() {
         crs(|c| {
-            c.failing
-                .entry((local_id, user_ctx))
-                .or_default()
-                .push_back(st)
+            if let Some(st) = st {
+                c.failing.entry(key).or_default().push_back(st);
+            }
+            if let Some(a) = act {
+                c.acting.entry(key).or_default().push_back(a);
+            }
         });
+    }
+}
+
+fn fate_of(action: i32) -> Fate {
+    match action {
+        ACT_DROP => Fate::Drop,
+        ACT_DUP => Fate::Dup,
+        _ => Fate::Deliver,
     }
 }
 
@@ -242,28 +286,29 @@ pub fn on_provider_cr(cr: &mut u::urma_cr_t) -> Fate {
     let nth = CR_SEQ.fetch_add(1, Ordering::AcqRel) + 1;
     // SAFETY: the CR flag union is a plain u8.
     let s_r = unsafe { cr.flag.value } & 1;
+    let recv_nth = (s_r == 1).then(|| RECV_CR_SEQ.fetch_add(1, Ordering::AcqRel) + 1);
     let mut fate = Fate::Deliver;
     edit(|k| {
         if let Some(i) = k.cr_action.iter().position(|&(n, _)| n == nth) {
-            fate = match k.cr_action.remove(i).1 {
-                ACT_DROP => Fate::Drop,
-                ACT_DUP => Fate::Dup,
-                _ => Fate::Deliver,
-            };
+            fate = fate_of(k.cr_action.remove(i).1);
+        } else if let Some(rn) = recv_nth {
+            if let Some(i) = k.recv_cr_action.iter().position(|&(n, _)| n == rn) {
+                fate = fate_of(k.recv_cr_action.remove(i).1);
+            }
         }
     });
     crs(|c| {
         c.counters.crs_from_provider += 1;
         if s_r == 0 {
             let key = (cr.local_id, cr.user_ctx);
-            if let Some(q) = c.failing.get_mut(&key) {
-                if let Some(st) = q.pop_front() {
-                    cr.status = st;
-                    cr.completion_len = 0;
-                    c.counters.crs_rewritten += 1;
-                }
-                if q.is_empty() {
-                    c.failing.remove(&key);
+            if let Some(st) = pop_mark(&mut c.failing, key) {
+                cr.status = st;
+                cr.completion_len = 0;
+                c.counters.crs_rewritten += 1;
+            }
+            if let Some(a) = pop_mark(&mut c.acting, key) {
+                if fate == Fate::Deliver {
+                    fate = fate_of(a);
                 }
             }
         }
@@ -274,6 +319,15 @@ pub fn on_provider_cr(cr: &mut u::urma_cr_t) -> Fate {
         }
     });
     fate
+}
+
+fn pop_mark<T>(m: &mut HashMap<(u32, u64), VecDeque<T>>, key: (u32, u64)) -> Option<T> {
+    let q = m.get_mut(&key)?;
+    let v = q.pop_front();
+    if q.is_empty() {
+        m.remove(&key);
+    }
+    v
 }
 
 /// Routes one CR (after its fate) of `jfc`: kept (hold / delay) or handed over now (`out`, or
@@ -415,7 +469,8 @@ pub fn take_synthetic(jfc: usize, n: u32) -> u32 {
 }
 
 /// Applies a knob spec: comma- or semicolon-separated `key=value` items. Keys: `fail_post=N:ST`,
-/// `fail_recv_post=N:ST`, `fail_cr=N:CR_ST`, `drop_cr=N`, `dup_cr=N`, `hold=0|1`, `delay_ms=N`.
+/// `fail_recv_post=N:ST`, `fail_cr=N:CR_ST`, `drop_cr=N`, `dup_cr=N`, `drop_send_cr=N`,
+/// `dup_send_cr=N`, `drop_recv_cr=N`, `dup_recv_cr=N`, `hold=0|1`, `delay_ms=N`.
 /// Returns the number of items applied, or the first item that does not parse (items before it
 /// are applied).
 pub fn apply_spec(spec: &str) -> Result<usize, String> {
@@ -447,6 +502,10 @@ pub fn apply_spec(spec: &str) -> Result<usize, String> {
             }
             "drop_cr" => add_cr_action(num(v)?, ACT_DROP),
             "dup_cr" => add_cr_action(num(v)?, ACT_DUP),
+            "drop_send_cr" => add_send_cr_action(num(v)?, ACT_DROP),
+            "dup_send_cr" => add_send_cr_action(num(v)?, ACT_DUP),
+            "drop_recv_cr" => add_recv_cr_action(num(v)?, ACT_DROP),
+            "dup_recv_cr" => add_recv_cr_action(num(v)?, ACT_DUP),
             "hold" => set_hold(num(v)? != 0),
             "delay_ms" => set_delay(num(v)?),
             _ => return Err(item.to_string()),

@@ -14,7 +14,7 @@
 //!   interposer does not see the posts of a library dlopened with `RTLD_DEEPBIND`.
 
 use std::collections::BTreeMap;
-use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::ffi::CString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -107,119 +107,22 @@ fn child(case: &str, extra_env: &[(&str, String)]) -> Command {
     c
 }
 
-// ------------------------------------------------------------------ the layer's control API
+// ------------------------------------------------------------------ helpers
 
-struct Ctl {
-    active: unsafe extern "C" fn() -> bool,
-    reset: unsafe extern "C" fn(),
-    fail_post: unsafe extern "C" fn(c_int, u64, c_int) -> c_int,
-    fail_completion: unsafe extern "C" fn(u64, u32) -> c_int,
-    cr_action: unsafe extern "C" fn(u64, c_int) -> c_int,
-    hold_crs: unsafe extern "C" fn(bool),
-    release_crs: unsafe extern "C" fn(c_int, u64, u32) -> u64,
-    set_cr_delay: unsafe extern "C" fn(u32),
-    apply_knobs: unsafe extern "C" fn(*const c_char) -> c_int,
-    get_counters: unsafe extern "C" fn(*mut LayerCounters) -> c_int,
-    trace_capture: unsafe extern "C" fn(bool),
-    trace_take: unsafe extern "C" fn(*mut usize) -> *mut c_char,
-    free: unsafe extern "C" fn(*mut c_void),
-}
+use compat_tests::interpose_ctl as layer;
 
-/// Mirror of `urma_interpose_counters_t`.
-#[repr(C)]
-#[derive(Debug, Default, Clone, Copy)]
-struct LayerCounters {
-    send_wrs: u64,
-    recv_wrs: u64,
-    posts_failed_injected: u64,
-    crs_from_provider: u64,
-    crs_to_app: u64,
-    crs_rewritten: u64,
-    crs_dropped: u64,
-    crs_duplicated: u64,
-    crs_in_layer: u64,
-    synthetic_events: u64,
-}
-
-fn ctl() -> &'static Ctl {
-    static C: std::sync::OnceLock<Ctl> = std::sync::OnceLock::new();
-    C.get_or_init(|| {
-        let find = |name: &str| {
-            let n = CString::new(name).expect("name");
-            // SAFETY: dlsym on the global scope with a valid C string.
-            let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, n.as_ptr()) };
-            assert!(
-                !p.is_null(),
-                "{name}: the layer is not this process's liburma.so.0"
-            );
-            p
-        };
-        macro_rules! f {
-            ($n:literal) => {
-                // SAFETY: the layer's export of that name; the pointer type mirrors its
-                // prototype in urma-interpose/include/urma_interpose.h.
-                unsafe { fn_from_ptr(find($n)) }
-            };
-        }
-        Ctl {
-            active: f!("urma_interpose_active"),
-            reset: f!("urma_interpose_reset"),
-            fail_post: f!("urma_interpose_fail_post"),
-            fail_completion: f!("urma_interpose_fail_completion"),
-            cr_action: f!("urma_interpose_cr_action"),
-            hold_crs: f!("urma_interpose_hold_crs"),
-            release_crs: f!("urma_interpose_release_crs"),
-            set_cr_delay: f!("urma_interpose_set_cr_delay"),
-            apply_knobs: f!("urma_interpose_apply_knobs"),
-            get_counters: f!("urma_interpose_get_counters"),
-            trace_capture: f!("urma_interpose_trace_capture"),
-            trace_take: f!("urma_interpose_trace_take"),
-            free: f!("urma_interpose_free"),
-        }
-    })
-}
-
+/// Resets the layer (checking that it loaded the loopback).
 fn layer_reset() {
-    let c = ctl();
-    // SAFETY: plain calls of the layer's control API.
-    unsafe {
-        assert!((c.active)(), "the layer did not load the loopback");
-        (c.reset)();
-    }
+    assert!(layer::present(), "the layer did not load the loopback");
+    layer::reset();
 }
 
-fn layer_counters() -> LayerCounters {
-    let mut out = LayerCounters::default();
-    // SAFETY: out is a writable counters struct.
-    assert_eq!(unsafe { (ctl().get_counters)(&mut out) }, 0);
-    out
-}
-
-fn layer_capture(on: bool) {
-    // SAFETY: plain call.
-    unsafe { (ctl().trace_capture)(on) }
-}
-
+/// The layer's captured lines, parsed.
 fn layer_take() -> Vec<Value> {
-    let c = ctl();
-    let mut n = 0usize;
-    // SAFETY: n writable; the result is freed below with the layer's free.
-    let p = unsafe { (c.trace_take)(&mut n) };
-    assert!(!p.is_null());
-    // SAFETY: p is a NUL-terminated string from the layer.
-    let text = unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned();
-    // SAFETY: p came from trace_take, freed once.
-    unsafe { (c.free)(p as *mut c_void) };
-    assert_eq!(text.len(), n);
-    text.lines()
+    layer::trace_take()
+        .iter()
         .map(|l| serde_json::from_str(l).expect("layer trace line is JSON"))
         .collect()
-}
-
-fn knobs(spec: &str) -> c_int {
-    let s = CString::new(spec).expect("spec");
-    // SAFETY: valid C string.
-    unsafe { (ctl().apply_knobs)(s.as_ptr()) }
 }
 
 fn ev(v: &Value) -> &str {
@@ -267,9 +170,9 @@ fn trace_equals_loopback() {
             // The harness resets the loopback (names, knobs) as each run starts: reset the
             // layer right before, so both number the run's objects alike.
             layer_reset();
-            layer_capture(true);
+            layer::trace_start();
             let events = report::run_on(lib, sc).unwrap_or_else(|e| panic!("{id}: {e}"));
-            layer_capture(false);
+            layer::trace_stop();
             let layer = layer_take();
             let lb: Vec<Value> = events
                 .iter()
@@ -386,6 +289,24 @@ impl Bench {
         unsafe { u::urma_post_jfs_wr(self.pair.sender.jfs, &mut wr, &mut bad) }
     }
 
+    /// Posts one zero-length SEND_IMM carrying `imm` (`user_ctx` = `imm`).
+    fn send_imm(&self, imm: u64) -> i32 {
+        let mut wr = u::urma_jfs_wr_t {
+            opcode: u::URMA_OPC_SEND_IMM,
+            tjetty: self.pair.sender.tjetty,
+            user_ctx: imm,
+            ..Default::default()
+        };
+        wr.flag.value = urma_sys::flags::JFS_WR_FLAG_COMPLETE_ENABLE;
+        wr.__bindgen_anon_1.send = u::urma_send_wr_t {
+            imm_data: imm,
+            ..Default::default()
+        };
+        let mut bad = std::ptr::null_mut();
+        // SAFETY: a valid single WR (no SGE) on the fixture's JFS.
+        unsafe { u::urma_post_jfs_wr(self.pair.sender.jfs, &mut wr, &mut bad) }
+    }
+
     fn cq(&self) -> Cq {
         self.pair.sender.jfc_handle()
     }
@@ -399,12 +320,13 @@ const T: Duration = Duration::from_secs(5);
 
 fn fault_fail_post() {
     let b = bench(false);
-    // SAFETY: plain control calls.
-    unsafe {
-        assert_eq!((ctl().fail_post)(1, 2, u::URMA_ENOMEM), 0);
-        assert_eq!((ctl().fail_post)(3, 1, u::URMA_ENOMEM), -1, "unknown queue");
-    }
-    layer_capture(true);
+    assert_eq!(layer::fail_post(Queue::Send, 2, u::URMA_ENOMEM), 0);
+    assert_eq!(
+        layer::fail_post(Queue::Send, 0, u::URMA_ENOMEM),
+        -1,
+        "nth 0"
+    );
+    layer::trace_start();
     assert_eq!(b.write(1), u::URMA_SUCCESS);
     assert_eq!(
         b.write(2),
@@ -420,7 +342,7 @@ fn fault_fail_post() {
     assert_eq!(ctxs(&b.cq().poll_n(2, T)), [1, 3]);
 
     // In a chain: the 5th WR (the 2nd of a chain of 3) fails; the 1st is posted, the 3rd not.
-    assert_eq!(knobs("fail_post=5:0x1000"), 1);
+    assert_eq!(layer::apply_knobs("fail_post=5:0x1000").unwrap(), 1);
     let mut s = [[u::urma_sge_t::default(); 2]; 3];
     let [s0, s1, s2] = &mut s;
     let mut w = [
@@ -458,16 +380,17 @@ fn fault_fail_post() {
             (5, u::URMA_FAIL as i64)
         ]
     );
-    assert_eq!(layer_counters().posts_failed_injected, 2);
+    assert_eq!(layer::counters().posts_failed_injected, 2);
 }
 
 fn fault_fail_completion() {
     let b = bench(false);
-    // SAFETY: plain control call.
-    let r = unsafe { (ctl().fail_completion)(2, u::URMA_CR_REM_ACCESS_ABORT_ERR) };
-    assert_eq!(r, 0);
+    assert_eq!(
+        layer::fail_completion(2, u::URMA_CR_REM_ACCESS_ABORT_ERR),
+        0
+    );
     trace_start();
-    layer_capture(true);
+    layer::trace_start();
     for i in 1..=3 {
         assert_eq!(b.write(i), u::URMA_SUCCESS);
     }
@@ -490,17 +413,14 @@ fn fault_fail_completion() {
         .map(|l| l["status"].as_u64().unwrap())
         .collect();
     assert_eq!(layer_crs, [0, u::URMA_CR_REM_ACCESS_ABORT_ERR as u64, 0]);
-    assert_eq!(layer_counters().crs_rewritten, 1);
+    assert_eq!(layer::counters().crs_rewritten, 1);
 }
 
 fn fault_drop_dup() {
     let b = bench(false);
-    // SAFETY: plain control calls.
-    unsafe {
-        assert_eq!((ctl().cr_action)(2, 1), 0);
-        assert_eq!((ctl().cr_action)(4, 2), 0);
-        assert_eq!((ctl().cr_action)(1, 7), -1, "unknown action");
-    }
+    assert_eq!(layer::cr_action_raw(2, 1), 0);
+    assert_eq!(layer::cr_action_raw(4, 2), 0);
+    assert_eq!(layer::cr_action_raw(1, 7), -1, "unknown action");
     for i in 1..=4 {
         assert_eq!(b.write(i), u::URMA_SUCCESS);
     }
@@ -518,14 +438,39 @@ fn fault_drop_dup() {
         4,
         "the provider returned each CR once"
     );
-    let c = layer_counters();
+    let c = layer::counters();
     assert_eq!((c.crs_dropped, c.crs_duplicated, c.crs_to_app), (1, 1, 4));
+
+    // By send WR number, and by receive-side CR number (independent of poll interleaving).
+    layer_reset();
+    assert_eq!(layer::send_cr_action(1, CrAction::Duplicate), 0);
+    assert_eq!(layer::send_cr_action(3, CrAction::Drop), 0);
+    assert_eq!(layer::recv_cr_action(2, CrAction::Drop), 0);
+    assert_eq!(layer::recv_cr_action(3, CrAction::Duplicate), 0);
+    assert_eq!(b.pair.receiver.post_recvs(4, 100), u::URMA_SUCCESS);
+    for imm in 1..=3 {
+        assert_eq!(b.send_imm(imm), u::URMA_SUCCESS);
+    }
+    assert_eq!(
+        ctxs(&b.cq().poll_n(3, T)),
+        [1, 1, 2],
+        "send CRs: WR 1 twice, WR 3 dropped"
+    );
+    let recv: Vec<u64> = b
+        .pair
+        .receiver
+        .cq
+        .poll_n(3, T)
+        .iter()
+        // SAFETY: imm_data is plain data, set on receive-side CRs of SEND_IMM.
+        .map(|c| unsafe { c.__bindgen_anon_1.imm_data })
+        .collect();
+    assert_eq!(recv, [1, 3, 3], "recv CRs: 2nd dropped, 3rd twice");
 }
 
 fn fault_hold_reorder() {
     let b = bench(false);
-    // SAFETY: plain control call.
-    unsafe { (ctl().hold_crs)(true) };
+    layer::hold_crs(true);
     for i in 1..=3 {
         assert_eq!(b.write(i), u::URMA_SUCCESS);
     }
@@ -533,31 +478,24 @@ fn fault_hold_reorder() {
     while counters().crs_polled < 3 && Instant::now() < end {
         assert!(b.cq().poll(8).is_empty(), "held CRs are not handed over");
     }
-    assert_eq!(layer_counters().crs_in_layer, 3);
-    // SAFETY: plain control calls.
-    unsafe {
-        (ctl().hold_crs)(false);
-        assert_eq!((ctl().release_crs)(9, 0, 0), u64::MAX, "unknown order");
-        assert_eq!((ctl().release_crs)(1, 0, 0), 3);
-    }
+    assert_eq!(layer::counters().crs_in_layer, 3);
+    layer::hold_crs(false);
+    assert_eq!(layer::release_crs_raw(9, 0, 0), u64::MAX, "unknown order");
+    assert_eq!(layer::release_crs(ReleaseOrder::Reverse, 0), 3);
     assert_eq!(ctxs(&b.cq().poll_n(3, T)), [3, 2, 1], "released in reverse");
     // A seeded shuffle is deterministic.
     let mut orders = Vec::new();
     for round in 0..2 {
-        // SAFETY: plain control call.
-        unsafe { (ctl().hold_crs)(true) };
+        layer::hold_crs(true);
         for i in 1..=6 {
             assert_eq!(b.write(10 * (round + 1) + i), u::URMA_SUCCESS);
         }
         let end = Instant::now() + T;
-        while layer_counters().crs_in_layer < 6 && Instant::now() < end {
+        while layer::counters().crs_in_layer < 6 && Instant::now() < end {
             assert!(b.cq().poll(8).is_empty());
         }
-        // SAFETY: plain control calls.
-        unsafe {
-            (ctl().hold_crs)(false);
-            assert_eq!((ctl().release_crs)(2, 42, 0), 6);
-        }
+        layer::hold_crs(false);
+        assert_eq!(layer::release_crs(ReleaseOrder::Shuffle(42), 0), 6);
         let got: Vec<u64> = ctxs(&b.cq().poll_n(6, T)).iter().map(|c| c % 10).collect();
         orders.push(got);
     }
@@ -567,16 +505,14 @@ fn fault_hold_reorder() {
 
 fn fault_delay() {
     let b = bench(false);
-    // SAFETY: plain control call.
-    unsafe { (ctl().set_cr_delay)(150) };
+    layer::set_cr_delay(150);
     let t0 = Instant::now();
     assert_eq!(b.write(1), u::URMA_SUCCESS);
     let crs = b.cq().poll_n(1, T);
     let dt = t0.elapsed();
     assert_eq!(ctxs(&crs), [1]);
     assert!(dt >= Duration::from_millis(150), "handed over after {dt:?}");
-    // SAFETY: plain control call.
-    unsafe { (ctl().set_cr_delay)(0) };
+    layer::set_cr_delay(0);
     let t0 = Instant::now();
     assert_eq!(b.write(2), u::URMA_SUCCESS);
     assert_eq!(ctxs(&b.cq().poll_n(1, T)), [2]);
@@ -595,25 +531,19 @@ fn fault_event_mode() {
     let poller = Poller::start(&b.cq(), PollMode::Event, move |cr| {
         s2.lock().unwrap().push(cr.user_ctx)
     });
-    // SAFETY: plain control calls.
-    unsafe {
-        (ctl().hold_crs)(true);
-        assert_eq!((ctl().cr_action)(4, 2), 0);
-    }
+    layer::hold_crs(true);
+    assert_eq!(layer::cr_action_raw(4, 2), 0);
     for i in 1..=3 {
         assert_eq!(b.write(i), u::URMA_SUCCESS);
     }
     let end = Instant::now() + T;
-    while layer_counters().crs_in_layer < 3 && Instant::now() < end {
+    while layer::counters().crs_in_layer < 3 && Instant::now() < end {
         std::thread::sleep(Duration::from_millis(2));
     }
-    assert_eq!(layer_counters().crs_in_layer, 3);
+    assert_eq!(layer::counters().crs_in_layer, 3);
     assert!(seen.lock().unwrap().is_empty());
-    // SAFETY: plain control calls.
-    unsafe {
-        (ctl().hold_crs)(false);
-        assert_eq!((ctl().release_crs)(1, 0, 0), 3);
-    }
+    layer::hold_crs(false);
+    assert_eq!(layer::release_crs(ReleaseOrder::Reverse, 0), 3);
     assert!(
         poller.wait_seen(3, T),
         "released CRs reach the event-mode poller"
@@ -625,7 +555,7 @@ fn fault_event_mode() {
     assert_eq!(*seen.lock().unwrap(), [3, 2, 1, 4, 4]);
     assert_eq!(poller.errors(), 0, "no failed poll or wait");
     assert_eq!(poller.stop(), 5, "nothing more");
-    assert!(layer_counters().synthetic_events >= 1);
+    assert!(layer::counters().synthetic_events >= 1);
     drop(b);
     assert_eq!(counters().live_jfc, 0, "JFCs deleted (acks balanced)");
 }
