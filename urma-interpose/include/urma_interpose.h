@@ -44,7 +44,8 @@ bool urma_interpose_active(void);
 void urma_interpose_reset(void);
 /* The Nth WR of queue (Q_SEND / Q_RECV) fails with status, not forwarded. 0 or -1. */
 int urma_interpose_fail_post(int queue, uint64_t nth, int status);
-/* The CR of the Nth send WR gets cr_status (the WR is still executed by the provider). 0 or -1. */
+/* The Nth send WR is forwarded as a NOP (completion requested) whose CR gets cr_status:
+ * nothing is executed. 0 or -1. */
 int urma_interpose_fail_completion(uint64_t nth, uint32_t cr_status);
 /* The Nth CR is dropped (CR_DROP) or handed over twice (CR_DUP). 0 or -1. */
 int urma_interpose_cr_action(uint64_t nth, int action);

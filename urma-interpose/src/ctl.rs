@@ -56,7 +56,8 @@ pub extern "C" fn urma_interpose_fail_post(queue: c_int, nth: u64, status: c_int
     })
 }
 
-/// The CR of the Nth send WR gets `cr_status` (the WR is still executed). 0, or -1 for `nth` 0.
+/// The Nth send WR is forwarded as a NOP whose CR gets `cr_status` (nothing executed). 0, or
+/// -1 for `nth` 0.
 #[no_mangle]
 pub extern "C" fn urma_interpose_fail_completion(nth: u64, cr_status: u32) -> c_int {
     guard(-1, || {

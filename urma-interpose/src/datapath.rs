@@ -307,6 +307,10 @@ pub unsafe extern "C" fn urma_unimport_seg(tseg: *mut urma_target_seg_t) -> urma
 trait Wr {
     fn next(&self) -> *mut Self;
     fn set_next(&mut self, n: *mut Self);
+    /// Turns a send WR into a NOP that requests its completion (for `fail_cr`); returns what to
+    /// restore. Recv WRs: nothing.
+    fn to_nop(&mut self) -> Option<(u32, u32)>;
+    fn restore(&mut self, saved: (u32, u32));
 }
 
 impl Wr for urma_jfs_wr_t {
@@ -315,6 +319,18 @@ impl Wr for urma_jfs_wr_t {
     }
     fn set_next(&mut self, n: *mut Self) {
         self.next = n;
+    }
+    fn to_nop(&mut self) -> Option<(u32, u32)> {
+        // SAFETY: the flag union is a plain u32.
+        let flags = unsafe { self.flag.value };
+        let saved = (self.opcode, flags);
+        self.opcode = URMA_OPC_NOP;
+        self.flag.value = flags | urma_sys::flags::JFS_WR_FLAG_COMPLETE_ENABLE;
+        Some(saved)
+    }
+    fn restore(&mut self, (opcode, flags): (u32, u32)) {
+        self.opcode = opcode;
+        self.flag.value = flags;
     }
 }
 
@@ -325,6 +341,10 @@ impl Wr for urma_jfr_wr_t {
     fn set_next(&mut self, n: *mut Self) {
         self.next = n;
     }
+    fn to_nop(&mut self) -> Option<(u32, u32)> {
+        None
+    }
+    fn restore(&mut self, _: (u32, u32)) {}
 }
 
 /// The chain as a list, or None when it is longer than [`MAX_CHAIN`].
@@ -410,7 +430,22 @@ unsafe fn post<W: Wr>(
             // SAFETY: as above.
             unsafe { (*last).set_next(null_mut()) };
         }
+        // A send WR to complete with an error is forwarded as a NOP (nothing executed); the
+        // caller's WR is restored after the call, before it is traced.
+        let nops: Vec<(usize, (u32, u32))> = (0..cut)
+            .filter(|i| queue == Q_SEND && faults::fail_cr_pending(base + 1 + *i as u64))
+            .filter_map(|i| {
+                let w = v[i];
+                // SAFETY: an element of the caller's chain, restored below.
+                unsafe { (*w).to_nop() }.map(|s| (i, s))
+            })
+            .collect();
         r = fwd(wr, bad_wr);
+        for (i, s) in nops {
+            let w = v[i];
+            // SAFETY: as above.
+            unsafe { (*w).restore(s) };
+        }
         if cut < v.len() {
             // SAFETY: as above.
             unsafe { (*last).set_next(saved) };

@@ -7,8 +7,10 @@
 //!
 //! * `fail_post`: the Nth send (or recv) WR is not forwarded; the post returns the status with
 //!   `*bad_wr` at that WR (the WRs before it in the chain are posted).
-//! * `fail_cr`: the Nth send WR is forwarded (the provider executes it); the CR polled for it
-//!   (same local queue and `user_ctx`) gets the error status and `completion_len` 0.
+//! * `fail_cr`: the Nth send WR is forwarded as a NOP with the same `user_ctx` that requests its
+//!   completion (nothing is executed, as with the loopback's knob); the CR polled for it (same
+//!   local queue and `user_ctx`) gets the error status and `completion_len` 0. The trace shows
+//!   the WR as the application posted it.
 //! * `drop_cr` / `dup_cr`: the Nth CR polled is removed from the poll's result, or handed over
 //!   twice (the copy at the next poll of that JFC when the array is full). `drop_send_cr` /
 //!   `dup_send_cr` do the same to the CR of the Nth send WR, `drop_recv_cr` / `dup_recv_cr` to
@@ -217,6 +219,11 @@ pub fn take_fail_post(queue: i32, nth: u64) -> Option<i32> {
         crs(|c| c.counters.posts_failed_injected += 1);
     }
     out
+}
+
+/// Whether the `nth` send WR has a `fail_cr` rule (not consumed).
+pub fn fail_cr_pending(nth: u64) -> bool {
+    any() && lock(&KNOBS).fail_cr.iter().any(|&(n, _)| n == nth)
 }
 
 /// Records a send WR that was posted as the `nth`: a `fail_cr` or `send_cr_action` rule for it

@@ -12,6 +12,10 @@
 //!   with the loopback's counters and trace showing what the provider really did;
 //! * `preload-is-bypassed`: the experiment behind the forwarding design: an `LD_PRELOAD`
 //!   interposer does not see the posts of a library dlopened with `RTLD_DEEPBIND`.
+//!
+//! The layer, the loopback and both libraries are cdylibs this test does not link: build the
+//! workspace first (`make build`, or `cargo build -p urma-interpose -p urma-loopback
+//! -p os-transport -p os-transport-legacy`), as `make test` does.
 
 use std::collections::BTreeMap;
 use std::ffi::CString;
@@ -54,6 +58,12 @@ fn main() {
         f();
         return;
     }
+    let layer = profile_dir().join("interpose").join("liburma.so.0");
+    assert!(
+        layer.exists(),
+        "{} is missing: build the workspace first (cargo build -p urma-interpose)",
+        layer.display()
+    );
     let filter: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with('-'))
@@ -214,7 +224,7 @@ fn trace_equals_loopback() {
 struct Bench {
     pair: EndpointPair,
     src: Buffer,
-    _dst: Buffer,
+    dst: Buffer,
     rdst: ImportedSeg,
 }
 
@@ -238,7 +248,7 @@ fn bench(event_mode: bool) -> Bench {
     Bench {
         pair,
         src,
-        _dst: dst,
+        dst,
         rdst,
     }
 }
@@ -399,20 +409,45 @@ fn fault_fail_completion() {
     let st: Vec<u32> = crs.iter().map(|c| c.status).collect();
     assert_eq!(st, [0, u::URMA_CR_REM_ACCESS_ABORT_ERR, 0]);
     assert_eq!(crs[1].completion_len, 0);
-    // The provider completed the WR successfully; the layer's trace shows the rewritten CR.
-    let lb_polls: Vec<u64> = trace_take()
+    // The provider got a NOP for WR 2 (nothing written) and completed it; the layer's trace
+    // shows the WR as posted and the rewritten CR.
+    let lb: Vec<Value> = trace_take()
         .iter()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .collect();
+    let ops = |v: &[Value]| -> Vec<String> {
+        v.iter()
+            .filter(|l| ev(l) == "post_send")
+            .map(|l| l["op"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(ops(&lb), ["WRITE", "NOP", "WRITE"]);
+    let lb_polls: Vec<u64> = lb
+        .iter()
         .filter(|l| ev(l) == "poll")
         .map(|l| l["status"].as_u64().unwrap())
         .collect();
     assert_eq!(lb_polls, [0, 0, 0]);
-    let layer_crs: Vec<u64> = layer_take()
+    let lines = layer_take();
+    assert_eq!(ops(&lines), ["WRITE", "WRITE", "WRITE"]);
+    let layer_crs: Vec<u64> = lines
         .iter()
         .filter(|l| ev(l) == "cr")
         .map(|l| l["status"].as_u64().unwrap())
         .collect();
     assert_eq!(layer_crs, [0, u::URMA_CR_REM_ACCESS_ABORT_ERR as u64, 0]);
+    let d = b.dst.as_slice();
+    assert_eq!(
+        &d[4096..8192],
+        &b.src.as_slice()[4096..8192],
+        "WR 1 written"
+    );
+    assert!(d[8192..12288].iter().all(|x| *x == 0), "WR 2 not executed");
+    assert_eq!(
+        &d[12288..16384],
+        &b.src.as_slice()[12288..16384],
+        "WR 3 written"
+    );
     assert_eq!(layer::counters().crs_rewritten, 1);
 }
 

@@ -11,7 +11,8 @@ use std::time::Duration;
 use super::ctx::{Ctx, Delivery, Order, SendVia, Setup, Side};
 use crate::fixture::RecvKind;
 use crate::lib_under_test::DEFAULT_CHUNK_SIZE;
-use crate::loopback_ctl as ctl;
+use super::backend;
+use crate::loopback_ctl::ReleaseOrder;
 
 /// `MiB`.
 pub const MIB: u32 = 1024 * 1024;
@@ -212,7 +213,7 @@ pub fn run_flow(ctx: &mut Ctx, f: &Flow) {
     }
     ctx.start_pollers(f.delivery);
     if !f.knobs.is_empty() {
-        match ctl::apply_knobs(&f.knobs) {
+        match backend::get().apply_knobs(&f.knobs) {
             Ok(_) => ctx.rec.note(format!("loopback knobs: {}", f.knobs)),
             Err(e) => ctx.rec.note(format!("loopback knobs rejected: {e}")),
         }
@@ -921,7 +922,7 @@ fn sc_recv_post_fail_retry(ctx: &mut Ctx) {
         return;
     }
     ctx.start_pollers(Delivery::Held(Order::Fifo));
-    let _ = ctl::apply_knobs("fail_recv_post=1:-1");
+    let _ = backend::get().apply_knobs("fail_recv_post=1:-1");
     ctx.recv(4 * MIB + 1, 0x45, 0);
     let (_, r) = ctx.recv(4 * MIB + 1, 0x45, 0);
     let (_, s) = ctx.send(4 * MIB + 1, 0x46, 0x45, 0);
@@ -946,13 +947,13 @@ fn sc_timeout_0(ctx: &mut Ctx) {
         ctx.wait(Side::Recv, &r, Some(0));
     }
     // A send whose WRITE completion is held by the loopback: its tasks stay queued.
-    ctl::hold_crs(true);
+    backend::get().hold_crs(true);
     let (_, s) = ctx.send(4 * MIB, 0xA2, 0xA3, 0);
     if let Some(s) = s {
         ctx.wait(Side::Send, &s, Some(0));
     }
-    let n = ctl::release_crs(ctl::ReleaseOrder::Fifo, 0);
-    ctl::hold_crs(false);
+    let n = backend::get().release_crs(ReleaseOrder::Fifo);
+    backend::get().hold_crs(false);
     ctx.rec.note(format!("released {n} held CRs"));
     ctx.settle_recv(2, Duration::from_millis(150), Duration::from_secs(2));
     std::thread::sleep(Duration::from_millis(50));
