@@ -156,12 +156,19 @@ mod tests {
         assert_eq!(layer_spec("drop_cr=1"), "drop_send_cr=1");
         assert_eq!(layer_spec("dup_cr=2"), "dup_recv_cr=1");
         assert_eq!(layer_spec("dup_cr=3"), "dup_send_cr=2");
-        assert_eq!(layer_spec("drop_cr=4; dup_cr=5"), "drop_send_cr=3,dup_recv_cr=2");
+        assert_eq!(
+            layer_spec("drop_cr=4; dup_cr=5"),
+            "drop_send_cr=3,dup_recv_cr=2"
+        );
         assert_eq!(layer_spec("dup_cr=6"), "dup_send_cr=4");
         assert_eq!(
             layer_spec("fail_post=3:4096,fail_cr=2:11"),
             "fail_post=3:4096,fail_cr=2:11"
         );
-        assert_eq!(layer_spec("drop_cr=x"), "drop_cr=x", "left for the layer to reject");
+        assert_eq!(
+            layer_spec("drop_cr=x"),
+            "drop_cr=x",
+            "left for the layer to reject"
+        );
     }
 }

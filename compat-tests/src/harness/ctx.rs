@@ -1091,7 +1091,9 @@ impl Ctx {
         let at_poll = backend::get().cr_at_poll();
         for l in backend::get().take() {
             match serde_json::from_str::<Value>(&l) {
-                Ok(v) if at_poll => self.rec.push(json!({"k": "urma", "raw": v, "at_poll": true})),
+                Ok(v) if at_poll => self
+                    .rec
+                    .push(json!({"k": "urma", "raw": v, "at_poll": true})),
                 Ok(v) => self.rec.push(json!({"k": "urma", "raw": v})),
                 Err(_) => self
                     .rec

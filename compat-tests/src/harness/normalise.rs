@@ -347,10 +347,20 @@ mod tests {
         let a = normalise(&[raw(&post), raw(&cr), raw(&post)], &[]);
         let b = normalise(&[raw(&post), raw(&post), raw(&cr)], &[]);
         assert_eq!(a, b);
-        assert!(a.render().contains("req:0x7/cr-send | cr send"), "{}", a.render());
+        assert!(
+            a.render().contains("req:0x7/cr-send | cr send"),
+            "{}",
+            a.render()
+        );
         // The loopback's lines (generation order) keep one stream per request.
-        let c = normalise(&[json!({"k":"urma","raw":post}), json!({"k":"urma","raw":cr})], &[]);
-        let d = normalise(&[json!({"k":"urma","raw":cr}), json!({"k":"urma","raw":post})], &[]);
+        let c = normalise(
+            &[json!({"k":"urma","raw":post}), json!({"k":"urma","raw":cr})],
+            &[],
+        );
+        let d = normalise(
+            &[json!({"k":"urma","raw":cr}), json!({"k":"urma","raw":post})],
+            &[],
+        );
         assert_ne!(c, d);
     }
 }

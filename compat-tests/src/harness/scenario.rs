@@ -8,10 +8,10 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use super::backend;
 use super::ctx::{Ctx, Delivery, Order, SendVia, Setup, Side};
 use crate::fixture::RecvKind;
 use crate::lib_under_test::DEFAULT_CHUNK_SIZE;
-use super::backend;
 use crate::loopback_ctl::ReleaseOrder;
 
 /// `MiB`.
