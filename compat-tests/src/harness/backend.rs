@@ -10,6 +10,7 @@
 //! depend on how the two pollers interleave.
 
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use crate::interpose_ctl as layer;
 use crate::loopback_ctl::{self as lb, ReleaseOrder};
@@ -120,6 +121,20 @@ impl TraceFaults for Interpose {
         layer::hold_crs(on)
     }
     fn release_crs(&self, order: ReleaseOrder) -> u64 {
+        // The layer holds CRs when they are polled, not when they are generated: let the
+        // pollers take what the provider has completed (the count kept by the layer unchanged
+        // for 30 ms, at most 300 ms) so the release covers the same CRs as the loopback's.
+        let end = Instant::now() + Duration::from_millis(300);
+        let mut last = layer::counters().crs_in_layer;
+        let mut since = Instant::now();
+        while Instant::now() < end && since.elapsed() < Duration::from_millis(30) {
+            std::thread::sleep(Duration::from_millis(2));
+            let now = layer::counters().crs_in_layer;
+            if now != last {
+                last = now;
+                since = Instant::now();
+            }
+        }
         layer::release_crs(order, 0)
     }
     fn send_wrs(&self) -> u64 {

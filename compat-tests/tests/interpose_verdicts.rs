@@ -1,0 +1,83 @@
+//! `compat --interpose` judges every scenario as the built-in run does.
+//!
+//! The catalogue and 20 random scenarios run twice, in two processes at once: with the loopback's own trace and knobs, and
+//! with the interposition layer (`urma-interpose`) in front of the loopback recording the trace
+//! and injecting the faults. The verdicts (PASS, or DIVERGES-AS-DOCUMENTED with the same ledger
+//! entries) must be the same, scenario by scenario. Needs the layer built
+//! (`<target>/<profile>/interpose/liburma.so.0`; `make build` or `cargo build -p urma-interpose`).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use compat_tests::lib_under_test::{profile_dir, target_dir};
+use serde_json::Value;
+
+fn run(out: &Path, interpose: bool) -> BTreeMap<String, String> {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_compat"));
+    c.args(["--random", "20", "--no-c-runner", "--no-interop", "--out"])
+        .arg(out);
+    if interpose {
+        c.arg("--interpose");
+    }
+    let o = c.output().expect("run compat");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "compat{} failed:\n{stdout}\n{}",
+        if interpose { " --interpose" } else { "" },
+        String::from_utf8_lossy(&o.stderr)
+    );
+    if interpose {
+        assert!(
+            stdout.contains("interposition layer in front of"),
+            "the layer was not used:\n{stdout}"
+        );
+    }
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).expect("report"))
+            .expect("report.json");
+    report["scenarios"]
+        .as_array()
+        .expect("scenarios")
+        .iter()
+        .map(|s| {
+            (
+                s["id"].as_str().unwrap().to_string(),
+                s["verdict"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn interpose_verdicts_equal_builtin() {
+    let layer = profile_dir().join("interpose").join("liburma.so.0");
+    assert!(
+        layer.exists(),
+        "{} is missing: build it first (cargo build -p urma-interpose)",
+        layer.display()
+    );
+    let base = target_dir().join("compat-interpose-test");
+    // Two processes at once (each has its own loopback): half the wall time.
+    let (builtin, layered) = std::thread::scope(|s| {
+        let b = s.spawn(|| run(&base.join("builtin"), false));
+        let l = s.spawn(|| run(&base.join("interpose"), true));
+        (
+            b.join().expect("built-in run"),
+            l.join().expect("interpose run"),
+        )
+    });
+    assert_eq!(builtin.len(), 54 + 20, "catalogue + random scenarios");
+    assert_eq!(
+        builtin.keys().collect::<Vec<_>>(),
+        layered.keys().collect::<Vec<_>>()
+    );
+    let differ: Vec<String> = builtin
+        .iter()
+        .filter(|(id, v)| layered[*id] != **v)
+        .map(|(id, v)| format!("{id}: built-in {v}, interpose {}", layered[id]))
+        .collect();
+    assert!(differ.is_empty(), "verdicts differ:\n{}", differ.join("\n"));
+    assert!(builtin.values().all(|v| v != "FAIL"));
+}
