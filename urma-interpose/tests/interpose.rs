@@ -98,7 +98,7 @@ fn main() {
 /// This binary as the child running `case`, with the layer in front of the loopback.
 fn child(case: &str, extra_env: &[(&str, String)]) -> Command {
     let profile = profile_dir();
-    let mut c = Command::new(std::env::current_exe().expect("current exe"));
+    let mut c = target::command(std::env::current_exe().expect("current exe"));
     c.env(CHILD_ENV, case)
         .env(
             "LD_LIBRARY_PATH",
@@ -638,6 +638,12 @@ fn build_shim(dir: &Path) -> PathBuf {
 
 /// Parent side: run the `preload-shim` child (the loopback as liburma.so.0, the shim preloaded).
 fn preload_is_bypassed() {
+    if target::emulated() {
+        // Under qemu user emulation LD_PRELOAD would reach the emulator too; the experiment is
+        // about the dynamic loader, which is the same on both architectures.
+        println!("preload-is-bypassed: not run under emulation (runs natively)");
+        return;
+    }
     let dir = std::env::temp_dir().join(format!("urma-interpose-shim-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let so = build_shim(&dir);

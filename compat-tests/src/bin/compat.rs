@@ -135,7 +135,7 @@ fn use_interpose() {
         path.push(":");
         path.push(old);
     }
-    let mut cmd = std::process::Command::new(std::env::current_exe().expect("current_exe"));
+    let mut cmd = compat_tests::target::command(std::env::current_exe().expect("current_exe"));
     cmd.args(std::env::args_os().skip(1))
         .env("LD_LIBRARY_PATH", path)
         .env(REEXEC_ENV, "1");
