@@ -1,6 +1,6 @@
 //! `compat --interpose` judges every scenario as the built-in run does.
 //!
-//! The catalogue and 20 random scenarios run twice, in two processes at once: with the loopback's own trace and knobs, and
+//! The catalogue and 20 random scenarios run twice, one run after the other: with the loopback's own trace and knobs, and
 //! with the interposition layer (`urma-interpose`) in front of the loopback recording the trace
 //! and injecting the faults. The verdicts (PASS, or DIVERGES-AS-DOCUMENTED with the same ledger
 //! entries) must be the same, scenario by scenario. Needs the layer built
@@ -65,15 +65,10 @@ fn interpose_verdicts_equal_builtin() {
         layer.display()
     );
     let base = target_dir().join("compat-interpose-test");
-    // Two processes at once (each has its own loopback): half the wall time.
-    let (builtin, layered) = std::thread::scope(|s| {
-        let b = s.spawn(|| run(&base.join("builtin"), false));
-        let l = s.spawn(|| run(&base.join("interpose"), true));
-        (
-            b.join().expect("built-in run"),
-            l.join().expect("interpose run"),
-        )
-    });
+    // One after the other: the harness is timing-sensitive on a loaded machine, and two
+    // harness processes at once were seen to FAIL a scenario (dup-send-cr) once in ~15 runs.
+    let builtin = run(&base.join("builtin"), false);
+    let layered = run(&base.join("interpose"), true);
     assert_eq!(builtin.len(), 54 + 20, "catalogue + random scenarios");
     assert_eq!(
         builtin.keys().collect::<Vec<_>>(),
