@@ -27,7 +27,7 @@ reliability-bins: build
 	mkdir -p $(REL_DIR)/lib
 	ln -sf $(PROFILE_DIR)/libos_transport.so $(REL_DIR)/lib/libos_transport.so
 	ln -sf $(PROFILE_DIR)/libos_transport.so $(REL_DIR)/lib/libos_transport.so.1
-	$(REL_CC) -g -O1 -std=gnu99 -Wall -Werror -Iinclude -Iurma-sys/include -Iurma-sys/loopback/include \
+	$(REL_CC) -g -O1 -std=gnu99 -Wall -Werror -Iinclude -Iurma-sys/include -Iurma-loopback/include \
 	  -DOST_FUZZ_LIB_DEFAULT='"$(PROFILE_DIR)/libos_transport.so"' fuzz/cr_fuzz.c fuzz/replay_main.c \
 	  -L$(PROFILE_DIR) -l:liburma.so.0 -ldl -lpthread -o $(REL_DIR)/replay
 	$(REL_CC) -g -std=c99 -pthread -Iinclude -Iurma-sys/include tests/c/consumer.c \

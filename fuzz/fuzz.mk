@@ -25,7 +25,7 @@ fuzz-build: build
 	RUSTFLAGS="$(FUZZ_RUSTFLAGS)" $(CARGO) build --release -p os-transport --lib \
 	  --target $(FUZZ_TRIPLE) --target-dir $(FUZZ_DIR)
 	$(CLANG) -g -O1 -fsanitize=fuzzer,address -rdynamic \
-	  -Iinclude -Iurma-sys/include -Iurma-sys/loopback/include \
+	  -Iinclude -Iurma-sys/include -Iurma-loopback/include \
 	  -DOST_FUZZ_LIB_DEFAULT='"$(FUZZ_LIB)"' fuzz/cr_fuzz.c \
 	  -L$(PROFILE_DIR) -l:liburma.so.0 -ldl -o $(FUZZ_BIN)
 

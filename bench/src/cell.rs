@@ -27,8 +27,8 @@ use std::time::{Duration, Instant};
 
 use compat_tests::{
     loopback_ctl as ctl, Buffer, CrExt, EndpointCfg, EndpointPair, ImportedSeg, Loopback,
-    OsTransportCfg, OsTransportLib, OstBufferInfo, OstDeviceInfo, RecvKind, SendKind, TaskSync,
-    UrmaJettyInfo, DEFAULT_CHUNK_SIZE,
+    OsTransportCfg, OsTransportLib, OstBufferInfo, OstDeviceInfo, PairArgs, RecvKind, SegArgs,
+    SendKind, TaskSync, UrmaJettyInfo, DEFAULT_CHUNK_SIZE,
 };
 use urma_sys as u;
 
@@ -694,6 +694,7 @@ pub fn run(cfg: &CellCfg) -> Result<String, String> {
             sq_depth: 4096,
             rq_depth: 4096,
             event_mode: cfg.event,
+            ..EndpointCfg::default()
         },
     );
 

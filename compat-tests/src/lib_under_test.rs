@@ -269,25 +269,7 @@ impl OsTransportLib {
     }
 }
 
-/// `<target>/<profile>` of the running test binary (`<target>/<profile>/deps/<bin>` or
-/// `<target>/<profile>/<bin>`).
-pub fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    let dir = exe.parent().expect("exe dir").to_path_buf();
-    if dir
-        .file_name()
-        .is_some_and(|n| n == "deps" || n == "examples")
-    {
-        dir.parent().expect("profile dir").to_path_buf()
-    } else {
-        dir
-    }
-}
-
-/// `<target>` of the running test binary.
-pub fn target_dir() -> PathBuf {
-    profile_dir().parent().expect("target dir").to_path_buf()
-}
+pub use testkit::paths::{profile_dir, target_dir};
 
 /// The Rust library: `<target>/<profile>/libos_transport.so`.
 pub fn rust_lib_path() -> PathBuf {

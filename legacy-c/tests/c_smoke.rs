@@ -7,8 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-#[path = "../../compat-tests/src/target.rs"]
-mod target;
+use testkit::{profile_dir, target};
 
 fn legacy_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -42,15 +41,6 @@ fn assert_ok(what: &str, out: &std::process::Output, expect: &str) {
         "{what} failed ({}):\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
         out.status
     );
-}
-
-/// `<target>/<profile>` from `<target>/<profile>/deps/<test-binary>`.
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    exe.parent()
-        .and_then(Path::parent)
-        .expect("<target>/<profile>/deps/<exe>")
-        .to_path_buf()
 }
 
 #[test]

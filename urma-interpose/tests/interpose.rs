@@ -129,7 +129,8 @@ fn layer_reset() {
 
 /// The layer's captured lines, parsed.
 fn layer_take() -> Vec<Value> {
-    layer::trace_take()
+    layer::knobs()
+        .trace_take()
         .iter()
         .map(|l| serde_json::from_str(l).expect("layer trace line is JSON"))
         .collect()
@@ -180,9 +181,9 @@ fn trace_equals_loopback() {
             // The harness resets the loopback (names, knobs) as each run starts: reset the
             // layer right before, so both number the run's objects alike.
             layer_reset();
-            layer::trace_start();
+            layer::knobs().trace_capture(true);
             let events = report::run_on(lib, sc).unwrap_or_else(|e| panic!("{id}: {e}"));
-            layer::trace_stop();
+            layer::knobs().trace_capture(false);
             let layer = layer_take();
             let lb: Vec<Value> = events
                 .iter()
@@ -330,13 +331,13 @@ const T: Duration = Duration::from_secs(5);
 
 fn fault_fail_post() {
     let b = bench(false);
-    assert_eq!(layer::fail_post(Queue::Send, 2, u::URMA_ENOMEM), 0);
+    assert_eq!(layer::knobs().fail_post(Queue::Send, 2, u::URMA_ENOMEM), 0);
     assert_eq!(
-        layer::fail_post(Queue::Send, 0, u::URMA_ENOMEM),
+        layer::knobs().fail_post(Queue::Send, 0, u::URMA_ENOMEM),
         -1,
         "nth 0"
     );
-    layer::trace_start();
+    layer::knobs().trace_capture(true);
     assert_eq!(b.write(1), u::URMA_SUCCESS);
     assert_eq!(
         b.write(2),
@@ -352,7 +353,7 @@ fn fault_fail_post() {
     assert_eq!(ctxs(&b.cq().poll_n(2, T)), [1, 3]);
 
     // In a chain: the 5th WR (the 2nd of a chain of 3) fails; the 1st is posted, the 3rd not.
-    assert_eq!(layer::apply_knobs("fail_post=5:0x1000").unwrap(), 1);
+    assert_eq!(layer::knobs().apply_knobs("fail_post=5:0x1000").unwrap(), 1);
     let mut s = [[u::urma_sge_t::default(); 2]; 3];
     let [s0, s1, s2] = &mut s;
     let mut w = [
@@ -396,11 +397,11 @@ fn fault_fail_post() {
 fn fault_fail_completion() {
     let b = bench(false);
     assert_eq!(
-        layer::fail_completion(2, u::URMA_CR_REM_ACCESS_ABORT_ERR),
+        layer::knobs().fail_completion(2, u::URMA_CR_REM_ACCESS_ABORT_ERR),
         0
     );
     trace_start();
-    layer::trace_start();
+    layer::knobs().trace_capture(true);
     for i in 1..=3 {
         assert_eq!(b.write(i), u::URMA_SUCCESS);
     }
@@ -453,9 +454,9 @@ fn fault_fail_completion() {
 
 fn fault_drop_dup() {
     let b = bench(false);
-    assert_eq!(layer::cr_action_raw(2, 1), 0);
-    assert_eq!(layer::cr_action_raw(4, 2), 0);
-    assert_eq!(layer::cr_action_raw(1, 7), -1, "unknown action");
+    assert_eq!(layer::knobs().cr_action_raw(2, 1), 0);
+    assert_eq!(layer::knobs().cr_action_raw(4, 2), 0);
+    assert_eq!(layer::knobs().cr_action_raw(1, 7), -1, "unknown action");
     for i in 1..=4 {
         assert_eq!(b.write(i), u::URMA_SUCCESS);
     }
@@ -505,7 +506,7 @@ fn fault_drop_dup() {
 
 fn fault_hold_reorder() {
     let b = bench(false);
-    layer::hold_crs(true);
+    layer::knobs().hold_crs(true);
     for i in 1..=3 {
         assert_eq!(b.write(i), u::URMA_SUCCESS);
     }
@@ -514,14 +515,18 @@ fn fault_hold_reorder() {
         assert!(b.cq().poll(8).is_empty(), "held CRs are not handed over");
     }
     assert_eq!(layer::counters().crs_in_layer, 3);
-    layer::hold_crs(false);
-    assert_eq!(layer::release_crs_raw(9, 0, 0), u64::MAX, "unknown order");
-    assert_eq!(layer::release_crs(ReleaseOrder::Reverse, 0), 3);
+    layer::knobs().hold_crs(false);
+    assert_eq!(
+        layer::knobs().release_crs_raw(9, 0, 0),
+        u64::MAX,
+        "unknown order"
+    );
+    assert_eq!(layer::knobs().release_crs(ReleaseOrder::Reverse, 0), 3);
     assert_eq!(ctxs(&b.cq().poll_n(3, T)), [3, 2, 1], "released in reverse");
     // A seeded shuffle is deterministic.
     let mut orders = Vec::new();
     for round in 0..2 {
-        layer::hold_crs(true);
+        layer::knobs().hold_crs(true);
         for i in 1..=6 {
             assert_eq!(b.write(10 * (round + 1) + i), u::URMA_SUCCESS);
         }
@@ -529,8 +534,8 @@ fn fault_hold_reorder() {
         while layer::counters().crs_in_layer < 6 && Instant::now() < end {
             assert!(b.cq().poll(8).is_empty());
         }
-        layer::hold_crs(false);
-        assert_eq!(layer::release_crs(ReleaseOrder::Shuffle(42), 0), 6);
+        layer::knobs().hold_crs(false);
+        assert_eq!(layer::knobs().release_crs(ReleaseOrder::Shuffle(42), 0), 6);
         let got: Vec<u64> = ctxs(&b.cq().poll_n(6, T)).iter().map(|c| c % 10).collect();
         orders.push(got);
     }
@@ -540,14 +545,14 @@ fn fault_hold_reorder() {
 
 fn fault_delay() {
     let b = bench(false);
-    layer::set_cr_delay(150);
+    layer::knobs().set_cr_delay(150);
     let t0 = Instant::now();
     assert_eq!(b.write(1), u::URMA_SUCCESS);
     let crs = b.cq().poll_n(1, T);
     let dt = t0.elapsed();
     assert_eq!(ctxs(&crs), [1]);
     assert!(dt >= Duration::from_millis(150), "handed over after {dt:?}");
-    layer::set_cr_delay(0);
+    layer::knobs().set_cr_delay(0);
     let t0 = Instant::now();
     assert_eq!(b.write(2), u::URMA_SUCCESS);
     assert_eq!(ctxs(&b.cq().poll_n(1, T)), [2]);
@@ -566,8 +571,8 @@ fn fault_event_mode() {
     let poller = Poller::start(&b.cq(), PollMode::Event, move |cr| {
         s2.lock().unwrap().push(cr.user_ctx)
     });
-    layer::hold_crs(true);
-    assert_eq!(layer::cr_action_raw(4, 2), 0);
+    layer::knobs().hold_crs(true);
+    assert_eq!(layer::knobs().cr_action_raw(4, 2), 0);
     for i in 1..=3 {
         assert_eq!(b.write(i), u::URMA_SUCCESS);
     }
@@ -577,8 +582,8 @@ fn fault_event_mode() {
     }
     assert_eq!(layer::counters().crs_in_layer, 3);
     assert!(seen.lock().unwrap().is_empty());
-    layer::hold_crs(false);
-    assert_eq!(layer::release_crs(ReleaseOrder::Reverse, 0), 3);
+    layer::knobs().hold_crs(false);
+    assert_eq!(layer::knobs().release_crs(ReleaseOrder::Reverse, 0), 3);
     assert!(
         poller.wait_seen(3, T),
         "released CRs reach the event-mode poller"

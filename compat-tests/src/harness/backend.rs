@@ -13,20 +13,33 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use crate::interpose_ctl as layer;
-use crate::loopback_ctl::{self as lb, ReleaseOrder};
+use crate::loopback_ctl::{self as lb, Knobs, ReleaseOrder};
 
-/// Trace source and fault sink of the harness.
+/// Trace source and fault sink of the harness. Both backends share the control plane's
+/// [`Knobs`] shape; the defaults below are written once against it.
 pub trait TraceFaults: Send + Sync {
     /// Name in reports (`loopback`, `interpose`).
     fn name(&self) -> &'static str;
+    /// The backend's fault and trace controls.
+    fn knobs(&self) -> Knobs;
     /// Clears faults, numbering, trace and symbolic names, then starts the trace capture.
     fn start(&self);
     /// Stops the capture and takes its lines.
-    fn take(&self) -> Vec<String>;
+    fn take(&self) -> Vec<String> {
+        let k = self.knobs();
+        k.trace_capture(false);
+        k.trace_take()
+    }
     /// Applies a knob spec written in the loopback's syntax and numbering.
-    fn apply_knobs(&self, spec: &str) -> Result<u32, String>;
-    fn hold_crs(&self, on: bool);
-    fn release_crs(&self, order: ReleaseOrder) -> u64;
+    fn apply_knobs(&self, spec: &str) -> Result<u32, String> {
+        self.knobs().apply_knobs(spec)
+    }
+    fn hold_crs(&self, on: bool) {
+        self.knobs().hold_crs(on)
+    }
+    fn release_crs(&self, order: ReleaseOrder) -> u64 {
+        self.knobs().release_crs(order, 0)
+    }
     /// Send WRs posted to the provider so far.
     fn send_wrs(&self) -> u64;
     /// Whether `cr` lines are recorded when the CR is polled (not when it is generated).
@@ -40,22 +53,12 @@ impl TraceFaults for Loopback {
     fn name(&self) -> &'static str {
         "loopback"
     }
+    fn knobs(&self) -> Knobs {
+        lb::api().knobs()
+    }
     fn start(&self) {
         lb::reset();
         lb::trace_start();
-    }
-    fn take(&self) -> Vec<String> {
-        lb::trace_stop();
-        lb::trace_take()
-    }
-    fn apply_knobs(&self, spec: &str) -> Result<u32, String> {
-        lb::apply_knobs(spec)
-    }
-    fn hold_crs(&self, on: bool) {
-        lb::hold_crs(on)
-    }
-    fn release_crs(&self, order: ReleaseOrder) -> u64 {
-        lb::release_crs(order, 0)
     }
     fn send_wrs(&self) -> u64 {
         lb::counters().send_wrs
@@ -104,38 +107,40 @@ impl TraceFaults for Interpose {
     fn name(&self) -> &'static str {
         "interpose"
     }
+    fn knobs(&self) -> Knobs {
+        *layer::knobs()
+    }
     fn start(&self) {
         // The loopback underneath: its knobs and counters cleared, its trace off.
         lb::reset();
         layer::reset();
-        layer::trace_start();
-    }
-    fn take(&self) -> Vec<String> {
-        layer::trace_stop();
-        layer::trace_take()
+        layer::knobs().trace_capture(true);
     }
     fn apply_knobs(&self, spec: &str) -> Result<u32, String> {
-        layer::apply_knobs(&layer_spec(spec))
-    }
-    fn hold_crs(&self, on: bool) {
-        layer::hold_crs(on)
+        layer::knobs().apply_knobs(&layer_spec(spec))
     }
     fn release_crs(&self, order: ReleaseOrder) -> u64 {
         // The layer holds CRs when they are polled, not when they are generated: let the
-        // pollers take what the provider has completed (the count kept by the layer unchanged
-        // for 30 ms, at most 300 ms) so the release covers the same CRs as the loopback's.
-        let end = Instant::now() + Duration::from_millis(300);
-        let mut last = layer::counters().crs_in_layer;
+        // pollers take what the provider has completed, so the release covers the same CRs as
+        // the loopback's. Done when the layer has seen every CR the loopback underneath
+        // generated and its count has stayed unchanged for 20 ms (at most 2 s: a loaded machine
+        // can leave the pollers behind for longer than a fixed quiet time).
+        let end = Instant::now() + Duration::from_secs(2);
+        let mut last = layer::counters().crs_from_provider;
         let mut since = Instant::now();
-        while Instant::now() < end && since.elapsed() < Duration::from_millis(30) {
+        while Instant::now() < end {
             std::thread::sleep(Duration::from_millis(2));
-            let now = layer::counters().crs_in_layer;
+            let now = layer::counters().crs_from_provider;
             if now != last {
                 last = now;
                 since = Instant::now();
+            } else if now >= lb::counters().crs_generated
+                && since.elapsed() >= Duration::from_millis(20)
+            {
+                break;
             }
         }
-        layer::release_crs(order, 0)
+        layer::knobs().release_crs(order, 0)
     }
     fn send_wrs(&self) -> u64 {
         layer::counters().send_wrs

@@ -23,8 +23,8 @@ use urma_sys as u;
 use super::backend;
 use super::record::{self, ud, Recorder};
 use crate::fixture::{
-    Buffer, CrExt, EndpointCfg, EndpointPair, ImportedSeg, Loopback, PollMode, Poller, RecvKind,
-    SendPtr,
+    Buffer, CrExt, EndpointCfg, EndpointPair, ImportedSeg, Loopback, PairArgs, PollMode, Poller,
+    RecvKind, SegArgs, SendPtr,
 };
 use crate::lib_under_test::{
     OsTransportCfg, OsTransportLib, OstBufferInfo, OstDeviceInfo, TaskSync, UrmaJettyInfo,

@@ -1,96 +1,48 @@
-//! Test-control API `urma_loopback_*` (declared in `include/urma_loopback.h`) and counters.
+//! Test-control API `urma_loopback_*` (declared in `include/urma_loopback.h`): a thin C shim.
+//!
+//! Each export checks its arguments, runs behind the panic boundary and hands over to the
+//! knobs ([`crate::knobs`]), the hold/delay queue ([`crate::hold`]), the counters
+//! ([`crate::stats`]) or the trace ([`crate::trace`]). The types (counters layout, selector
+//! values, prototypes) are the control plane's, from `urma-loopback-ctl`.
 
 use std::ffi::{c_char, c_int, c_void, CStr};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 
+use urma_loopback_ctl::{Api, Counters};
+
+use crate::hold;
 use crate::knobs;
 use crate::registry::{live_counts, Kind};
+use crate::stats::COUNTERS;
 use crate::trace;
 use crate::util::guard;
 
-/// Global counters (all since process start or the last reset).
-pub struct Counters {
-    pub send_wrs: Counter,
-    pub recv_wrs: Counter,
-    pub post_errors: Counter,
-    pub crs_generated: Counter,
-    pub crs_polled: Counter,
-    pub crs_dropped: Counter,
-    pub crs_duplicated: Counter,
-    pub crs_held: Counter,
-    pub crs_overflow: Counter,
-    pub crs_error: Counter,
-    pub rnr_errors: Counter,
-    pub bytes_copied: Counter,
-    pub bytes_transferred: Counter,
-    pub events_reported: Counter,
-    pub events_acked: Counter,
-    pub rnr_parked: Counter,
-    pub rnr_delivered_late: Counter,
-    pub rnr_expired: Counter,
-}
-
-pub static COUNTERS: Counters = Counters {
-    send_wrs: Counter::new(),
-    recv_wrs: Counter::new(),
-    post_errors: Counter::new(),
-    crs_generated: Counter::new(),
-    crs_polled: Counter::new(),
-    crs_dropped: Counter::new(),
-    crs_duplicated: Counter::new(),
-    crs_held: Counter::new(),
-    crs_overflow: Counter::new(),
-    crs_error: Counter::new(),
-    rnr_errors: Counter::new(),
-    bytes_copied: Counter::new(),
-    bytes_transferred: Counter::new(),
-    events_reported: Counter::new(),
-    events_acked: Counter::new(),
-    rnr_parked: Counter::new(),
-    rnr_delivered_late: Counter::new(),
-    rnr_expired: Counter::new(),
+/// The control plane's binding (`urma_loopback_ctl::Api`) filled with this crate's exports: a
+/// prototype that differs from the binding the tests call through does not compile.
+const _: Api = Api {
+    reset: urma_loopback_reset,
+    get_counters: urma_loopback_get_counters,
+    fail_post: urma_loopback_fail_post,
+    fail_completion: urma_loopback_fail_completion,
+    cr_action: urma_loopback_cr_action,
+    hold_crs: urma_loopback_hold_crs,
+    release_crs: urma_loopback_release_crs,
+    set_cr_delay: urma_loopback_set_cr_delay,
+    set_nocopy: urma_loopback_set_nocopy,
+    set_delete_timeout: urma_loopback_set_delete_timeout,
+    set_rnr_timeout: urma_loopback_set_rnr_timeout,
+    apply_knobs: urma_loopback_apply_knobs,
+    trace_open: urma_loopback_trace_open,
+    trace_capture: urma_loopback_trace_capture,
+    trace_take: urma_loopback_trace_take,
+    free: urma_loopback_free,
 };
 
-/// C mirror of `urma_loopback_counters_t` (see the header for field meanings).
-#[repr(C)]
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct UrmaLoopbackCounters {
-    pub send_wrs: u64,
-    pub recv_wrs: u64,
-    pub post_errors: u64,
-    pub crs_generated: u64,
-    pub crs_polled: u64,
-    pub crs_dropped: u64,
-    pub crs_duplicated: u64,
-    pub crs_held: u64,
-    pub crs_overflow: u64,
-    pub crs_error: u64,
-    pub rnr_errors: u64,
-    pub bytes_copied: u64,
-    pub bytes_transferred: u64,
-    pub events_reported: u64,
-    pub events_acked: u64,
-    pub crs_in_flight: u64,
-    pub live_contexts: u64,
-    pub live_jfce: u64,
-    pub live_jfc: u64,
-    pub live_jfs: u64,
-    pub live_jfr: u64,
-    pub live_jetty: u64,
-    pub live_tjetty: u64,
-    pub live_segs: u64,
-    pub live_imported_segs: u64,
-    pub live_token_ids: u64,
-    pub rnr_parked: u64,
-    pub rnr_delivered_late: u64,
-    pub rnr_expired: u64,
-}
-
-fn snapshot() -> UrmaLoopbackCounters {
+fn snapshot() -> Counters {
     let c = &COUNTERS;
     let l = live_counts();
-    let r = |a: &Counter| a.load(Ordering::Relaxed);
-    UrmaLoopbackCounters {
+    let r = |a: &crate::stats::Counter| a.load(Ordering::Relaxed);
+    Counters {
         send_wrs: r(&c.send_wrs),
         recv_wrs: r(&c.recv_wrs),
         post_errors: r(&c.post_errors),
@@ -106,7 +58,7 @@ fn snapshot() -> UrmaLoopbackCounters {
         bytes_transferred: r(&c.bytes_transferred),
         events_reported: r(&c.events_reported),
         events_acked: r(&c.events_acked),
-        crs_in_flight: knobs::in_flight(),
+        crs_in_flight: crate::hold::in_flight(),
         live_contexts: l[Kind::Ctx as usize],
         live_jfce: l[Kind::Jfce as usize],
         live_jfc: l[Kind::Jfc as usize],
@@ -120,85 +72,6 @@ fn snapshot() -> UrmaLoopbackCounters {
         rnr_parked: r(&c.rnr_parked),
         rnr_delivered_late: r(&c.rnr_delivered_late),
         rnr_expired: r(&c.rnr_expired),
-    }
-}
-
-fn reset_counters() {
-    let c = &COUNTERS;
-    for a in [
-        &c.send_wrs,
-        &c.recv_wrs,
-        &c.post_errors,
-        &c.crs_generated,
-        &c.crs_polled,
-        &c.crs_dropped,
-        &c.crs_duplicated,
-        &c.crs_overflow,
-        &c.crs_error,
-        &c.rnr_errors,
-        &c.bytes_copied,
-        &c.bytes_transferred,
-        &c.events_reported,
-        &c.events_acked,
-        &c.rnr_parked,
-        &c.rnr_delivered_late,
-        &c.rnr_expired,
-    ] {
-        a.store(0, Ordering::Relaxed);
-    }
-}
-
-/// Stripes of a [`Counter`].
-const STRIPES: usize = 8;
-
-/// One stripe on cache lines of its own.
-#[repr(align(128))]
-struct Stripe(AtomicU64);
-
-/// A statistics counter striped over cache lines by thread: every post, CR and poll bumps a few
-/// counters, and one shared word per counter bounced between the posting threads and the poller.
-/// Reads sum the stripes (wrapping, so a gauge such as `crs_held` that one thread raises and
-/// another lowers still reads right); like the plain atomics before, a read concurrent with
-/// updates may miss some of them.
-pub struct Counter([Stripe; STRIPES]);
-
-impl Default for Counter {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl Counter {
-    pub const fn new() -> Counter {
-        Counter([const { Stripe(AtomicU64::new(0)) }; STRIPES])
-    }
-
-    fn mine(&self) -> &AtomicU64 {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        thread_local! {
-            static STRIPE: usize = NEXT.fetch_add(1, Ordering::Relaxed) % STRIPES;
-        }
-        &self.0[STRIPE.try_with(|s| *s).unwrap_or(0)].0
-    }
-
-    pub fn fetch_add(&self, v: u64, o: Ordering) {
-        self.mine().fetch_add(v, o);
-    }
-
-    pub fn fetch_sub(&self, v: u64, o: Ordering) {
-        self.mine().fetch_sub(v, o);
-    }
-
-    pub fn load(&self, o: Ordering) -> u64 {
-        self.0
-            .iter()
-            .fold(0u64, |acc, s| acc.wrapping_add(s.0.load(o)))
-    }
-
-    pub fn store(&self, v: u64, o: Ordering) {
-        for (i, s) in self.0.iter().enumerate() {
-            s.0.store(if i == 0 { v } else { 0 }, o);
-        }
     }
 }
 
@@ -224,8 +97,9 @@ pub fn apply_env() {
 pub extern "C" fn urma_loopback_reset() {
     guard((), || {
         knobs::reset();
+        hold::release_held(knobs::ORDER_FIFO, 0, 0);
         crate::datapath::clear_parked();
-        reset_counters();
+        crate::stats::reset();
         trace::reset();
         crate::registry::reset_names();
     })
@@ -233,7 +107,7 @@ pub extern "C" fn urma_loopback_reset() {
 
 /// Copies the counters into `*out`. Returns 0, or -1 when `out` is NULL.
 #[no_mangle]
-pub unsafe extern "C" fn urma_loopback_get_counters(out: *mut UrmaLoopbackCounters) -> c_int {
+pub unsafe extern "C" fn urma_loopback_get_counters(out: *mut Counters) -> c_int {
     guard(-1, || {
         if out.is_null() {
             return -1;
@@ -275,7 +149,7 @@ pub extern "C" fn urma_loopback_fail_completion(nth: u64, cr_status: u32) -> c_i
 #[no_mangle]
 pub extern "C" fn urma_loopback_cr_action(nth: u64, action: c_int) -> c_int {
     guard(-1, || {
-        if nth == 0 || !(action == knobs::ACT_DROP || action == knobs::ACT_DUP) {
+        if nth == 0 || !(action == knobs::CR_DROP || action == knobs::CR_DUP) {
             return -1;
         }
         knobs::edit(|k| k.cr_action.push((nth, action)));
@@ -293,7 +167,7 @@ pub extern "C" fn urma_loopback_hold_crs(hold: bool) {
 /// `seed`); `delay_ms` 0 = now, else from a background thread after that delay. Returns the count.
 #[no_mangle]
 pub extern "C" fn urma_loopback_release_crs(order: c_int, seed: u64, delay_ms: u32) -> u64 {
-    guard(0, || knobs::release_held(order, seed, delay_ms))
+    guard(0, || hold::release_held(order, seed, delay_ms))
 }
 
 /// Every CR generated from now on becomes visible `ms` milliseconds later (0 = off). Order is
@@ -322,7 +196,7 @@ pub extern "C" fn urma_loopback_set_delete_timeout(ms: u32) {
 #[no_mangle]
 pub extern "C" fn urma_loopback_set_rnr_timeout(ms: u32) {
     guard((), || {
-        crate::datapath::RNR_TIMEOUT_MS.store(ms as u64, Ordering::Release)
+        knobs::RNR_TIMEOUT_MS.store(ms as u64, Ordering::Release)
     })
 }
 
@@ -407,46 +281,4 @@ pub unsafe extern "C" fn urma_loopback_trace_take(len: *mut usize) -> *mut c_cha
 pub unsafe extern "C" fn urma_loopback_free(p: *mut c_void) {
     // SAFETY: p is NULL or was returned by malloc in urma_loopback_trace_take.
     guard((), || unsafe { libc::free(p) })
-}
-
-#[cfg(test)]
-mod counter_tests {
-    use super::Counter;
-    use std::sync::atomic::Ordering::Relaxed;
-
-    #[test]
-    fn striped_counter_sums_every_thread_and_resets() {
-        let c = Counter::new();
-        std::thread::scope(|s| {
-            for _ in 0..12 {
-                s.spawn(|| {
-                    for _ in 0..1000 {
-                        c.fetch_add(1, Relaxed);
-                    }
-                });
-            }
-        });
-        assert_eq!(c.load(Relaxed), 12_000);
-        c.store(0, Relaxed);
-        assert_eq!(c.load(Relaxed), 0);
-        c.store(5, Relaxed);
-        assert_eq!(c.load(Relaxed), 5);
-    }
-
-    #[test]
-    fn a_gauge_raised_and_lowered_on_different_threads_reads_right() {
-        let c = Counter::new();
-        std::thread::scope(|s| {
-            s.spawn(|| c.fetch_add(7, Relaxed));
-        });
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                // Likely another stripe: that stripe wraps below zero, the sum does not.
-                std::thread::spawn(|| ()).join().unwrap();
-                c.fetch_sub(3, Relaxed)
-            });
-        });
-        c.fetch_sub(4, Relaxed);
-        assert_eq!(c.load(Relaxed), 0);
-    }
 }

@@ -4,13 +4,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-#[path = "../../../compat-tests/src/target.rs"]
-mod target;
-
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().to_path_buf()
-}
+use testkit::{cc, profile_dir, target};
 
 #[test]
 fn c_program_links_and_runs_against_the_loopback() {
@@ -22,8 +16,7 @@ fn c_program_links_and_runs_against_the_loopback() {
         "loopback not built in {}",
         lib_dir.display()
     );
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let st = Command::new(&cc)
+    let st = Command::new(cc())
         .args(["-std=gnu11", "-Wall", "-Wextra", "-Werror", "-o"])
         .arg(&out)
         .arg(manifest.join("tests/c/smoke.c"))

@@ -19,78 +19,13 @@ use std::time::{Duration, Instant};
 use urma_sys as u;
 use urma_sys::flags;
 
-use crate::ctl::COUNTERS;
 use crate::knobs::{self, Fate};
-use crate::queues::{Jfc, RecvPost, RecvQ, RecvWr};
+use crate::objects::{Parked, Plan, RecvPost, RecvQ, RecvWr, Sge, SgeList};
+use crate::queues::Jfc;
 use crate::registry::{get_any_seg, get_tjetty, AnySeg, Seg, SendQ, TJetty, Target};
+use crate::stats::COUNTERS;
 use crate::trace;
 use crate::util::{lock, zeroed};
-
-/// One SGE after handle validation.
-#[derive(Clone, Default)]
-pub struct Sge {
-    pub addr: u64,
-    pub len: u32,
-    pub seg: Option<AnySeg>,
-}
-
-/// SGEs kept inline in a WR's plan or recv WR.
-const INLINE_SGES: usize = 2;
-
-/// A validated SGE list: up to [`INLINE_SGES`] entries stored inline (no heap allocation per WR
-/// in the common case), longer lists on the heap. Reads as a `[Sge]`.
-#[derive(Clone, Default)]
-pub struct SgeList {
-    n: usize,
-    inline: [Sge; INLINE_SGES],
-    heap: Vec<Sge>,
-}
-
-impl SgeList {
-    fn with_len(n: usize) -> SgeList {
-        SgeList {
-            n: 0,
-            inline: Default::default(),
-            heap: if n > INLINE_SGES {
-                Vec::with_capacity(n)
-            } else {
-                Vec::new()
-            },
-        }
-    }
-
-    fn push(&mut self, e: Sge) {
-        if self.heap.capacity() == 0 && self.n < INLINE_SGES {
-            self.inline[self.n] = e;
-        } else {
-            self.heap.push(e);
-        }
-        self.n += 1;
-    }
-}
-
-impl std::ops::Deref for SgeList {
-    type Target = [Sge];
-    fn deref(&self) -> &[Sge] {
-        if self.heap.capacity() == 0 {
-            &self.inline[..self.n]
-        } else {
-            &self.heap
-        }
-    }
-}
-
-#[derive(Clone)]
-struct Plan {
-    opcode: u32,
-    flags: u32,
-    user_ctx: u64,
-    imm: u64,
-    tjetty: Option<Arc<TJetty>>,
-    src: SgeList,
-    dst: SgeList,
-    supported: bool,
-}
 
 fn is_rw(op: u32) -> bool {
     matches!(
@@ -544,29 +479,22 @@ fn move_data(p: &Plan, recv: &RecvWr, n: u64) -> u32 {
     }
 }
 
-/// Default receiver-not-ready timeout (ms) of a parked message.
-pub const DEFAULT_RNR_TIMEOUT_MS: u64 = 200;
-/// Receiver-not-ready timeout in ms (0 = a message finding no recv WR fails at once).
-pub static RNR_TIMEOUT_MS: AtomicU64 = AtomicU64::new(DEFAULT_RNR_TIMEOUT_MS);
 /// Messages currently parked on any receive queue (fast path of [`expire_parked`]).
 static PARKED_TOTAL: AtomicU64 = AtomicU64::new(0);
 /// Receive queues that (may) hold parked messages. Lock order: `PARKED_QS` → `RecvQ::q`;
 /// nobody takes `PARKED_QS` while holding a `RecvQ::q`.
 static PARKED_QS: Mutex<Vec<Arc<RecvQ>>> = Mutex::new(Vec::new());
 
-/// A two-sided message (SEND/SEND_IMM/WRITE_IMM) that found no recv WR at its target and waits
-/// (receiver-not-ready retry) for one, until `deadline`.
-pub struct Parked {
-    sq: SendQ,
-    plan: Plan,
-    n: u64,
-    deadline: Instant,
-}
-
 /// Whether messages are parked anywhere (used to bound blocking waits).
 pub fn any_parked() -> bool {
     PARKED_TOTAL.load(Ordering::Acquire) > 0
 }
+
+/// The parking as a waiting JFCE needs it ([`crate::queues::Jfce::wait`]).
+pub const RNR_HOOKS: crate::queues::RnrHooks = crate::queues::RnrHooks {
+    expire: expire_parked,
+    active: || any_parked() || knobs::RNR_TIMEOUT_MS.load(Ordering::Relaxed) > 0,
+};
 
 /// Fails every parked message whose deadline has passed: the sender gets its
 /// `URMA_CR_RNR_RETRY_CNT_EXC_ERR` CR now (no recv CR). Called at the start of every post and
@@ -643,7 +571,7 @@ fn two_sided(sq: &SendQ, p: &Plan, n: u64) -> Option<u32> {
         match w {
             Some(w) => w,
             None => {
-                let to = RNR_TIMEOUT_MS.load(Ordering::Acquire);
+                let to = knobs::RNR_TIMEOUT_MS.load(Ordering::Acquire);
                 if to == 0 {
                     drop(st);
                     COUNTERS.rnr_errors.fetch_add(1, Ordering::Relaxed);
@@ -727,11 +655,11 @@ pub fn emit_cr(jfc: &Arc<Jfc>, cr: u::urma_cr_t, solicited: bool) {
         Fate::Drop => {
             COUNTERS.crs_dropped.fetch_add(1, Ordering::Relaxed);
         }
-        Fate::Deliver => knobs::deliver(jfc, cr, solicited),
+        Fate::Deliver => crate::hold::deliver(jfc, cr, solicited),
         Fate::Dup => {
             COUNTERS.crs_duplicated.fetch_add(1, Ordering::Relaxed);
-            knobs::deliver(jfc, cr, solicited);
-            knobs::deliver(jfc, cr, solicited);
+            crate::hold::deliver(jfc, cr, solicited);
+            crate::hold::deliver(jfc, cr, solicited);
         }
     }
 }

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::ctl::COUNTERS;
-use crate::registry::{CBox, Ctx};
+use crate::cobj::{CBox, Ctx};
+use crate::stats::COUNTERS;
 use crate::util::lock;
 
 /// Event bookkeeping of a JFC (event mode).
@@ -66,11 +66,7 @@ impl Jfc {
             let prev = self.overflow.fetch_add(1, Ordering::Relaxed);
             COUNTERS.crs_overflow.fetch_add(1, Ordering::Relaxed);
             if prev == 0 {
-                crate::api::queue_async_event(
-                    &self.ctx,
-                    urma_sys::URMA_EVENT_JFC_ERR,
-                    self.c.key(),
-                );
+                crate::events::queue(self.ctx.c.key(), urma_sys::URMA_EVENT_JFC_ERR, self.c.key());
             }
         }
         self.maybe_fire(solicited);
@@ -178,6 +174,15 @@ impl Jfc {
 /// Longest single sleep of `urma_wait_jfc` while RNR parking is enabled.
 const RNR_WAIT_SLICE_MS: i32 = 20;
 
+/// The receiver-not-ready parking (in [`crate::datapath`], above the queues) as seen by a
+/// waiting [`Jfce`]: parked messages expire on posts, polls and waits.
+pub struct RnrHooks {
+    /// Fails the parked messages whose RNR timeout has passed.
+    pub expire: fn(),
+    /// Whether messages are (or may get) parked: the wait then wakes up periodically.
+    pub active: fn() -> bool,
+}
+
 /// Completion event channel, backed by an eventfd.
 ///
 /// Invariant (kept under `pending`'s lock): the eventfd counter is non-zero exactly when
@@ -236,12 +241,13 @@ impl Jfce {
     }
 
     /// `urma_wait_jfc`: up to `cnt` JFC handles; timeout 0 = no wait, < 0 = forever, N = N ms.
-    pub fn wait(&self, cnt: usize, timeout_ms: i32) -> Vec<Arc<Jfc>> {
+    /// `rnr` runs the receiver-not-ready expiry, which lives above the queues.
+    pub fn wait(&self, cnt: usize, timeout_ms: i32, rnr: &RnrHooks) -> Vec<Arc<Jfc>> {
         let deadline =
             (timeout_ms > 0).then(|| Instant::now() + Duration::from_millis(timeout_ms as u64));
         loop {
             // Parked (receiver-not-ready) messages expire on posts, polls and here.
-            crate::datapath::expire_parked();
+            (rnr.expire)();
             {
                 let mut p = lock(&self.pending);
                 if !p.is_empty() {
@@ -274,10 +280,8 @@ impl Jfce {
             };
             // While messages are parked (or may be parked by another thread), wake up
             // periodically so their RNR expiry reaches an armed JFC without a timer thread.
-            let rnr = crate::datapath::any_parked()
-                || crate::datapath::RNR_TIMEOUT_MS.load(Ordering::Relaxed) > 0;
             let wait_ms = match wait_ms {
-                w if !rnr => w,
+                w if !(rnr.active)() => w,
                 w if w < 0 => RNR_WAIT_SLICE_MS,
                 w => w.min(RNR_WAIT_SLICE_MS),
             };
@@ -295,56 +299,5 @@ impl Jfce {
                 }
             }
         }
-    }
-}
-
-/// A posted receive WR.
-pub struct RecvWr {
-    pub user_ctx: u64,
-    /// SGEs (segments are registered ones; `None` only for zero-length SGEs).
-    pub sges: crate::datapath::SgeList,
-}
-
-/// Posted recv WRs and parked (receiver-not-ready) messages of one receive queue.
-///
-/// Invariant: `parked` is non-empty only while `wrs` is empty (a recv WR posted while messages
-/// are parked is matched with the oldest parked message at once).
-#[derive(Default)]
-pub struct RecvState {
-    pub wrs: VecDeque<RecvWr>,
-    pub parked: VecDeque<crate::datapath::Parked>,
-}
-
-/// What a recv post did.
-pub enum RecvPost {
-    /// The WR is queued.
-    Posted,
-    /// `depth` WRs are already posted.
-    Full,
-    /// The WR was matched with the oldest parked message (to be delivered by the caller).
-    Matched(Box<crate::datapath::Parked>, RecvWr),
-}
-
-/// Receive queue (of a JFR, or of a jetty with its own JFR).
-pub struct RecvQ {
-    pub name: String,
-    pub depth: u32,
-    pub max_sge: u32,
-    pub jfc: Arc<Jfc>,
-    pub q: Mutex<RecvState>,
-}
-
-impl RecvQ {
-    /// Queues a WR, or matches it with the oldest parked message.
-    pub fn post(&self, wr: RecvWr) -> RecvPost {
-        let mut q = lock(&self.q);
-        if let Some(p) = q.parked.pop_front() {
-            return RecvPost::Matched(Box::new(p), wr);
-        }
-        if q.wrs.len() >= self.depth as usize {
-            return RecvPost::Full;
-        }
-        q.wrs.push_back(wr);
-        RecvPost::Posted
     }
 }

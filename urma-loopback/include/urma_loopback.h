@@ -1,6 +1,6 @@
 /*
  * urma_loopback.h - test-control API of the software loopback URMA provider (liburma.so.0 built
- * from urma-sys/loopback). Not part of URMA: only the loopback exports these symbols.
+ * from urma-loopback). Not part of URMA: only the loopback exports these symbols.
  *
  * Counting conventions: "the Nth send WR" counts every send WR reaching urma_post_jfs_wr /
  * urma_post_jetty_send_wr (1-based, since process start or urma_loopback_reset); "the Nth recv

@@ -5,8 +5,7 @@
     clippy::missing_safety_doc
 )]
 
-use std::ffi::{c_char, c_int, c_void, CString};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 pub use urma_sys as u;
@@ -21,130 +20,21 @@ pub fn serial() -> MutexGuard<'static, ()> {
     g
 }
 
-/// Mirror of urma_loopback_counters_t.
-#[repr(C)]
-#[derive(Debug, Default, Clone, Copy)]
-pub struct Counters {
-    pub send_wrs: u64,
-    pub recv_wrs: u64,
-    pub post_errors: u64,
-    pub crs_generated: u64,
-    pub crs_polled: u64,
-    pub crs_dropped: u64,
-    pub crs_duplicated: u64,
-    pub crs_held: u64,
-    pub crs_overflow: u64,
-    pub crs_error: u64,
-    pub rnr_errors: u64,
-    pub bytes_copied: u64,
-    pub bytes_transferred: u64,
-    pub events_reported: u64,
-    pub events_acked: u64,
-    pub crs_in_flight: u64,
-    pub live: [u64; 10],
-    pub rnr_parked: u64,
-    pub rnr_delivered_late: u64,
-    pub rnr_expired: u64,
+/// The control plane (`urma-loopback-ctl`): counters, trace capture, and the typed table of the
+/// `urma_loopback_*` functions for the tests that check their raw return values.
+pub use urma_loopback_ctl::{counters, trace_take, Api};
+
+/// The control functions of the loopback loaded by this binary (it is NEEDED: [`lb`] loads it).
+pub fn ctl() -> &'static Api {
+    lb();
+    urma_loopback_ctl::api()
 }
 
-/// The control API, resolved with dlsym (the link-time stub does not define it).
-pub struct Ctl {
-    pub reset: unsafe extern "C" fn(),
-    pub get_counters: unsafe extern "C" fn(*mut Counters) -> c_int,
-    pub fail_post: unsafe extern "C" fn(c_int, u64, c_int) -> c_int,
-    pub fail_completion: unsafe extern "C" fn(u64, u32) -> c_int,
-    pub cr_action: unsafe extern "C" fn(u64, c_int) -> c_int,
-    pub hold_crs: unsafe extern "C" fn(bool),
-    pub release_crs: unsafe extern "C" fn(c_int, u64, u32) -> u64,
-    pub set_cr_delay: unsafe extern "C" fn(u32),
-    pub set_nocopy: unsafe extern "C" fn(bool),
-    pub set_delete_timeout: unsafe extern "C" fn(u32),
-    pub set_rnr_timeout: unsafe extern "C" fn(u32),
-    pub apply_knobs: unsafe extern "C" fn(*const c_char) -> c_int,
-    pub trace_capture: unsafe extern "C" fn(bool),
-    pub trace_take: unsafe extern "C" fn(*mut usize) -> *mut c_char,
-    pub free: unsafe extern "C" fn(*mut c_void),
-}
-
-unsafe fn sym<F: Copy>(name: &str) -> F {
-    let n = CString::new(name).unwrap();
-    let p = libc::dlsym(libc::RTLD_DEFAULT, n.as_ptr());
-    assert!(
-        !p.is_null(),
-        "{name} missing: is LD_LIBRARY_PATH=<target>/<profile> set?"
-    );
-    std::mem::transmute_copy::<*mut c_void, F>(&p)
-}
-
-pub fn ctl() -> &'static Ctl {
-    static C: OnceLock<Ctl> = OnceLock::new();
-    C.get_or_init(|| {
-        // Make sure liburma.so.0 is loaded (it is NEEDED by this binary).
-        lb();
-        // SAFETY: each symbol is the loopback function with the prototype given in the field type.
-        unsafe {
-            Ctl {
-                reset: sym("urma_loopback_reset"),
-                get_counters: sym("urma_loopback_get_counters"),
-                fail_post: sym("urma_loopback_fail_post"),
-                fail_completion: sym("urma_loopback_fail_completion"),
-                cr_action: sym("urma_loopback_cr_action"),
-                hold_crs: sym("urma_loopback_hold_crs"),
-                release_crs: sym("urma_loopback_release_crs"),
-                set_cr_delay: sym("urma_loopback_set_cr_delay"),
-                set_nocopy: sym("urma_loopback_set_nocopy"),
-                set_delete_timeout: sym("urma_loopback_set_delete_timeout"),
-                set_rnr_timeout: sym("urma_loopback_set_rnr_timeout"),
-                apply_knobs: sym("urma_loopback_apply_knobs"),
-                trace_capture: sym("urma_loopback_trace_capture"),
-                trace_take: sym("urma_loopback_trace_take"),
-                free: sym("urma_loopback_free"),
-            }
-        }
-    })
-}
-
-pub fn counters() -> Counters {
-    let mut c = Counters::default();
-    // SAFETY: valid out pointer.
-    assert_eq!(unsafe { (ctl().get_counters)(&mut c) }, 0);
-    c
-}
-
-pub fn trace_take() -> Vec<String> {
-    let mut n = 0usize;
-    // SAFETY: loopback API; the returned buffer is freed with urma_loopback_free.
-    unsafe {
-        let p = (ctl().trace_take)(&mut n);
-        let s = String::from_utf8_lossy(std::slice::from_raw_parts(p as *const u8, n)).into_owned();
-        (ctl().free)(p as *mut c_void);
-        s.lines().map(str::to_owned).collect()
-    }
-}
-
-pub struct Lb {
-    pub dev: *mut u::urma_device_t,
-    pub ctx: *mut u::urma_context_t,
-}
-// SAFETY: `dev` and `ctx` are process-wide loopback handles created once in `lb()` and never
-// freed; they are only passed to liburma functions, which are thread-safe (registry RwLock,
-// per-queue mutexes), and never dereferenced by this code.
-unsafe impl Send for Lb {}
-// SAFETY: same as `Send`: `&Lb` only hands out copies of the immutable handle values.
-unsafe impl Sync for Lb {}
+/// The process fixture of the testkit: `urma_init`, device `loopback0`, one context.
+pub use testkit::Loopback as Lb;
 
 pub fn lb() -> &'static Lb {
-    static L: OnceLock<Lb> = OnceLock::new();
-    // SAFETY: urma_init accepts a NULL config; the device name is a NUL-terminated literal that
-    // liburma only reads; `dev` is checked non-NULL before urma_create_context uses it.
-    L.get_or_init(|| unsafe {
-        assert_eq!(u::urma_init(std::ptr::null_mut()), 0);
-        let dev = u::urma_get_device_by_name(c"loopback0".as_ptr() as *mut c_char);
-        assert!(!dev.is_null());
-        let ctx = u::urma_create_context(dev, 0);
-        assert!(!ctx.is_null());
-        Lb { dev, ctx }
-    })
+    Lb::get()
 }
 
 pub const TOKEN: u32 = 0x1234_5678;
@@ -217,16 +107,10 @@ unsafe impl Sync for Seg {}
 impl Seg {
     pub fn new(len: usize, access: u32) -> Seg {
         let mut buf = vec![0u8; len];
-        let mut c: u::urma_seg_cfg_t = Default::default();
-        c.va = buf.as_mut_ptr() as u64;
-        c.len = len as u64;
-        c.token_value.token = TOKEN;
-        c.flag.value = u::URMA_TOKEN_PLAIN_TEXT | (access << flags::REG_SEG_FLAG_ACCESS_SHIFT);
-        // SAFETY: `c` is a fully initialised config on the stack, read during the call only; its
-        // `va`/`len` describe `buf`, which the returned Seg owns and keeps alive (a Vec's heap
-        // buffer does not move when the Vec is moved) until `Drop` unregisters it.
-        let tseg = unsafe { u::urma_register_seg(lb().ctx, &mut c) };
-        assert!(!tseg.is_null());
+        // SAFETY: the memory is `buf`'s, which the returned Seg owns and keeps alive (a Vec's
+        // heap buffer does not move when the Vec is moved) until `Drop` unregisters it.
+        let tseg =
+            unsafe { testkit::register_seg(lb(), buf.as_mut_ptr(), len, Some(TOKEN), access) };
         Seg { buf, tseg }
     }
     pub fn rw(len: usize) -> Seg {

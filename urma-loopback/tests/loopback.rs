@@ -4,11 +4,10 @@
 
 mod common;
 use common::*;
-#[path = "../../../compat-tests/src/target.rs"]
-mod target;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use testkit::target;
 
 const T: Duration = Duration::from_secs(5);
 

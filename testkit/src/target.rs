@@ -9,8 +9,8 @@
 //! Under emulation everything runs 10 to 50 times slower than natively, so tests whose wall-clock
 //! deadlines are tuned for native speed scale them by [`slowdown`].
 //!
-//! This file is also included by path (`#[path]`) by the urma-sys, loopback and legacy-c tests,
-//! which do not depend on compat-tests and do not use every function.
+//! This file is also included by path (`#[path]`) by the urma-sys tests, which sit below the
+//! testkit in the crate graph and do not use every function.
 #![allow(dead_code)]
 
 use std::ffi::OsStr;
@@ -45,4 +45,20 @@ pub fn slowdown() -> u32 {
         .and_then(|v| v.parse().ok())
         .filter(|&f| f >= 1)
         .unwrap_or(10)
+}
+
+/// Runs `cmd` to completion and returns its stdout; panics with its stdout and stderr when it
+/// cannot start or does not succeed.
+pub fn run(cmd: &mut Command) -> String {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}):\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }

@@ -4,26 +4,26 @@
 //! process start or `urma_loopback_reset`), "the Nth recv WR" likewise for recv posts, and "the
 //! Nth CR" counts every CR generated (send and recv side, before drop/dup).
 
-use std::collections::VecDeque;
+//!
+//! Bottom floor of the provider: this module depends on nothing but [`crate::util`] and the
+//! control-plane constants (`urma-loopback-ctl`). What acts on the knobs (holding and delaying
+//! CRs) lives above the queues, in [`crate::hold`].
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::sync::Mutex;
 
-use crate::ctl::COUNTERS;
-use crate::queues::Jfc;
-use crate::registry::Line;
-use crate::util::lock;
+use crate::util::{lock, Line};
 
-pub const Q_SEND: i32 = 1;
-pub const Q_RECV: i32 = 2;
-pub const ACT_DROP: i32 = 1;
-pub const ACT_DUP: i32 = 2;
-pub const ORDER_FIFO: i32 = 0;
-pub const ORDER_REVERSE: i32 = 1;
-pub const ORDER_SHUFFLE: i32 = 2;
+pub use urma_loopback_ctl::{
+    CR_DROP, CR_DUP, ORDER_FIFO, ORDER_REVERSE, ORDER_SHUFFLE, Q_RECV, Q_SEND,
+};
 
 /// Default bound for `urma_delete_jfc` waiting on unacked events.
 pub const DEFAULT_DELETE_TIMEOUT_MS: u64 = 2000;
+
+/// Default receiver-not-ready timeout (ms): how long a SEND/SEND_IMM/WRITE_IMM that finds no
+/// recv WR stays parked before it fails with `URMA_CR_RNR_RETRY_CNT_EXC_ERR`.
+pub const DEFAULT_RNR_TIMEOUT_MS: u64 = 200;
 
 #[derive(Default)]
 pub struct Knobs {
@@ -48,6 +48,8 @@ pub static KNOBS: Mutex<Knobs> = Mutex::new(Knobs {
 pub static ANY: AtomicBool = AtomicBool::new(false);
 pub static NOCOPY: AtomicBool = AtomicBool::new(false);
 pub static DELETE_TIMEOUT_MS: AtomicU64 = AtomicU64::new(DEFAULT_DELETE_TIMEOUT_MS);
+/// Receiver-not-ready timeout in ms (0 = fail at once).
+pub static RNR_TIMEOUT_MS: AtomicU64 = AtomicU64::new(DEFAULT_RNR_TIMEOUT_MS);
 
 // Each sequence counter on its own lines: they are bumped by every post / CR, from several threads.
 pub static SEND_SEQ: Line<AtomicU64> = Line(AtomicU64::new(0));
@@ -70,14 +72,13 @@ pub fn edit(f: impl FnOnce(&mut Knobs)) {
     refresh(&k);
 }
 
-/// Clears every knob and sequence counter (held CRs are released in FIFO order first).
+/// Clears every knob and sequence counter (the caller then releases the CRs held so far:
+/// [`crate::hold::release_held`]).
 pub fn reset() {
     edit(|k| *k = Knobs::default());
-    release_held(ORDER_FIFO, 0, 0);
     NOCOPY.store(false, Ordering::Release);
     DELETE_TIMEOUT_MS.store(DEFAULT_DELETE_TIMEOUT_MS, Ordering::Release);
-    crate::datapath::RNR_TIMEOUT_MS
-        .store(crate::datapath::DEFAULT_RNR_TIMEOUT_MS, Ordering::Release);
+    RNR_TIMEOUT_MS.store(DEFAULT_RNR_TIMEOUT_MS, Ordering::Release);
     SEND_SEQ.store(0, Ordering::Release);
     RECV_SEQ.store(0, Ordering::Release);
     CR_SEQ.store(0, Ordering::Release);
@@ -142,140 +143,13 @@ pub fn cr_fate(nth: u64) -> Fate {
     edit(|k| {
         if let Some(i) = k.cr_action.iter().position(|&(n, _)| n == nth) {
             out = match k.cr_action.remove(i).1 {
-                ACT_DROP => Fate::Drop,
-                ACT_DUP => Fate::Dup,
+                CR_DROP => Fate::Drop,
+                CR_DUP => Fate::Dup,
                 _ => Fate::Deliver,
             };
         }
     });
     out
-}
-
-type Pending = (Arc<Jfc>, urma_sys::urma_cr_t, bool);
-
-static HELD: Mutex<Vec<Pending>> = Mutex::new(Vec::new());
-
-/// Delivers a CR to its JFC, honouring hold and delay.
-pub fn deliver(jfc: &Arc<Jfc>, cr: urma_sys::urma_cr_t, solicited: bool) {
-    if ANY.load(Ordering::Acquire) {
-        let (hold, delay) = {
-            let k = lock(&KNOBS);
-            (k.hold, k.delay_ms)
-        };
-        if hold {
-            lock(&HELD).push((jfc.clone(), cr, solicited));
-            COUNTERS.crs_held.fetch_add(1, Ordering::Relaxed);
-            return;
-        }
-        if delay > 0 {
-            delay_push(
-                Instant::now() + Duration::from_millis(delay),
-                vec![(jfc.clone(), cr, solicited)],
-            );
-            return;
-        }
-    }
-    jfc.push(cr, solicited);
-}
-
-/// Number of CRs currently held or waiting for a delay.
-pub fn in_flight() -> u64 {
-    let held = lock(&HELD).len() as u64;
-    let delayed = delayer()
-        .0
-        .lock()
-        .map(|q| q.iter().map(|(_, v)| v.len() as u64).sum())
-        .unwrap_or(0);
-    held + delayed
-}
-
-/// Releases every held CR in `order`, after `delay_ms` (0 = now, in the calling thread).
-/// Returns how many were released.
-pub fn release_held(order: i32, seed: u64, delay_ms: u32) -> u64 {
-    let mut v: Vec<Pending> = std::mem::take(&mut *lock(&HELD));
-    let n = v.len() as u64;
-    COUNTERS.crs_held.fetch_sub(n, Ordering::Relaxed);
-    match order {
-        ORDER_REVERSE => v.reverse(),
-        ORDER_SHUFFLE => shuffle(&mut v, seed),
-        _ => {}
-    }
-    if delay_ms == 0 {
-        for (j, cr, s) in v {
-            j.push(cr, s);
-        }
-    } else {
-        delay_push(Instant::now() + Duration::from_millis(delay_ms as u64), v);
-    }
-    n
-}
-
-fn shuffle<T>(v: &mut [T], seed: u64) {
-    // Deterministic Fisher-Yates with a splitmix64 generator.
-    let mut s = seed;
-    let mut next = || {
-        s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = s;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    };
-    for i in (1..v.len()).rev() {
-        let j = (next() % (i as u64 + 1)) as usize;
-        v.swap(i, j);
-    }
-}
-
-type DelayQ = (Mutex<VecDeque<(Instant, Vec<Pending>)>>, Condvar);
-
-fn delayer() -> &'static DelayQ {
-    static D: OnceLock<DelayQ> = OnceLock::new();
-    static STARTED: OnceLock<()> = OnceLock::new();
-    let d = D.get_or_init(|| (Mutex::new(VecDeque::new()), Condvar::new()));
-    STARTED.get_or_init(|| {
-        std::thread::Builder::new()
-            .name("urma-lb-delay".into())
-            .spawn(delay_thread)
-            .expect("spawn delay thread");
-    });
-    d
-}
-
-fn delay_push(at: Instant, v: Vec<Pending>) {
-    let d = delayer();
-    let mut q = lock(&d.0);
-    // Keep the queue sorted by due time (stable for equal times).
-    let pos = q.iter().position(|(t, _)| *t > at).unwrap_or(q.len());
-    q.insert(pos, (at, v));
-    d.1.notify_all();
-}
-
-fn delay_thread() {
-    let d = delayer();
-    let mut q = lock(&d.0);
-    loop {
-        let now = Instant::now();
-        match q.front() {
-            None => {
-                q = d.1.wait(q).unwrap_or_else(|e| e.into_inner());
-            }
-            Some((t, _)) if *t <= now => {
-                let (_, v) = q.pop_front().expect("front exists");
-                drop(q);
-                for (j, cr, s) in v {
-                    j.push(cr, s);
-                }
-                q = lock(&d.0);
-            }
-            Some((t, _)) => {
-                let wait = *t - now;
-                q = match d.1.wait_timeout(q, wait) {
-                    Ok((g, _)) => g,
-                    Err(e) => e.into_inner().0,
-                };
-            }
-        }
-    }
 }
 
 /// Applies a knob spec: comma-separated `key=value` items.
@@ -312,11 +186,11 @@ pub fn apply_spec(spec: &str) -> Result<usize, String> {
             }
             "drop_cr" => {
                 let a = num(v)?;
-                edit(|kn| kn.cr_action.push((a, ACT_DROP)));
+                edit(|kn| kn.cr_action.push((a, CR_DROP)));
             }
             "dup_cr" => {
                 let a = num(v)?;
-                edit(|kn| kn.cr_action.push((a, ACT_DUP)));
+                edit(|kn| kn.cr_action.push((a, CR_DUP)));
             }
             "hold" => {
                 let a = num(v)? != 0;
@@ -328,7 +202,7 @@ pub fn apply_spec(spec: &str) -> Result<usize, String> {
             }
             "nocopy" => NOCOPY.store(num(v)? != 0, Ordering::Release),
             "delete_timeout_ms" => DELETE_TIMEOUT_MS.store(num(v)?, Ordering::Release),
-            "rnr_timeout_ms" => crate::datapath::RNR_TIMEOUT_MS.store(num(v)?, Ordering::Release),
+            "rnr_timeout_ms" => RNR_TIMEOUT_MS.store(num(v)?, Ordering::Release),
             _ => return Err(item.to_string()),
         }
         n += 1;

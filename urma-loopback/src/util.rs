@@ -57,3 +57,15 @@ pub fn log_err(msg: &str) {
         }
     }
 }
+
+/// A hot global on cache lines of its own (the registry's EPOCH is read on every lookup; it
+/// shared a line with the knobs' sequence counters, which every post and CR increments).
+#[repr(align(128))]
+pub struct Line<T>(pub T);
+
+impl<T> std::ops::Deref for Line<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
