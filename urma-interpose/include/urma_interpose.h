@@ -60,8 +60,9 @@ uint64_t urma_interpose_release_crs(int order, uint64_t seed, uint32_t delay_ms)
 /* Hand every CR polled from now on over at least ms later (0: off). */
 void urma_interpose_set_cr_delay(uint32_t ms);
 /* "fail_post=N:ST,fail_recv_post=N:ST,fail_cr=N:CR_ST,drop_cr=N,dup_cr=N,drop_send_cr=N,
- *  dup_send_cr=N,drop_recv_cr=N,dup_recv_cr=N,hold=0|1,delay_ms=N".
- * Number of items applied, or -1. */
+ *  dup_send_cr=N,drop_recv_cr=N,dup_recv_cr=N,hold=0|1,delay_ms=N" (the loopback's value
+ * rules: ST a signed int, CR_ST a uint32_t, out of range rejected). Number of items applied,
+ * or -1. */
 int urma_interpose_apply_knobs(const char *spec);
 int urma_interpose_get_counters(urma_interpose_counters_t *out);
 /* Trace file (truncated); NULL closes it. 0 or -1. */

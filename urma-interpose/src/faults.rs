@@ -30,6 +30,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use urma_loopback_ctl::spec;
 use urma_sys as u;
 
 use crate::lock;
@@ -475,37 +476,30 @@ pub fn take_synthetic(jfc: usize, n: u32) -> u32 {
     })
 }
 
-/// Applies a knob spec: comma- or semicolon-separated `key=value` items. Keys: `fail_post=N:ST`,
-/// `fail_recv_post=N:ST`, `fail_cr=N:CR_ST`, `drop_cr=N`, `dup_cr=N`, `drop_send_cr=N`,
-/// `dup_send_cr=N`, `drop_recv_cr=N`, `dup_recv_cr=N`, `hold=0|1`, `delay_ms=N`.
+/// Applies a knob spec (syntax and value rules: `urma_loopback_ctl::spec`, shared with the
+/// loopback). Keys: `fail_post=N:ST`, `fail_recv_post=N:ST` (ST an `int`, negative allowed),
+/// `fail_cr=N:CR_ST`, `drop_cr=N`, `dup_cr=N`, `drop_send_cr=N`, `dup_send_cr=N`,
+/// `drop_recv_cr=N`, `dup_recv_cr=N`, `hold=0|1`, `delay_ms=N`.
 /// Returns the number of items applied, or the first item that does not parse (items before it
 /// are applied).
 pub fn apply_spec(spec: &str) -> Result<usize, String> {
     let mut n = 0;
-    for item in spec
-        .split([',', ';'])
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-    {
+    for item in spec::items(spec) {
+        let (item, k, v) = item?;
         let bad = || item.to_string();
-        let (k, v) = item.split_once('=').ok_or_else(bad)?;
-        let num = |s: &str| parse_num(s).ok_or_else(bad);
-        let pair = |s: &str| -> Result<(u64, u64), String> {
-            let (a, b) = s.split_once(':').ok_or_else(bad)?;
-            Ok((num(a)?, num(b)?))
-        };
-        match k.trim() {
+        let num = |s: &str| spec::num(s).ok_or_else(bad);
+        match k {
             "fail_post" => {
-                let (a, b) = pair(v)?;
-                add_fail_post(Q_SEND, a, b as i32);
+                let (a, b) = spec::post_fault(v).ok_or_else(bad)?;
+                add_fail_post(Q_SEND, a, b);
             }
             "fail_recv_post" => {
-                let (a, b) = pair(v)?;
-                add_fail_post(Q_RECV, a, b as i32);
+                let (a, b) = spec::post_fault(v).ok_or_else(bad)?;
+                add_fail_post(Q_RECV, a, b);
             }
             "fail_cr" => {
-                let (a, b) = pair(v)?;
-                add_fail_cr(a, b as u32);
+                let (a, b) = spec::cr_fault(v).ok_or_else(bad)?;
+                add_fail_cr(a, b);
             }
             "drop_cr" => add_cr_action(num(v)?, ACT_DROP),
             "dup_cr" => add_cr_action(num(v)?, ACT_DUP),
@@ -515,17 +509,9 @@ pub fn apply_spec(spec: &str) -> Result<usize, String> {
             "dup_recv_cr" => add_recv_cr_action(num(v)?, ACT_DUP),
             "hold" => set_hold(num(v)? != 0),
             "delay_ms" => set_delay(num(v)?),
-            _ => return Err(item.to_string()),
+            _ => return Err(bad()),
         }
         n += 1;
     }
     Ok(n)
-}
-
-fn parse_num(s: &str) -> Option<u64> {
-    let s = s.trim();
-    match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        Some(h) => u64::from_str_radix(h, 16).ok(),
-        None => s.parse().ok(),
-    }
 }

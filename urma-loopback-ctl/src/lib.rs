@@ -492,6 +492,54 @@ pub fn capture_trace<R>(f: impl FnOnce() -> R) -> (R, Vec<String>) {
     (r, trace_take())
 }
 
+/// The knob-spec syntax shared by `URMA_LOOPBACK_KNOBS` / `urma_loopback_apply_knobs` and the
+/// interposition layer's `URMA_INTERPOSE_KNOBS` / `urma_interpose_apply_knobs`: items
+/// `key=value` separated by `,` or `;`. Each library matches the keys it knows; the values are
+/// read here, once for both.
+pub mod spec {
+    /// The items of `spec` as `(item, key, value)`, trimmed, empty items skipped; `Err(item)`
+    /// for an item without `=`.
+    pub fn items(spec: &str) -> impl Iterator<Item = Result<(&str, &str, &str), String>> {
+        spec.split([',', ';'])
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|item| match item.split_once('=') {
+                Some((k, v)) => Ok((item, k.trim(), v.trim())),
+                None => Err(item.to_string()),
+            })
+    }
+
+    /// An unsigned number, decimal or `0x` hexadecimal.
+    pub fn num(s: &str) -> Option<u64> {
+        let s = s.trim();
+        match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+            Some(h) => u64::from_str_radix(h, 16).ok(),
+            None => s.parse().ok(),
+        }
+    }
+
+    /// `N:STATUS` of `fail_post` / `fail_recv_post`: the WR number and the status the post call
+    /// returns, an `int` as in the C API (`urma_status_t`), so negative values are accepted
+    /// (`-1`), as are `0x` hexadecimal ones up to `0x7fffffff`; a value outside `int` is
+    /// rejected, not truncated.
+    pub fn post_fault(v: &str) -> Option<(u64, i32)> {
+        let (n, st) = v.split_once(':')?;
+        let st = st.trim();
+        let st = match st.strip_prefix('-') {
+            Some(abs) => i32::try_from(-i64::try_from(num(abs)?).ok()?).ok()?,
+            None => i32::try_from(num(st)?).ok()?,
+        };
+        Some((num(n)?, st))
+    }
+
+    /// `N:CR_STATUS` of `fail_cr`: the send WR number and its CR status (`uint32_t`); a value
+    /// outside `uint32_t` is rejected, not truncated.
+    pub fn cr_fault(v: &str) -> Option<(u64, u32)> {
+        let (n, st) = v.split_once(':')?;
+        Some((num(n)?, u32::try_from(num(st)?).ok()?))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -515,5 +563,37 @@ mod tests {
         assert_eq!(CrAction::Duplicate as c_int, 2);
         assert_eq!(ReleaseOrder::Shuffle(9).raw(), (2, 9));
         assert_eq!(ReleaseOrder::Reverse.raw(), (1, 0));
+    }
+
+    #[test]
+    fn post_fault_status_is_a_signed_int() {
+        assert_eq!(spec::post_fault("3:-1"), Some((3, -1)));
+        assert_eq!(spec::post_fault("1:4096"), Some((1, 4096)));
+        assert_eq!(spec::post_fault("0x2:0x7fffffff"), Some((2, i32::MAX)));
+        assert_eq!(spec::post_fault("2:-2147483648"), Some((2, i32::MIN)));
+        // Outside int: rejected, not truncated to another status.
+        assert_eq!(spec::post_fault("2:0xffffffff"), None);
+        assert_eq!(spec::post_fault("2:-2147483649"), None);
+        assert_eq!(spec::post_fault("2:--1"), None);
+        assert_eq!(spec::post_fault("-1:5"), None, "WR numbers are unsigned");
+        assert_eq!(spec::post_fault("2"), None);
+    }
+
+    #[test]
+    fn cr_fault_status_fits_uint32() {
+        assert_eq!(spec::cr_fault("1:4"), Some((1, 4)));
+        assert_eq!(spec::cr_fault("1:0xffffffff"), Some((1, u32::MAX)));
+        assert_eq!(spec::cr_fault("1:0x100000000"), None);
+        assert_eq!(spec::cr_fault("1:-1"), None);
+    }
+
+    #[test]
+    fn items_split_trim_and_reject_an_item_without_a_value() {
+        let v: Vec<_> = spec::items(" a=1 ;b = 2,, ").collect();
+        assert_eq!(v, vec![Ok(("a=1", "a", "1")), Ok(("b = 2", "b", "2"))]);
+        assert_eq!(
+            spec::items("a=1,junk").nth(1),
+            Some(Err("junk".to_string()))
+        );
     }
 }
