@@ -10,6 +10,8 @@
 //!   ([`PairArgs`], [`SegArgs`]);
 //! * [`loopback_ctl`]: the loopback's control plane (`urma-loopback-ctl`, re-exported): knobs,
 //!   counters and trace capture through the typed `urma_loopback_*` binding;
+//! * [`interpose_ctl`]: the same shape for the interposition layer's `urma_interpose_*` (in
+//!   front of any `liburma.so.0`);
 //! * [`target`], [`paths`](testkit::paths): the testkit's target-program runner and path helpers
 //!   (re-exported).
 //!
@@ -36,6 +38,7 @@
 
 pub mod fixture;
 pub mod harness;
+pub mod interpose_ctl;
 pub mod lib_under_test;
 pub mod oracle;
 

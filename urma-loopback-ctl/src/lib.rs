@@ -199,8 +199,9 @@ pub const SYMBOLS: [&str; 16] = [
 
 /// Finds `name` in the process: first in the global scope, else in `liburma.so.0` loaded (or
 /// already present) with `RTLD_GLOBAL` (a binary linked with `--as-needed` may not have it yet).
-fn find(name: &str) -> Result<*mut c_void, String> {
-    let n = CString::new(name).map_err(|e| e.to_string())?;
+/// `None` if neither has it. Shared with the interposition layer's binding (same lookup).
+pub fn symbol(name: &str) -> Option<*mut c_void> {
+    let n = CString::new(name).ok()?;
     // SAFETY: dlsym on the global scope with a valid C string.
     let mut p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, n.as_ptr()) };
     if p.is_null() {
@@ -212,21 +213,23 @@ fn find(name: &str) -> Result<*mut c_void, String> {
             p = unsafe { libc::dlsym(h, n.as_ptr()) };
         }
     }
-    if p.is_null() {
-        Err(format!(
+    (!p.is_null()).then_some(p)
+}
+
+fn find(name: &str) -> Result<*mut c_void, String> {
+    symbol(name).ok_or_else(|| {
+        format!(
             "{name} not found: the liburma.so.0 in use is not the loopback provider \
              (run with LD_LIBRARY_PATH=<target-dir>/<profile>)"
-        ))
-    } else {
-        Ok(p)
-    }
+        )
+    })
 }
 
 /// Converts a symbol address into the function-pointer type `F`.
 ///
 /// # Safety
 /// `p` must be the address of a function whose prototype is `F`.
-unsafe fn as_fn<F: Copy>(p: *mut c_void) -> F {
+pub unsafe fn as_fn<F: Copy>(p: *mut c_void) -> F {
     const { assert!(std::mem::size_of::<F>() == std::mem::size_of::<*mut c_void>()) };
     // SAFETY: same size (checked at compile time); the caller vouches for the prototype.
     unsafe { std::mem::transmute_copy::<*mut c_void, F>(&p) }
@@ -263,6 +266,120 @@ impl Api {
     }
 }
 
+/// The fault and trace controls the loopback (`urma_loopback_*`) and the interposition layer
+/// (`urma_interpose_*`, crate `urma-interpose`) share: same prototypes, same meaning, same
+/// knob-spec and trace-line formats. Each binding fills one from its own symbols; the safe
+/// wrappers below are the one implementation both use.
+#[derive(Clone, Copy)]
+pub struct Knobs {
+    /// Symbol prefix (`urma_loopback`, `urma_interpose`), for messages.
+    pub prefix: &'static str,
+    pub fail_post: unsafe extern "C" fn(c_int, u64, c_int) -> c_int,
+    pub fail_completion: unsafe extern "C" fn(u64, u32) -> c_int,
+    pub cr_action: unsafe extern "C" fn(u64, c_int) -> c_int,
+    pub hold_crs: unsafe extern "C" fn(bool),
+    pub release_crs: unsafe extern "C" fn(c_int, u64, u32) -> u64,
+    pub set_cr_delay: unsafe extern "C" fn(u32),
+    pub apply_knobs: unsafe extern "C" fn(*const c_char) -> c_int,
+    pub trace_capture: unsafe extern "C" fn(bool),
+    pub trace_take: unsafe extern "C" fn(*mut usize) -> *mut c_char,
+    pub free: unsafe extern "C" fn(*mut c_void),
+}
+
+impl Knobs {
+    /// The `nth` WR (1-based since reset) of `queue` is rejected by its post call with
+    /// `status`. The raw result: 0, or -1 for a bad argument.
+    pub fn fail_post(&self, queue: Queue, nth: u64, status: i32) -> c_int {
+        // SAFETY: plain values.
+        unsafe { (self.fail_post)(queue as c_int, nth, status) }
+    }
+
+    /// The `nth` send WR completes with `cr_status`. 0, or -1.
+    pub fn fail_completion(&self, nth: u64, cr_status: u32) -> c_int {
+        // SAFETY: plain values.
+        unsafe { (self.fail_completion)(nth, cr_status) }
+    }
+
+    /// The `nth` CR is dropped or duplicated (raw `action`, so bad values can be tested).
+    /// 0, or -1.
+    pub fn cr_action_raw(&self, nth: u64, action: c_int) -> c_int {
+        // SAFETY: plain values.
+        unsafe { (self.cr_action)(nth, action) }
+    }
+
+    /// Holds (true) or stops holding (false) CRs.
+    pub fn hold_crs(&self, on: bool) {
+        // SAFETY: plain value.
+        unsafe { (self.hold_crs)(on) }
+    }
+
+    /// Releases held CRs (raw `order`, so bad values can be tested) after `delay_ms`.
+    /// Returns how many, or `u64::MAX` for an unknown order.
+    pub fn release_crs_raw(&self, order: c_int, seed: u64, delay_ms: u32) -> u64 {
+        // SAFETY: plain values.
+        unsafe { (self.release_crs)(order, seed, delay_ms) }
+    }
+
+    /// Releases held CRs in `order` after `delay_ms` (0 = now). Returns how many.
+    pub fn release_crs(&self, order: ReleaseOrder, delay_ms: u32) -> u64 {
+        let (o, seed) = order.raw();
+        self.release_crs_raw(o, seed, delay_ms)
+    }
+
+    /// Delays every CR from now on by `ms` (0 = off).
+    pub fn set_cr_delay(&self, ms: u32) {
+        // SAFETY: plain value.
+        unsafe { (self.set_cr_delay)(ms) }
+    }
+
+    /// Applies a knob spec. Returns the number of items applied.
+    pub fn apply_knobs(&self, spec: &str) -> Result<u32, String> {
+        let c = CString::new(spec).map_err(|e| e.to_string())?;
+        // SAFETY: valid C string.
+        let r = unsafe { (self.apply_knobs)(c.as_ptr()) };
+        u32::try_from(r).map_err(|_| format!("knob spec does not parse: {spec}"))
+    }
+
+    /// Starts (clearing) or stops the in-memory trace capture.
+    pub fn trace_capture(&self, on: bool) {
+        // SAFETY: plain value.
+        unsafe { (self.trace_capture)(on) }
+    }
+
+    /// Takes the captured trace lines (one JSON object each).
+    pub fn trace_take(&self) -> Vec<String> {
+        let mut len = 0usize;
+        // SAFETY: len is writable.
+        let p = unsafe { (self.trace_take)(&mut len) };
+        assert!(!p.is_null(), "{}_trace_take: out of memory", self.prefix);
+        // SAFETY: p points to len bytes + NUL, allocated by the library.
+        let text = unsafe { std::slice::from_raw_parts(p as *const u8, len) };
+        let s = String::from_utf8_lossy(text).into_owned();
+        // SAFETY: p came from the same library's trace_take, freed once with its free.
+        unsafe { (self.free)(p as *mut c_void) };
+        s.lines().map(str::to_owned).collect()
+    }
+}
+
+impl Api {
+    /// The shared fault and trace controls of this binding.
+    pub fn knobs(&self) -> Knobs {
+        Knobs {
+            prefix: "urma_loopback",
+            fail_post: self.fail_post,
+            fail_completion: self.fail_completion,
+            cr_action: self.cr_action,
+            hold_crs: self.hold_crs,
+            release_crs: self.release_crs,
+            set_cr_delay: self.set_cr_delay,
+            apply_knobs: self.apply_knobs,
+            trace_capture: self.trace_capture,
+            trace_take: self.trace_take,
+            free: self.free,
+        }
+    }
+}
+
 /// The control functions of the loaded loopback, resolved once. Panics with a clear message if
 /// the `liburma.so.0` in the process is not the loopback provider.
 pub fn api() -> &'static Api {
@@ -287,39 +404,32 @@ pub fn counters() -> Counters {
 
 /// The `nth` WR (1-based since reset) of `queue` is rejected by its post call with `status`.
 pub fn fail_post(queue: Queue, nth: u64, status: i32) {
-    // SAFETY: plain values.
-    assert_eq!(unsafe { (api().fail_post)(queue as c_int, nth, status) }, 0);
+    assert_eq!(api().knobs().fail_post(queue, nth, status), 0);
 }
 
 /// The `nth` send WR completes with `cr_status` (nothing executed, CR always generated).
 pub fn fail_completion(nth: u64, cr_status: u32) {
-    // SAFETY: plain values.
-    assert_eq!(unsafe { (api().fail_completion)(nth, cr_status) }, 0);
+    assert_eq!(api().knobs().fail_completion(nth, cr_status), 0);
 }
 
 /// The `nth` CR generated is dropped or duplicated.
 pub fn cr_action(nth: u64, action: CrAction) {
-    // SAFETY: plain values.
-    assert_eq!(unsafe { (api().cr_action)(nth, action as c_int) }, 0);
+    assert_eq!(api().knobs().cr_action_raw(nth, action as c_int), 0);
 }
 
 /// Holds (true) or stops holding (false) generated CRs.
 pub fn hold_crs(hold: bool) {
-    // SAFETY: plain value.
-    unsafe { (api().hold_crs)(hold) }
+    api().knobs().hold_crs(hold)
 }
 
 /// Releases held CRs in `order` after `delay_ms` (0 = now). Returns how many.
 pub fn release_crs(order: ReleaseOrder, delay_ms: u32) -> u64 {
-    let (o, seed) = order.raw();
-    // SAFETY: plain values.
-    unsafe { (api().release_crs)(o, seed, delay_ms) }
+    api().knobs().release_crs(order, delay_ms)
 }
 
 /// Delays every CR generated from now on by `ms` (0 = off).
 pub fn set_cr_delay(ms: u32) {
-    // SAFETY: plain value.
-    unsafe { (api().set_cr_delay)(ms) }
+    api().knobs().set_cr_delay(ms)
 }
 
 /// No-copy mode (validate and complete, but copy no payload).
@@ -344,14 +454,7 @@ pub fn set_delete_timeout(ms: u32) {
 
 /// Applies a knob spec (syntax of `URMA_LOOPBACK_KNOBS`). Returns the number of items applied.
 pub fn apply_knobs(spec: &str) -> Result<u32, String> {
-    let c = CString::new(spec).map_err(|e| e.to_string())?;
-    // SAFETY: valid C string.
-    let r = unsafe { (api().apply_knobs)(c.as_ptr()) };
-    if r < 0 {
-        Err(format!("knob spec does not parse: {spec}"))
-    } else {
-        Ok(r as u32)
-    }
+    api().knobs().apply_knobs(spec)
 }
 
 /// Opens (truncating) a trace file, or closes it with `None`.
@@ -368,28 +471,17 @@ pub fn trace_open(path: Option<&std::path::Path>) -> Result<(), String> {
 
 /// Starts (clearing) the in-memory trace capture.
 pub fn trace_start() {
-    // SAFETY: plain value.
-    unsafe { (api().trace_capture)(true) }
+    api().knobs().trace_capture(true)
 }
 
 /// Stops the in-memory trace capture (lines are kept until [`trace_take`]).
 pub fn trace_stop() {
-    // SAFETY: plain value.
-    unsafe { (api().trace_capture)(false) }
+    api().knobs().trace_capture(false)
 }
 
 /// Takes the captured trace lines (one JSON object each).
 pub fn trace_take() -> Vec<String> {
-    let mut len = 0usize;
-    // SAFETY: len is writable.
-    let p = unsafe { (api().trace_take)(&mut len) };
-    assert!(!p.is_null(), "urma_loopback_trace_take: out of memory");
-    // SAFETY: p points to len bytes + NUL, allocated by the loopback.
-    let text = unsafe { std::slice::from_raw_parts(p as *const u8, len) };
-    let s = String::from_utf8_lossy(text).into_owned();
-    // SAFETY: p came from urma_loopback_trace_take.
-    unsafe { (api().free)(p as *mut c_void) };
-    s.lines().map(str::to_owned).collect()
+    api().knobs().trace_take()
 }
 
 /// Runs `f` with a fresh capture and returns the lines it produced.
@@ -398,6 +490,54 @@ pub fn capture_trace<R>(f: impl FnOnce() -> R) -> (R, Vec<String>) {
     let r = f();
     trace_stop();
     (r, trace_take())
+}
+
+/// The knob-spec syntax shared by `URMA_LOOPBACK_KNOBS` / `urma_loopback_apply_knobs` and the
+/// interposition layer's `URMA_INTERPOSE_KNOBS` / `urma_interpose_apply_knobs`: items
+/// `key=value` separated by `,` or `;`. Each library matches the keys it knows; the values are
+/// read here, once for both.
+pub mod spec {
+    /// The items of `spec` as `(item, key, value)`, trimmed, empty items skipped; `Err(item)`
+    /// for an item without `=`.
+    pub fn items(spec: &str) -> impl Iterator<Item = Result<(&str, &str, &str), String>> {
+        spec.split([',', ';'])
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|item| match item.split_once('=') {
+                Some((k, v)) => Ok((item, k.trim(), v.trim())),
+                None => Err(item.to_string()),
+            })
+    }
+
+    /// An unsigned number, decimal or `0x` hexadecimal.
+    pub fn num(s: &str) -> Option<u64> {
+        let s = s.trim();
+        match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+            Some(h) => u64::from_str_radix(h, 16).ok(),
+            None => s.parse().ok(),
+        }
+    }
+
+    /// `N:STATUS` of `fail_post` / `fail_recv_post`: the WR number and the status the post call
+    /// returns, an `int` as in the C API (`urma_status_t`), so negative values are accepted
+    /// (`-1`), as are `0x` hexadecimal ones up to `0x7fffffff`; a value outside `int` is
+    /// rejected, not truncated.
+    pub fn post_fault(v: &str) -> Option<(u64, i32)> {
+        let (n, st) = v.split_once(':')?;
+        let st = st.trim();
+        let st = match st.strip_prefix('-') {
+            Some(abs) => i32::try_from(-i64::try_from(num(abs)?).ok()?).ok()?,
+            None => i32::try_from(num(st)?).ok()?,
+        };
+        Some((num(n)?, st))
+    }
+
+    /// `N:CR_STATUS` of `fail_cr`: the send WR number and its CR status (`uint32_t`); a value
+    /// outside `uint32_t` is rejected, not truncated.
+    pub fn cr_fault(v: &str) -> Option<(u64, u32)> {
+        let (n, st) = v.split_once(':')?;
+        Some((num(n)?, u32::try_from(num(st)?).ok()?))
+    }
 }
 
 #[cfg(test)]
@@ -423,5 +563,37 @@ mod tests {
         assert_eq!(CrAction::Duplicate as c_int, 2);
         assert_eq!(ReleaseOrder::Shuffle(9).raw(), (2, 9));
         assert_eq!(ReleaseOrder::Reverse.raw(), (1, 0));
+    }
+
+    #[test]
+    fn post_fault_status_is_a_signed_int() {
+        assert_eq!(spec::post_fault("3:-1"), Some((3, -1)));
+        assert_eq!(spec::post_fault("1:4096"), Some((1, 4096)));
+        assert_eq!(spec::post_fault("0x2:0x7fffffff"), Some((2, i32::MAX)));
+        assert_eq!(spec::post_fault("2:-2147483648"), Some((2, i32::MIN)));
+        // Outside int: rejected, not truncated to another status.
+        assert_eq!(spec::post_fault("2:0xffffffff"), None);
+        assert_eq!(spec::post_fault("2:-2147483649"), None);
+        assert_eq!(spec::post_fault("2:--1"), None);
+        assert_eq!(spec::post_fault("-1:5"), None, "WR numbers are unsigned");
+        assert_eq!(spec::post_fault("2"), None);
+    }
+
+    #[test]
+    fn cr_fault_status_fits_uint32() {
+        assert_eq!(spec::cr_fault("1:4"), Some((1, 4)));
+        assert_eq!(spec::cr_fault("1:0xffffffff"), Some((1, u32::MAX)));
+        assert_eq!(spec::cr_fault("1:0x100000000"), None);
+        assert_eq!(spec::cr_fault("1:-1"), None);
+    }
+
+    #[test]
+    fn items_split_trim_and_reject_an_item_without_a_value() {
+        let v: Vec<_> = spec::items(" a=1 ;b = 2,, ").collect();
+        assert_eq!(v, vec![Ok(("a=1", "a", "1")), Ok(("b = 2", "b", "2"))]);
+        assert_eq!(
+            spec::items("a=1,junk").nth(1),
+            Some(Err("junk".to_string()))
+        );
     }
 }

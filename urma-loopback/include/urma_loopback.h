@@ -110,7 +110,8 @@ void urma_loopback_set_rnr_timeout(uint32_t ms);
 /* Applies a knob spec: comma-separated items
  *   fail_post=N:STATUS  fail_recv_post=N:STATUS  fail_cr=N:CR_STATUS  drop_cr=N  dup_cr=N
  *   hold=0|1  delay_ms=N  nocopy=0|1  delete_timeout_ms=N  rnr_timeout_ms=N
- * (numbers decimal or 0x-hex). Returns the number of items applied, or -1 at the first item that
+ * (numbers decimal or 0x-hex; STATUS is an int like the function's argument, so "-1" is
+ * accepted; a value out of range is rejected, never truncated). Returns the number of items applied, or -1 at the first item that
  * does not parse (earlier items stay applied). */
 int urma_loopback_apply_knobs(const char *spec);
 

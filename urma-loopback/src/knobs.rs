@@ -12,6 +12,8 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
+use urma_loopback_ctl::spec;
+
 use crate::util::{lock, Line};
 
 pub use urma_loopback_ctl::{
@@ -155,38 +157,31 @@ pub fn cr_fate(nth: u64) -> Fate {
     out
 }
 
-/// Applies a knob spec: comma-separated `key=value` items.
+/// Applies a knob spec (syntax and value rules: `urma_loopback_ctl::spec`).
 ///
-/// Keys: `fail_post=N:STATUS`, `fail_recv_post=N:STATUS`, `fail_cr=N:CR_STATUS`, `drop_cr=N`,
-/// `dup_cr=N`, `hold=0|1`, `delay_ms=N`, `nocopy=0|1`, `delete_timeout_ms=N`, `rnr_timeout_ms=N`,
-/// `async_post=0|1`.
-/// Returns the number of items applied, or Err(item) for the first item that does not parse.
+/// Keys: `fail_post=N:STATUS`, `fail_recv_post=N:STATUS` (STATUS an `int`, negative allowed),
+/// `fail_cr=N:CR_STATUS`, `drop_cr=N`, `dup_cr=N`, `hold=0|1`, `delay_ms=N`, `nocopy=0|1`,
+/// `delete_timeout_ms=N`, `rnr_timeout_ms=N`,
+/// `async_post=0|1`. Returns the number of items applied, or Err(item)
+/// for the first item that does not parse (items before it are applied).
 pub fn apply_spec(spec: &str) -> Result<usize, String> {
     let mut n = 0;
-    for item in spec
-        .split([',', ';'])
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-    {
-        let (k, v) = item.split_once('=').ok_or_else(|| item.to_string())?;
+    for item in spec::items(spec) {
+        let (item, k, v) = item?;
         let bad = || item.to_string();
-        let num = |s: &str| -> Result<u64, String> { parse_num(s).ok_or_else(bad) };
-        let pair = |s: &str| -> Result<(u64, u64), String> {
-            let (a, b) = s.split_once(':').ok_or_else(bad)?;
-            Ok((num(a)?, num(b)?))
-        };
-        match k.trim() {
+        let num = |s: &str| spec::num(s).ok_or_else(bad);
+        match k {
             "fail_post" => {
-                let (a, b) = pair(v)?;
-                edit(|kn| kn.fail_post.push((Q_SEND, a, b as i32)));
+                let (a, b) = spec::post_fault(v).ok_or_else(bad)?;
+                edit(|kn| kn.fail_post.push((Q_SEND, a, b)));
             }
             "fail_recv_post" => {
-                let (a, b) = pair(v)?;
-                edit(|kn| kn.fail_post.push((Q_RECV, a, b as i32)));
+                let (a, b) = spec::post_fault(v).ok_or_else(bad)?;
+                edit(|kn| kn.fail_post.push((Q_RECV, a, b)));
             }
             "fail_cr" => {
-                let (a, b) = pair(v)?;
-                edit(|kn| kn.fail_cr.push((a, b as u32)));
+                let (a, b) = spec::cr_fault(v).ok_or_else(bad)?;
+                edit(|kn| kn.fail_cr.push((a, b)));
             }
             "drop_cr" => {
                 let a = num(v)?;
@@ -208,18 +203,9 @@ pub fn apply_spec(spec: &str) -> Result<usize, String> {
             "async_post" => ASYNC_POST.store(num(v)? != 0, Ordering::Release),
             "delete_timeout_ms" => DELETE_TIMEOUT_MS.store(num(v)?, Ordering::Release),
             "rnr_timeout_ms" => RNR_TIMEOUT_MS.store(num(v)?, Ordering::Release),
-            _ => return Err(item.to_string()),
+            _ => return Err(bad()),
         }
         n += 1;
     }
     Ok(n)
-}
-
-fn parse_num(s: &str) -> Option<u64> {
-    let s = s.trim();
-    if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        u64::from_str_radix(h, 16).ok()
-    } else {
-        s.parse().ok()
-    }
 }

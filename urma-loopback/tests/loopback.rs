@@ -742,6 +742,35 @@ fn knobs_fail_post_and_fail_completion() {
 }
 
 #[test]
+fn knob_spec_post_status_is_a_signed_int() {
+    let _g = serial();
+    let p = Pair::new(64, 16);
+    let apply = |spec: &str| {
+        let c = std::ffi::CString::new(spec).unwrap();
+        // SAFETY: `c` is a NUL-terminated CString alive for the call; apply_knobs only reads it.
+        unsafe { (ctl().apply_knobs)(c.as_ptr()) }
+    };
+    // Out of int's range: rejected, not truncated (0xffffffff would otherwise become -1).
+    assert_eq!(apply("fail_post=1:0xffffffff"), -1);
+    assert_eq!(apply("fail_recv_post=1:-2147483649"), -1);
+    // The status a post call returns is an int: a negative one is injected as written.
+    assert_eq!(apply("fail_post=2:-1, fail_recv_post=1:-7"), 2);
+    assert_eq!(
+        p.post_recv(1, None),
+        -7,
+        "1st recv WR fails with the spec's status"
+    );
+    assert_eq!(p.post_recv(2, None), 0);
+    for i in 0..2 {
+        let mut wr = send_wr(u::URMA_OPC_SEND_IMM, None, p.tjetty, i, i, true);
+        let (r, _) = post(p.jfs, &mut wr);
+        assert_eq!(r, if i == 1 { -1 } else { 0 }, "send WR {}", i + 1);
+    }
+    assert_eq!(poll_n(p.sjfc, 1, T).len(), 1);
+    assert_eq!(poll_n(p.rjfc, 1, T).len(), 1);
+}
+
+#[test]
 fn knobs_drop_dup_hold_delay() {
     let _g = serial();
     let p = Pair::new(64, 64);

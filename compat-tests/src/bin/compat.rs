@@ -3,7 +3,7 @@
 //! ```text
 //! compat [--rust-lib PATH] [--legacy-lib PATH] [--out DIR] [--random N] [--seed S]
 //!        [--scenario ID]... [--list] [--no-c-runner] [--c-runner-exe PATH] [--no-interop]
-//!        [--ledger PATH]
+//!        [--ledger PATH] [--interpose]
 //! ```
 //! Defaults: the Rust library `<target>/<profile>/libos_transport.so`, the reference C library
 //! `$LEGACY_LIB` or `<target>/legacy/libos_transport.so.1`, `--out <target>/compat`,
@@ -12,14 +12,15 @@
 
 use std::path::PathBuf;
 
-use compat_tests::harness::{ledger, report};
-use compat_tests::lib_under_test::{legacy_lib_path, rust_lib_path, target_dir};
+use compat_tests::harness::{backend, ledger, report};
+use compat_tests::interpose_ctl;
+use compat_tests::lib_under_test::{legacy_lib_path, profile_dir, rust_lib_path, target_dir};
 
 fn usage() -> ! {
     eprintln!(
         "usage: compat [--rust-lib PATH] [--legacy-lib PATH] [--out DIR] [--random N] [--seed S] \
          [--scenario ID]... [--list] [--no-c-runner] [--c-runner-exe PATH] [--no-interop] \
-         [--ledger PATH]"
+         [--ledger PATH] [--interpose]"
     );
     std::process::exit(2)
 }
@@ -38,6 +39,7 @@ fn main() {
         c_runner_exe: None,
         interop: true,
     };
+    let mut interpose = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut val = |name: &str| {
@@ -63,6 +65,7 @@ fn main() {
             "--no-c-runner" => opts.c_runner = false,
             "--c-runner-exe" => opts.c_runner_exe = Some(PathBuf::from(val("--c-runner-exe"))),
             "--no-interop" => opts.interop = false,
+            "--interpose" => interpose = true,
             "-h" | "--help" => {
                 println!("{}", include_str!("compat_help.txt"));
                 return;
@@ -84,5 +87,62 @@ fn main() {
         opts.random = 1;
         opts.seed = extra[0];
     }
+    if interpose {
+        use_interpose();
+        // The C runner prints the loopback's own trace: not comparable with the layer's.
+        opts.c_runner = false;
+    }
     std::process::exit(report::run(&opts));
+}
+
+/// Marks the process re-executed with the layer in front (so it is never re-executed twice).
+const REEXEC_ENV: &str = "COMPAT_INTERPOSE_REEXEC";
+
+/// `--interpose`: the URMA trace and the faults go through the interposition layer. When the
+/// layer is not this process's liburma.so.0 yet, re-executes the harness with
+/// `LD_LIBRARY_PATH=<profile>/interpose:...` and `URMA_INTERPOSE_REAL` (default: the loopback,
+/// `<profile>/liburma.so`).
+fn use_interpose() {
+    if interpose_ctl::present() {
+        if let Err(e) = backend::set(&backend::Interpose) {
+            eprintln!("compat: {e}");
+            std::process::exit(2);
+        }
+        println!(
+            "compat: URMA trace and faults: interposition layer in front of {}",
+            std::env::var("URMA_INTERPOSE_REAL").unwrap_or_default()
+        );
+        return;
+    }
+    if std::env::var_os(REEXEC_ENV).is_some() {
+        eprintln!(
+            "compat: --interpose: the interposition layer is not active (see the message of \
+             urma-interpose above; build it with `cargo build -p urma-interpose`)"
+        );
+        std::process::exit(2);
+    }
+    let profile = profile_dir();
+    let dir = profile.join("interpose");
+    if !dir.join("liburma.so.0").exists() {
+        eprintln!(
+            "compat: --interpose: {} is missing (cargo build -p urma-interpose)",
+            dir.join("liburma.so.0").display()
+        );
+        std::process::exit(2);
+    }
+    let mut path = dir.into_os_string();
+    if let Some(old) = std::env::var_os("LD_LIBRARY_PATH").filter(|o| !o.is_empty()) {
+        path.push(":");
+        path.push(old);
+    }
+    let mut cmd = compat_tests::target::command(std::env::current_exe().expect("current_exe"));
+    cmd.args(std::env::args_os().skip(1))
+        .env("LD_LIBRARY_PATH", path)
+        .env(REEXEC_ENV, "1");
+    if std::env::var_os("URMA_INTERPOSE_REAL").is_none() {
+        cmd.env("URMA_INTERPOSE_REAL", profile.join("liburma.so"));
+    }
+    let e = std::os::unix::process::CommandExt::exec(&mut cmd);
+    eprintln!("compat: --interpose: cannot re-execute the harness: {e}");
+    std::process::exit(2);
 }

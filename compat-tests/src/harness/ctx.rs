@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use urma_sys as u;
 
+use super::backend;
 use super::record::{self, ud, Recorder};
 use crate::fixture::{
     Buffer, CrExt, EndpointCfg, EndpointPair, ImportedSeg, Loopback, PairArgs, PollMode, Poller,
@@ -279,8 +280,7 @@ impl Ctx {
     /// `slib` sends, `rlib` receives (the same library outside the interop matrix).
     pub fn new(slib: &'static Lib, rlib: &'static Lib, setup: Setup) -> Ctx {
         let lb = Loopback::get();
-        ctl::reset();
-        ctl::trace_start();
+        backend::get().start();
         let rec = Recorder::new();
         record::set_current(Some(rec.clone()));
         let pair = EndpointPair::new(
@@ -569,11 +569,11 @@ impl Ctx {
     /// 5 s); returns it.
     pub fn settle_send_wrs(&self, quiet: Duration) -> u64 {
         let end = Instant::now() + Duration::from_secs(5);
-        let mut last = ctl::counters().send_wrs;
+        let mut last = backend::get().send_wrs();
         let mut since = Instant::now();
         loop {
             std::thread::sleep(Duration::from_millis(2));
-            let now = ctl::counters().send_wrs;
+            let now = backend::get().send_wrs();
             if now != last {
                 last = now;
                 since = Instant::now();
@@ -1079,9 +1079,12 @@ impl Ctx {
                 self.destroy(Side::Recv);
             }
         }
-        ctl::trace_stop();
-        for l in ctl::trace_take() {
+        let at_poll = backend::get().cr_at_poll();
+        for l in backend::get().take() {
             match serde_json::from_str::<Value>(&l) {
+                Ok(v) if at_poll => self
+                    .rec
+                    .push(json!({"k": "urma", "raw": v, "at_poll": true})),
                 Ok(v) => self.rec.push(json!({"k": "urma", "raw": v})),
                 Err(_) => self
                     .rec

@@ -1,5 +1,6 @@
 //! The differential C-vs-Rust conformance harness (docs/compat.md).
 //!
+//! * [`backend`]: the trace source / fault sink: the loopback's own, or the interposition layer;
 //! * [`record`]: the trace recorder (API calls, wake-ups, notify callbacks, log levels, the
 //!   loopback's URMA trace, data checks) and the process-wide callbacks that feed it;
 //! * [`ctx`]: a scenario context driving one library (or a sender and a receiver library) over
@@ -14,6 +15,7 @@
 //!
 //! `docs/compat.md` describes the whole thing.
 
+pub mod backend;
 pub mod crunner;
 pub mod ctx;
 pub mod interop;

@@ -181,6 +181,25 @@ pub fn urma_line(raw: &Value) -> Option<(String, String)> {
     }
 }
 
+/// Stream key of a line recorded by the interposition layer (`"at_poll": true`): its `cr` lines
+/// are written when the CR is polled, so against the request's posts they interleave as the
+/// pollers ran. A request's posts, its send-side CRs and its receive-side CRs are then three
+/// streams (`/post`, `/cr-send`, `/cr-recv`), each in its own, deterministic, order.
+fn at_poll_key(key: String, raw: &Value) -> String {
+    if !key.starts_with("req:") {
+        return key;
+    }
+    let sub = match (
+        raw.get("ev").and_then(|x| x.as_str()),
+        raw.get("s_r").and_then(|x| x.as_u64()),
+    ) {
+        (Some("cr"), Some(1)) => "cr-recv",
+        (Some("cr"), _) => "cr-send",
+        _ => "post",
+    };
+    format!("{key}/{sub}")
+}
+
 /// Normalises a raw trace. `lib_names` maps log slots to section names.
 pub fn normalise(events: &[Value], lib_names: &[(u64, &str)]) -> Normalised {
     let mut n = Normalised::default();
@@ -211,6 +230,11 @@ pub fn normalise(events: &[Value], lib_names: &[(u64, &str)]) -> Normalised {
             "urma" => {
                 if let Some(raw) = e.get("raw") {
                     if let Some((key, line)) = urma_line(raw) {
+                        let key = if e.get("at_poll") == Some(&Value::Bool(true)) {
+                            at_poll_key(key, raw)
+                        } else {
+                            key
+                        };
                         streams.entry(("urma".into(), key)).or_default().push(line);
                     }
                 }
@@ -312,5 +336,31 @@ mod tests {
         assert_eq!(k, "req:0xabcde12345");
         assert!(!l.contains("uctx"));
         assert!(urma_line(&json!({"ev":"poll"})).is_none());
+    }
+
+    #[test]
+    fn layer_lines_split_posts_from_crs() {
+        let post = json!({"ev":"post_send","q":"jfs1","op":"WRITE","opcode":0,"flags":32,"user_ctx":"0x0000000000000007","target":"tjetty1","imm":null,"src":[],"dst":[],"ret":0});
+        let cr = json!({"ev":"cr","jfc":"jfc2","s_r":0,"status":0,"opcode":0,"jetty":0,"user_ctx":"0x0000000000000007","len":0,"local":"jfs1","remote":null,"imm":null,"fate":"deliver"});
+        let raw = |v: &Value| json!({"k":"urma","raw":v,"at_poll":true});
+        // The CR polled before or after a later post of the same request: same text.
+        let a = normalise(&[raw(&post), raw(&cr), raw(&post)], &[]);
+        let b = normalise(&[raw(&post), raw(&post), raw(&cr)], &[]);
+        assert_eq!(a, b);
+        assert!(
+            a.render().contains("req:0x7/cr-send | cr send"),
+            "{}",
+            a.render()
+        );
+        // The loopback's lines (generation order) keep one stream per request.
+        let c = normalise(
+            &[json!({"k":"urma","raw":post}), json!({"k":"urma","raw":cr})],
+            &[],
+        );
+        let d = normalise(
+            &[json!({"k":"urma","raw":cr}), json!({"k":"urma","raw":post})],
+            &[],
+        );
+        assert_ne!(c, d);
     }
 }

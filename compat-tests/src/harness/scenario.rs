@@ -8,10 +8,11 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use super::backend;
 use super::ctx::{Ctx, Delivery, Order, SendVia, Setup, Side};
 use crate::fixture::RecvKind;
 use crate::lib_under_test::DEFAULT_CHUNK_SIZE;
-use crate::loopback_ctl as ctl;
+use crate::loopback_ctl::ReleaseOrder;
 
 /// `MiB`.
 pub const MIB: u32 = 1024 * 1024;
@@ -205,6 +206,19 @@ pub fn flow_features(setup: &Setup, f: &Flow) -> BTreeSet<String> {
     s
 }
 
+/// Applies a scenario's knob spec through the backend and notes it. A spec the backend rejects
+/// is a harness bug (the scenario would inject nothing and judge a fault-free run), so it
+/// panics: the scenario is reported as FAIL, never as a quiet PASS.
+fn apply_knobs(ctx: &Ctx, spec: &str) {
+    match backend::get().apply_knobs(spec) {
+        Ok(_) => ctx.rec.note(format!("loopback knobs: {spec}")),
+        Err(e) => panic!(
+            "harness bug: {} rejected the scenario's {e}",
+            backend::get().name()
+        ),
+    }
+}
+
 /// Runs a [`Flow`] on `ctx`.
 pub fn run_flow(ctx: &mut Ctx, f: &Flow) {
     if ctx.init(Side::Send, f.workers, f.capacity) != 0 || ctx.hs.is_null() {
@@ -212,10 +226,7 @@ pub fn run_flow(ctx: &mut Ctx, f: &Flow) {
     }
     ctx.start_pollers(f.delivery);
     if !f.knobs.is_empty() {
-        match ctl::apply_knobs(&f.knobs) {
-            Ok(_) => ctx.rec.note(format!("loopback knobs: {}", f.knobs)),
-            Err(e) => ctx.rec.note(format!("loopback knobs rejected: {e}")),
-        }
+        apply_knobs(ctx, &f.knobs);
     }
     let mut recv_syncs: Vec<(usize, Option<String>)> = Vec::new();
     let mut send_syncs: Vec<(usize, Option<String>)> = Vec::new();
@@ -494,7 +505,7 @@ pub fn catalogue() -> Vec<Scenario> {
         (
             "post-fail-mid-write",
             "the WRITE of chunk 1 (send WR #3) fails to post (URMA_FAIL)",
-            "fail_post=3:-1",
+            "fail_post=3:4096",
         ),
         (
             "post-fail-send-imm",
@@ -519,7 +530,7 @@ pub fn catalogue() -> Vec<Scenario> {
         (
             "recv-post-fail",
             "the first recv WR of the prefill fails to post (URMA_FAIL)",
-            "fail_recv_post=1:-1",
+            "fail_recv_post=1:4096",
         ),
     ] {
         v.push(Scenario::flow(
@@ -921,7 +932,7 @@ fn sc_recv_post_fail_retry(ctx: &mut Ctx) {
         return;
     }
     ctx.start_pollers(Delivery::Held(Order::Fifo));
-    let _ = ctl::apply_knobs("fail_recv_post=1:-1");
+    apply_knobs(ctx, "fail_recv_post=1:4096");
     ctx.recv(4 * MIB + 1, 0x45, 0);
     let (_, r) = ctx.recv(4 * MIB + 1, 0x45, 0);
     let (_, s) = ctx.send(4 * MIB + 1, 0x46, 0x45, 0);
@@ -946,13 +957,13 @@ fn sc_timeout_0(ctx: &mut Ctx) {
         ctx.wait(Side::Recv, &r, Some(0));
     }
     // A send whose WRITE completion is held by the loopback: its tasks stay queued.
-    ctl::hold_crs(true);
+    backend::get().hold_crs(true);
     let (_, s) = ctx.send(4 * MIB, 0xA2, 0xA3, 0);
     if let Some(s) = s {
         ctx.wait(Side::Send, &s, Some(0));
     }
-    let n = ctl::release_crs(ctl::ReleaseOrder::Fifo, 0);
-    ctl::hold_crs(false);
+    let n = backend::get().release_crs(ReleaseOrder::Fifo);
+    backend::get().hold_crs(false);
     ctx.rec.note(format!("released {n} held CRs"));
     ctx.settle_recv(2, Duration::from_millis(150), Duration::from_secs(2));
     std::thread::sleep(Duration::from_millis(50));

@@ -1,0 +1,194 @@
+//! The seam between the harness and whoever records its URMA trace and injects its faults:
+//!
+//! * [`Loopback`] (default): the loopback provider's own trace and knobs (`urma_loopback_*`);
+//! * [`Interpose`] (`compat --interpose`): the interposition layer (`urma_interpose_*`) in front
+//!   of the provider; the loopback underneath only executes (its trace and knobs stay off).
+//!
+//! Scenarios keep writing their faults in the loopback's numbering (docs/compat.md: for one
+//! request, CR 3k+1 = WRITE k, 3k+2 = the receive-side CR of SEND_IMM k, 3k+3 = its local CR);
+//! [`Interpose`] maps CR numbers to the layer's send-WR / receive-CR numbering, which does not
+//! depend on how the two pollers interleave.
+
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use crate::interpose_ctl as layer;
+use crate::loopback_ctl::{self as lb, Knobs, ReleaseOrder};
+
+/// Trace source and fault sink of the harness. Both backends share the control plane's
+/// [`Knobs`] shape; the defaults below are written once against it.
+pub trait TraceFaults: Send + Sync {
+    /// Name in reports (`loopback`, `interpose`).
+    fn name(&self) -> &'static str;
+    /// The backend's fault and trace controls.
+    fn knobs(&self) -> Knobs;
+    /// Clears faults, numbering, trace and symbolic names, then starts the trace capture.
+    fn start(&self);
+    /// Stops the capture and takes its lines.
+    fn take(&self) -> Vec<String> {
+        let k = self.knobs();
+        k.trace_capture(false);
+        k.trace_take()
+    }
+    /// Applies a knob spec written in the loopback's syntax and numbering.
+    fn apply_knobs(&self, spec: &str) -> Result<u32, String> {
+        self.knobs().apply_knobs(spec)
+    }
+    fn hold_crs(&self, on: bool) {
+        self.knobs().hold_crs(on)
+    }
+    fn release_crs(&self, order: ReleaseOrder) -> u64 {
+        self.knobs().release_crs(order, 0)
+    }
+    /// Send WRs posted to the provider so far.
+    fn send_wrs(&self) -> u64;
+    /// Whether `cr` lines are recorded when the CR is polled (not when it is generated).
+    fn cr_at_poll(&self) -> bool;
+}
+
+/// The loopback's own trace and knobs.
+pub struct Loopback;
+
+impl TraceFaults for Loopback {
+    fn name(&self) -> &'static str {
+        "loopback"
+    }
+    fn knobs(&self) -> Knobs {
+        lb::api().knobs()
+    }
+    fn start(&self) {
+        lb::reset();
+        lb::trace_start();
+    }
+    fn send_wrs(&self) -> u64 {
+        lb::counters().send_wrs
+    }
+    fn cr_at_poll(&self) -> bool {
+        false
+    }
+}
+
+/// The interposition layer, over the loopback.
+pub struct Interpose;
+
+/// Rewrites a loopback knob spec for the layer: `drop_cr` / `dup_cr` by CR number become
+/// `*_send_cr` (the WRITE's or SEND_IMM's send WR) or `*_recv_cr`; other items are the same.
+pub fn layer_spec(spec: &str) -> String {
+    spec.split([',', ';'])
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|item| {
+            let Some((k, v)) = item.split_once('=') else {
+                return item.to_string();
+            };
+            let act = match k.trim() {
+                "drop_cr" => "drop",
+                "dup_cr" => "dup",
+                _ => return item.to_string(),
+            };
+            let Ok(n) = v.trim().parse::<u64>() else {
+                return item.to_string();
+            };
+            if n == 0 {
+                return item.to_string();
+            }
+            let k = (n - 1) / 3;
+            match (n - 1) % 3 {
+                0 => format!("{act}_send_cr={}", 2 * k + 1),
+                1 => format!("{act}_recv_cr={}", k + 1),
+                _ => format!("{act}_send_cr={}", 2 * k + 2),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+impl TraceFaults for Interpose {
+    fn name(&self) -> &'static str {
+        "interpose"
+    }
+    fn knobs(&self) -> Knobs {
+        *layer::knobs()
+    }
+    fn start(&self) {
+        // The loopback underneath: its knobs and counters cleared, its trace off.
+        lb::reset();
+        layer::reset();
+        layer::knobs().trace_capture(true);
+    }
+    fn apply_knobs(&self, spec: &str) -> Result<u32, String> {
+        layer::knobs().apply_knobs(&layer_spec(spec))
+    }
+    fn release_crs(&self, order: ReleaseOrder) -> u64 {
+        // The layer holds CRs when they are polled, not when they are generated: let the
+        // pollers take what the provider has completed, so the release covers the same CRs as
+        // the loopback's. Done when the layer has seen every CR the loopback underneath
+        // generated and its count has stayed unchanged for 20 ms (at most 2 s: a loaded machine
+        // can leave the pollers behind for longer than a fixed quiet time).
+        let end = Instant::now() + Duration::from_secs(2);
+        let mut last = layer::counters().crs_from_provider;
+        let mut since = Instant::now();
+        while Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(2));
+            let now = layer::counters().crs_from_provider;
+            if now != last {
+                last = now;
+                since = Instant::now();
+            } else if now >= lb::counters().crs_generated
+                && since.elapsed() >= Duration::from_millis(20)
+            {
+                break;
+            }
+        }
+        layer::knobs().release_crs(order, 0)
+    }
+    fn send_wrs(&self) -> u64 {
+        layer::counters().send_wrs
+    }
+    fn cr_at_poll(&self) -> bool {
+        true
+    }
+}
+
+static CURRENT: OnceLock<&'static dyn TraceFaults> = OnceLock::new();
+
+/// Chooses the backend for the whole process (before the first scenario). Err if another one
+/// was chosen already.
+pub fn set(b: &'static dyn TraceFaults) -> Result<(), String> {
+    CURRENT
+        .set(b)
+        .map_err(|_| "the harness backend is already chosen".to_string())
+}
+
+/// The backend in use ([`Loopback`] unless [`set`] chose another).
+pub fn get() -> &'static dyn TraceFaults {
+    *CURRENT.get_or_init(|| &Loopback)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cr_numbers_map_to_send_wrs_and_recv_crs() {
+        // One request: CR 1 = WRITE 0 (send WR 1), 2 = recv CR of SEND_IMM 0, 3 = its local CR
+        // (send WR 2), 4 = WRITE 1 (send WR 3), 5 = second recv CR, 6 = send WR 4.
+        assert_eq!(layer_spec("drop_cr=1"), "drop_send_cr=1");
+        assert_eq!(layer_spec("dup_cr=2"), "dup_recv_cr=1");
+        assert_eq!(layer_spec("dup_cr=3"), "dup_send_cr=2");
+        assert_eq!(
+            layer_spec("drop_cr=4; dup_cr=5"),
+            "drop_send_cr=3,dup_recv_cr=2"
+        );
+        assert_eq!(layer_spec("dup_cr=6"), "dup_send_cr=4");
+        assert_eq!(
+            layer_spec("fail_post=3:4096,fail_cr=2:11"),
+            "fail_post=3:4096,fail_cr=2:11"
+        );
+        assert_eq!(
+            layer_spec("drop_cr=x"),
+            "drop_cr=x",
+            "left for the layer to reject"
+        );
+    }
+}

@@ -1,0 +1,68 @@
+//! urma-interpose: a provider-independent trace and fault layer for URMA.
+//!
+//! The layer is a `liburma.so.0` of its own (SONAME `liburma.so.0`, built as
+//! `<target>/<profile>/interpose/liburma.so.0`). Found first by the dynamic loader, it is the
+//! `liburma.so.0` of the process: of the application and of every library that needs
+//! `liburma.so.0`, including libraries dlopened with `RTLD_DEEPBIND`. It loads the real provider
+//! library by path (`URMA_INTERPOSE_REAL`, see [`real`]) and forwards each of the 49 URMA
+//! functions to it, with the prototypes of the committed `urma-sys` bindings.
+//!
+//! On the way it
+//! * records every WR posted and every CR polled in the loopback's trace format ([`trace`],
+//!   names of objects and segments tracked from the create / register / import calls in
+//!   [`objects`]);
+//! * injects faults for any provider ([`faults`]): fail the Nth post, complete the Nth send WR
+//!   with an error status, drop / duplicate / hold and reorder / delay CRs at poll time.
+//!
+//! Control: the C-callable `urma_interpose_*` functions ([`ctl`], `include/urma_interpose.h`),
+//! reached with `dlsym`, and the variables `URMA_INTERPOSE_TRACE` / `URMA_INTERPOSE_KNOBS`.
+//! `docs/compat.md` (section "The interposition layer") explains the design.
+
+pub mod ctl;
+pub mod datapath;
+pub mod faults;
+pub mod objects;
+pub mod real;
+pub mod trace;
+
+use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// Runs `f` behind a panic boundary: a panic never unwinds into C; `default` is returned instead.
+pub(crate) fn guard<R>(default: R, f: impl FnOnce() -> R) -> R {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(_) => {
+            eprintln!("urma-interpose: internal panic caught at the C boundary");
+            default
+        }
+    }
+}
+
+/// Locks a mutex, ignoring poisoning.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Read-locks an `RwLock`, ignoring poisoning.
+pub(crate) fn rlock<T>(m: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    m.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Write-locks an `RwLock`, ignoring poisoning.
+pub(crate) fn wlock<T>(m: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    m.write().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Load-time set-up: the real library is loaded before `main` (so that its own extensions, e.g.
+/// the loopback's `urma_loopback_*`, are found by `dlsym(RTLD_DEFAULT, ..)` from the start), the
+/// trace file and knobs of the environment are applied.
+extern "C" fn on_load() {
+    guard((), || {
+        let _ = real::real();
+        ctl::apply_env();
+    })
+}
+
+#[used]
+#[link_section = ".init_array"]
+static ON_LOAD: extern "C" fn() = on_load;
