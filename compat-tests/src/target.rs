@@ -46,3 +46,11 @@ pub fn slowdown() -> u32 {
         .filter(|&f| f >= 1)
         .unwrap_or(10)
 }
+
+/// The directory of the loopback `liburma.so.0` that programs started from here load: the first
+/// entry of `LD_LIBRARY_PATH` holding a `liburma.so.0`. `cargo test` and `cargo run` put the
+/// loopback's `$OUT_DIR/lib` there (urma-sys/loopback/build.rs), `cargo xtask` the same directory.
+pub fn loopback_dir() -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("LD_LIBRARY_PATH")?;
+    std::env::split_paths(&path).find(|d| d.join("liburma.so.0").exists())
+}

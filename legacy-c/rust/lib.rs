@@ -1,18 +1,18 @@
 //! Locates the C reference implementation of os_transport 1.0 (`legacy-c/`), which this crate's
-//! build script compiles and links beside the Rust library into `<target>/legacy/`.
+//! build script compiles and links into its `OUT_DIR` (`$OUT_DIR/legacy/`), one per cargo profile.
 //!
 //! Only the path is exposed: tests and the conformance harness load the library by path with
 //! `dlopen`, so nothing here links against it.
 
 use std::path::PathBuf;
 
-/// Absolute path of `<target>/legacy/libos_transport.so.1` (a symlink to
-/// `libos_transport.so.1.0.0`), as built by `legacy-c/build.rs` for this target directory.
+/// Absolute path of `$OUT_DIR/legacy/libos_transport.so.1` (a symlink to
+/// `libos_transport.so.1.0.0`), as built by `legacy-c/build.rs` for this profile.
 pub fn legacy_lib_path() -> PathBuf {
     PathBuf::from(env!("OST_LEGACY_LIB_PATH"))
 }
 
-/// Absolute path of `<target>/legacy/`.
+/// Absolute path of `$OUT_DIR/legacy/`.
 pub fn legacy_lib_dir() -> PathBuf {
     PathBuf::from(env!("OST_LEGACY_DIR"))
 }
