@@ -39,7 +39,15 @@ fn main() {
     println!("cargo:rerun-if-changed=src/bindings_x86_64.rs");
     println!("cargo:rerun-if-changed=src/bindings_aarch64.rs");
     println!("cargo:rerun-if-changed=stub/liburma_link_stub.c");
-    println!("cargo:rerun-if-changed={SYSTEM_INCLUDE}/{API_H}");
+    // A system UMDK header decides the selection: watch it, or while there is none the
+    // directory it would appear in (a missing file would make cargo rerun this script, and
+    // rebuild everything above urma-sys, on every build).
+    let system_api_h = Path::new(SYSTEM_INCLUDE).join(API_H);
+    if system_api_h.exists() {
+        println!("cargo:rerun-if-changed={}", system_api_h.display());
+    } else {
+        println!("cargo:rerun-if-changed={SYSTEM_INCLUDE}");
+    }
     println!("cargo:rustc-check-cfg=cfg(urma_sys_generated_bindings)");
 
     // ---- 1. headers ------------------------------------------------------
