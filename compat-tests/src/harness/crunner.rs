@@ -104,7 +104,8 @@ pub fn build(opts: &Options) -> Result<(PathBuf, PathBuf, PathBuf), String> {
         .arg(format!("-L{}", legacy_dir.display()))
         .arg("-los_transport")
         .arg(format!("-L{}", ud.display()))
-        .arg("-lurma")
+        // The file by its SONAME: the loopback's directory holds only `liburma.so.0`.
+        .arg("-l:liburma.so.0")
         .arg("-ldl")
         .output()
         .map_err(|e| format!("running {cc}: {e}"))?;
