@@ -15,6 +15,9 @@ pub struct Built {
     pub loopback_dir: PathBuf,
     /// legacy-c's library directory (`$OUT_DIR/legacy` of its build script), if it was built.
     pub legacy_dir: Option<PathBuf>,
+    /// The URMA include and `-lurma` directories urma-sys's build script selected
+    /// (`URMA_SYS_INCLUDE_DIR`, `URMA_SYS_LINK_DIR`), for C the xtask builds itself.
+    pub urma: Option<(PathBuf, PathBuf)>,
     /// Executables, by target name (test binaries from `--tests`/`--no-run`, binaries).
     pub executables: Vec<(String, PathBuf)>,
 }
@@ -56,6 +59,7 @@ pub fn build(mut cmd: Command) -> Built {
     let out = child.stdout.take().expect("piped stdout");
     let mut loopback_dir = None;
     let mut legacy_dir = None;
+    let mut urma = None;
     let mut profile_dir = None;
     let mut executables = Vec::new();
     for line in BufReader::new(out).lines() {
@@ -70,6 +74,22 @@ pub fn build(mut cmd: Command) -> Built {
                 match package {
                     "urma-loopback" => loopback_dir = Some(out_dir.join("lib")),
                     "os-transport-legacy" => legacy_dir = Some(out_dir.join("legacy")),
+                    "urma-sys" => {
+                        let var = |name: &str| {
+                            msg["env"].as_array()?.iter().find_map(|kv| {
+                                if kv[0].as_str()? == name {
+                                    kv[1].as_str().map(PathBuf::from)
+                                } else {
+                                    None
+                                }
+                            })
+                        };
+                        if let (Some(inc), Some(link)) =
+                            (var("URMA_SYS_INCLUDE_DIR"), var("URMA_SYS_LINK_DIR"))
+                        {
+                            urma = Some((inc, link));
+                        }
+                    }
                     _ => {}
                 }
             }
@@ -111,6 +131,7 @@ pub fn build(mut cmd: Command) -> Built {
         profile_dir,
         loopback_dir,
         legacy_dir,
+        urma,
         executables,
     }
 }

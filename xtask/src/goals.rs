@@ -94,18 +94,13 @@ fn compat(ctx: &mut Ctx, goal: &str, args: &[String]) {
         .args(compat_args(args)));
 }
 
-/// The URMA headers and `-lurma` directory for C built here, selected as urma-sys selects them
-/// (a stub, if needed, goes to `<target>/xtask/urma`).
-fn urma_inputs(ctx: &Ctx, compiler: &cc::Tool) -> Inputs {
-    let (urma_include, _) =
-        ost_build_support::urma::select_include_dir(&ctx.repo.join("urma-sys/include"));
-    let (urma_link_dir, _) = ost_build_support::urma::select_link_dir(
-        &ctx.repo.join("urma-sys/stub/liburma_link_stub.c"),
-        &ctx.target.join("xtask/urma"),
-        true,
-        std::env::consts::ARCH,
-        compiler,
-    );
+/// The URMA headers and `-lurma` directory for C built here: the ones urma-sys's build script
+/// selected in `built` (the selection exists once, in `ost_build_support::urma`).
+fn urma_inputs(ctx: &Ctx, built: &Built) -> Inputs {
+    let (urma_include, urma_link_dir) = built
+        .urma
+        .clone()
+        .unwrap_or_else(|| fail("the build did not report urma-sys's URMA directories"));
     Inputs {
         repo: ctx.repo.clone(),
         urma_include,
@@ -131,7 +126,7 @@ fn host_triple() -> String {
 fn legacy_asan_suite(ctx: &mut Ctx, goal: &str) {
     let built = build(ctx, goal);
     let base = ost_build_support::compiler_for(Some(&host_triple()));
-    let inputs = urma_inputs(ctx, &base.get_compiler());
+    let inputs = urma_inputs(ctx, &built);
     let out = ctx.target.join("xtask");
     let dir = legacy::build(&base, Flavour::Asan, &inputs, &out);
     // LD_PRELOAD shim: lets the (uninstrumented) test binary dlopen the ASan build with
