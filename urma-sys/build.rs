@@ -1,6 +1,7 @@
 //! urma-sys build script.
 //!
-//! The selections of 1. and 3. are `ost_build_support::urma` (shared with the xtask).
+//! The selections of 1. and 3. are `ost_build_support::urma`; `cargo xtask` reads their result
+//! (`URMA_SYS_INCLUDE_DIR`, `URMA_SYS_LINK_DIR`) from cargo's build messages, never selects again.
 //!
 //! 1. Header selection: `URMA_INCLUDE_DIR` (a directory holding
 //!    `ub/umdk/urma/urma_api.h`), else the system UMDK headers if
