@@ -1,8 +1,9 @@
 //! Build script of the loopback provider.
 //!
 //! * gives the cdylib the SONAME `liburma.so.0`;
-//! * creates `$OUT_DIR/lib/liburma.so.0 -> ../../../../liburma.so` (the cdylib cargo writes into
-//!   `<target>/<profile>`, three levels above `OUT_DIR`; the link dangles until it is written)
+//! * creates `$OUT_DIR/lib/liburma.so.0 -> ../../../../deps/liburma.so` (the cdylib as rustc
+//!   writes it into `<target>/<profile>/deps`, whether the loopback is built on its own or as a
+//!   dependency, which cargo does not copy up to `<target>/<profile>`; the link dangles until then)
 //!   and names `$OUT_DIR/lib` as a native search directory. Cargo puts every such directory
 //!   inside the target dir on the loader path of `cargo test` and `cargo run`, so programs run
 //!   by cargo find the loopback as `liburma.so.0`; `cargo xtask` reads the directory from cargo's
@@ -20,7 +21,7 @@ fn main() {
     std::fs::create_dir_all(&dir).expect("create $OUT_DIR/lib");
     let link = dir.join("liburma.so.0");
     let _ = std::fs::remove_file(&link);
-    std::os::unix::fs::symlink("../../../../liburma.so", &link)
+    std::os::unix::fs::symlink("../../../../deps/liburma.so", &link)
         .unwrap_or_else(|e| panic!("symlink {}: {e}", link.display()));
     // Only liburma.so.0 is there, so `-lurma` (which looks for liburma.so) never resolves to it.
     println!("cargo:rustc-link-search=native={}", dir.display());

@@ -99,13 +99,17 @@ pub fn build(mut cmd: Command) -> Built {
                     executables.push((name.to_string(), PathBuf::from(exe)));
                 }
                 if package == "urma-loopback" {
-                    // <profile dir>/liburma.so, uplifted from <profile dir>/deps.
+                    // <profile dir>/liburma.so, or <profile dir>/deps/liburma.so when the
+                    // loopback was built as a dependency only.
                     profile_dir = msg["filenames"]
                         .as_array()
                         .and_then(|f| f.first())
                         .and_then(Value::as_str)
                         .and_then(|f| Path::new(f).parent())
-                        .map(Path::to_path_buf);
+                        .map(|d| match d.file_name() {
+                            Some(n) if n == "deps" => d.parent().unwrap_or(d).to_path_buf(),
+                            _ => d.to_path_buf(),
+                        });
                 }
             }
             _ => {}

@@ -474,7 +474,7 @@ fn stage(args: &[String]) {
     std::fs::create_dir_all(&dest_legacy)
         .unwrap_or_else(|e| fail(format!("{}: {e}", dest_legacy.display())));
     copy(
-        &built.profile_dir.join("liburma.so"),
+        &built.loopback_dir.join("liburma.so.0"),
         &dest.join("liburma.so.0"),
     );
     copy(
