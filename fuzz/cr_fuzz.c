@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "os_transport.h"
+#include "urma_fixture.h"
 #include "urma_loopback.h"
 
 #ifndef OST_FUZZ_LIB_DEFAULT
@@ -97,49 +98,31 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     CHECK(L.log_reg(-1, on_log) == 0);
 
     CHECK(urma_init(NULL) == URMA_SUCCESS);
-    int n = 0;
-    urma_device_t **devs = urma_get_device_list(&n);
-    CHECK(devs && n > 0);
-    urma_context_t *ctx = urma_create_context(devs[0], 0);
+    urma_context_t *ctx = ufx_open(NULL);
     CHECK(ctx);
-    urma_jfc_cfg_t jc = {0};
-    jc.depth = 4096;
-    g_jfc = urma_create_jfc(ctx, &jc);
+    g_jfc = ufx_jfc(ctx, 4096, NULL);
     CHECK(g_jfc);
-    urma_jfs_cfg_t sc = {0};
-    sc.depth = 1024; sc.trans_mode = URMA_TM_RM; sc.max_sge = 1; sc.jfc = g_jfc;
+    urma_jfs_cfg_t sc = ufx_jfs_cfg(1024, g_jfc);
     urma_jfs_t *jfs = urma_create_jfs(ctx, &sc);
     CHECK(jfs);
-    urma_jfr_cfg_t rc = {0};
-    rc.depth = 1024; rc.trans_mode = URMA_TM_RM; rc.max_sge = 1; rc.jfc = g_jfc;
+    urma_jfr_cfg_t rc = ufx_jfr_cfg(1024, g_jfc);
     urma_jfr_t *jfr = urma_create_jfr(ctx, &rc);
     CHECK(jfr);
-    urma_jetty_cfg_t jtc = {0};
-    jtc.flag.bs.share_jfr = 1;
-    jtc.jfs_cfg = sc;
-    jtc.shared.jfr = jfr;
-    jtc.shared.jfc = g_jfc;
-    urma_jetty_t *jetty = urma_create_jetty(ctx, &jtc);
+    urma_jetty_t *jetty = ufx_jetty_shared(ctx, &sc, jfr, g_jfc);
     CHECK(jetty);
-    urma_rjetty_t rj = {0};
-    rj.jetty_id = jetty->jetty_id; rj.trans_mode = URMA_TM_RM; rj.type = URMA_JETTY;
-    urma_target_jetty_t *tj = urma_import_jetty(ctx, &rj, NULL);
+    urma_target_jetty_t *tj = ufx_import_jetty(ctx, jetty, NULL);
     CHECK(tj);
     size_t len = 14u << 20;
     void *mem = calloc(1, len);
     CHECK(mem);
-    urma_seg_cfg_t segc = {0};
-    segc.va = (uint64_t)(uintptr_t)mem; segc.len = len;
-    segc.flag.bs.access = URMA_ACCESS_READ | URMA_ACCESS_WRITE;
-    urma_target_seg_t *seg = urma_register_seg(ctx, &segc);
+    urma_target_seg_t *seg = ufx_reg_seg(ctx, mem, len);
     CHECK(seg);
-    urma_token_t tok = {0};
-    urma_target_seg_t *iseg = urma_import_seg(ctx, &seg->seg, &tok, 0, (urma_import_seg_flag_t){0});
+    urma_target_seg_t *iseg = ufx_import_seg(ctx, seg, 0);
     CHECK(iseg);
     urma_loopback_set_nocopy(true);
     g_ji = (urma_jetty_info_t){ .jfs = jfs, .jetty = NULL, .tjetty = tj, .jetty_mode = JETTY_MODE_DUPLEX };
-    g_src = (ost_buffer_info_t){ .addr = segc.va, .tseg = seg };
-    g_dst = (ost_buffer_info_t){ .addr = segc.va, .tseg = iseg };
+    g_src = (ost_buffer_info_t){ .addr = (uint64_t)(uintptr_t)mem, .tseg = seg };
+    g_dst = (ost_buffer_info_t){ .addr = (uint64_t)(uintptr_t)mem, .tseg = iseg };
     g_host = g_src;
     g_dev = (ost_device_info_t){ .jfr = jfr, .jetty = jetty, .dst = mem };
     os_transport_cfg_t cfg = {0};
@@ -155,7 +138,6 @@ static uint8_t u8(rd_t *r) { if (!r->n) return 0; r->n--; return *r->p++; }
 static uint64_t u64(rd_t *r) { uint64_t v = 0; for (int i = 0; i < 8; i++) v |= (uint64_t)u8(r) << (8 * i); return v; }
 static uint32_t u32(rd_t *r) { uint32_t v = 0; for (int i = 0; i < 4; i++) v |= (uint32_t)u8(r) << (8 * i); return v; }
 
-static uint64_t enc(uint64_t x) { return (x & 0xFFFFF) | (((x >> 20) & 0xFFFFF) << 40); }
 /* Request ids: small set so fuzzed CRs and real requests collide. */
 static uint64_t id_of(uint8_t b) { return 1 + (b & 15); }
 static uint32_t len_of(uint8_t b)
@@ -224,7 +206,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             uint8_t ids = u8(&r);
             uint64_t ud = ((uint64_t)(ids >> 4) << 60) | id_of(ids); /* type + chunk id from the high nibble */
             cr.user_ctx = (sel & 8) ? u64(&r) : ud;
-            cr.imm_data = (sel & 16) ? u64(&r) : (ud & ~0x0FFFFFFFFFFFFFFFull) | enc(id_of(ids));
+            cr.imm_data = (sel & 16) ? u64(&r) : (ud & ~0x0FFFFFFFFFFFFFFFull) | ufx_enc(id_of(ids));
             cr.completion_len = u32(&r);
             cr.local_id = u32(&r);
             cr.user_data = (uintptr_t)u64(&r);

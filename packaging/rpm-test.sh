@@ -6,8 +6,9 @@
 #   2. repository: the RPMs + the TEST ONLY stand-ins of packaging/tests/test-stubs.spec, createrepo_c
 #   3. clean root: `dnf --installroot` of mlcachedirect, -devel and -conformance into an empty root,
 #      `rpm -V`, and checks of the dependency metadata (nothing offers the loopback liburma.so.0)
-#   4. C consumer: packaging/tests/consumer.c built with `pkg-config --cflags --libs os-transport`
-#      from the root, run on the root's library over the loopback provider (2 MiB + 1 byte)
+#   4. C consumer: tests/c/consumer.c (with the C tests' URMA fixture tests/c/urma_fixture.c) built
+#      with `pkg-config --cflags --libs os-transport` from the root, run in its `install` mode on
+#      the root's library over the loopback provider (2 MiB + 1 byte)
 #   5. CMake consumer: the same program built by CMake with find_package(os-transport) from the root
 #   6. mlcachedirect-conformance from the root: the full comparison, C runner included
 #   7. runtime-only migration: a root with only the original os-transport 1.0.0-1 (stand-in),
@@ -166,12 +167,13 @@ echo "   pkg-config --cflags --libs os-transport: $pcflags"
 # -I$root/usr/include: the root's /usr/include, which a compiler on the installed system searches
 # by default (<ub/umdk/urma/urma_api.h> of umdk-urma-devel). -rpath-link: where the linker finds
 # liburma.so.0, which libos_transport.so.1 needs (the loopback, as at run time).
-gcc -std=c11 -O2 -Wall -Wextra -Werror -pthread -I"$root/usr/include" \
-    "$src/packaging/tests/consumer.c" $pcflags -Wl,-rpath-link,"$root$privdir" -o "$work/consumer"
+gcc -std=c11 -O2 -Wall -Wextra -Werror -pthread -I"$root/usr/include" -I"$src/tests/c" \
+    "$src/tests/c/consumer.c" "$src/tests/c/urma_fixture.c" $pcflags -Wl,-rpath-link,"$root$privdir" \
+    -o "$work/consumer"
 # Runs the consumer ($1) on the root's library over the loopback and checks which files it used.
 run_consumer() {
     local exe=$1 log=$2
-    LD_LIBRARY_PATH=$root$libdir:$root$privdir timeout 120 "$exe" | tee "$log" | sed 's/^/   /' ||
+    LD_LIBRARY_PATH=$root$libdir:$root$privdir timeout 120 "$exe" install | tee "$log" | sed 's/^/   /' ||
         fail "$exe did not run"
     grep -qF "libos_transport from $root$libdir/libos_transport.so.1," "$log" ||
         fail "$exe did not run on the installed libos_transport.so.1"

@@ -1,47 +1,8 @@
-//! `#[repr(C)]` mirrors of the public types and constants of `include/os_transport.h`.
-//! `tests/abi_drift.rs` compares every size and offset with what a C compiler sees.
-#![allow(non_camel_case_types)]
+//! The public types and constants of `include/os_transport.h`: written once in the
+//! `os-transport-abi` crate (shared with the tests and the benchmarks) and re-exported here, plus
+//! the library's own view of an out-parameter.
 
-use std::ffi::{c_char, c_int, c_uint, c_void};
-use urma_sys::{
-    urma_jetty_t, urma_jfc_t, urma_jfce_t, urma_jfr_t, urma_jfs_t, urma_target_jetty_t,
-    urma_target_seg_t,
-};
-
-/// `OS_TRANSPORT_VERSION_MAJOR`
-pub const OS_TRANSPORT_VERSION_MAJOR: u32 = 1;
-/// `OS_TRANSPORT_VERSION_MINOR`
-pub const OS_TRANSPORT_VERSION_MINOR: u32 = 0;
-/// `OS_TRANSPORT_VERSION_PATCH`
-pub const OS_TRANSPORT_VERSION_PATCH: u32 = 0;
-/// `OS_TRANSPORT_VERSION`
-pub const OS_TRANSPORT_VERSION: u32 = OS_TRANSPORT_VERSION_MAJOR * 10000
-    + OS_TRANSPORT_VERSION_MINOR * 100
-    + OS_TRANSPORT_VERSION_PATCH;
-/// `DEFAULT_CHUNK_SIZE`
-pub const DEFAULT_CHUNK_SIZE: u32 = crate::chunk::CHUNK_SIZE;
-/// `REQUEST_ID_BITS`
-pub const REQUEST_ID_BITS: u32 = 60;
-/// `REQUEST_ID_EFFECTIVE_BITS`
-pub const REQUEST_ID_EFFECTIVE_BITS: u32 = 40;
-/// `CHUNK_TYPE_BITS`
-pub const CHUNK_TYPE_BITS: u32 = 1;
-/// `CHUNK_ID_BITS`
-pub const CHUNK_ID_BITS: u32 = 3;
-/// `OS_TRANSPORT_MAX_CHUNK_ID`
-pub const OS_TRANSPORT_MAX_CHUNK_ID: u64 = (1u64 << CHUNK_ID_BITS) - 2;
-/// `OS_TRANSPORT_MAX_CHUNK_NUM`
-pub const OS_TRANSPORT_MAX_CHUNK_NUM: u32 = OS_TRANSPORT_MAX_CHUNK_ID as u32 + 1;
-
-/// Error return of the `uint32_t` functions: `(uint32_t)-1`.
-pub const ERR: u32 = u32::MAX;
-/// `wait_and_free_sync_timeout` result when the deadline passed.
-pub const WAIT_TIMEOUT: u32 = 1;
-
-/// `log_callback_t`
-pub type log_callback_t = Option<unsafe extern "C" fn(level: c_int, msg: *const c_char)>;
-/// `notify_callback_t`
-pub type notify_callback_t = Option<unsafe extern "C" fn(user_data: *mut c_void) -> c_int>;
+pub use os_transport_abi::*;
 
 /// An out-parameter of the C API, already checked to be non-NULL (by `ffi`, the only place that
 /// turns a C pointer into one): it can only be written, never read, so it may point to memory the
@@ -61,103 +22,19 @@ impl<'a, T> Out<'a, T> {
     }
 }
 
-/// `os_transport_user_data_t` (the bitfield view is [`crate::user_data::UserData`]).
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub union os_transport_user_data_t {
-    /// bitfield struct `bs` viewed as its 64-bit storage unit
-    pub bs: u64,
-    /// `user_ctx`
-    pub user_ctx: u64,
-}
-
-/// `ost_buffer_info_t`
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct ost_buffer_info_t {
-    /// base address
-    pub addr: u64,
-    /// segment covering it
-    pub tseg: *mut urma_target_seg_t,
-}
-
-/// `ost_device_info_t`
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct ost_device_info_t {
-    /// fallback receive queue
-    pub jfr: *mut urma_jfr_t,
-    /// preferred receive queue
-    pub jetty: *mut urma_jetty_t,
-    /// destination (informational)
-    pub dst: *mut c_void,
-}
-
-/// `jetty_mode_t` (a C enum: 4 bytes, unsigned underlying type)
-pub type jetty_mode_t = c_uint;
-/// `JETTY_MODE_SIMPLEX`
-pub const JETTY_MODE_SIMPLEX: jetty_mode_t = 0;
-/// `JETTY_MODE_DUPLEX`
-pub const JETTY_MODE_DUPLEX: jetty_mode_t = 1;
-
-/// `urma_jetty_info_t` (`struct urma_jetty_info`)
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct urma_jetty_info_t {
-    /// preferred send queue
-    pub jfs: *mut urma_jfs_t,
-    /// fallback send queue
-    pub jetty: *mut urma_jetty_t,
-    /// target of every WR
-    pub tjetty: *mut urma_target_jetty_t,
-    /// informational
-    pub jetty_mode: jetty_mode_t,
-}
-
-/// `os_transport_cfg_t` (64 bytes)
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct os_transport_cfg_t {
-    /// informational
-    pub urma_event_mode: bool,
-    /// reserved
-    pub reserved1: [u8; 3],
-    /// number of worker threads
-    pub worker_thread_num: u32,
-    /// informational
-    pub jfce: *mut urma_jfce_t,
-    /// informational
-    pub jfc: *mut urma_jfc_t,
-    /// recv WRs pre-posted per queue = 4 x this
-    pub recv_queue_capacity: u32,
-    /// reserved
-    pub reserved2: [u32; 9],
-}
-
-/// `task_sync_t` (`struct task_sync`): opaque; the values the library hands out are tokens.
-#[repr(C)]
-pub struct task_sync_t {
-    _opaque: [u8; 0],
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::mem::{offset_of, size_of};
-
-    #[test]
-    fn sizes_match_spec_1_1() {
-        assert_eq!(size_of::<os_transport_user_data_t>(), 8);
-        assert_eq!(size_of::<ost_buffer_info_t>(), 16);
-        assert_eq!(size_of::<ost_device_info_t>(), 24);
-        assert_eq!(size_of::<urma_jetty_info_t>(), 32);
-        assert_eq!(size_of::<os_transport_cfg_t>(), 64);
-        assert_eq!(offset_of!(os_transport_cfg_t, worker_thread_num), 4);
-        assert_eq!(offset_of!(os_transport_cfg_t, jfce), 8);
-        assert_eq!(offset_of!(os_transport_cfg_t, jfc), 16);
-        assert_eq!(offset_of!(os_transport_cfg_t, recv_queue_capacity), 24);
-        assert_eq!(offset_of!(os_transport_cfg_t, reserved2), 28);
-        assert_eq!(OS_TRANSPORT_MAX_CHUNK_NUM, 7);
-        assert_eq!(OS_TRANSPORT_VERSION, 10000);
-    }
-}
+/// The exports have exactly the prototypes that programs which load them with `dlsym` use
+/// (`os_transport_abi::exports`): a difference does not compile.
+const _: () = {
+    use crate::ffi;
+    use os_transport_abi::exports::*;
+    let _: os_transport_log_reg_fn = ffi::os_transport_log_reg;
+    let _: os_transport_init_fn = ffi::os_transport_init;
+    let _: os_transport_reg_jfc_fn = ffi::os_transport_reg_jfc;
+    let _: os_transport_send_fn = ffi::os_transport_send;
+    let _: os_transport_recv_fn = ffi::os_transport_recv;
+    let _: os_transport_wake_up_task_fn = ffi::os_transport_wake_up_task;
+    let _: wait_and_free_sync_fn = ffi::wait_and_free_sync;
+    let _: wait_and_free_sync_timeout_fn = ffi::wait_and_free_sync_timeout;
+    let _: os_transport_cancel_tasks_fn = ffi::os_transport_cancel_tasks;
+    let _: os_transport_destroy_fn = ffi::os_transport_destroy;
+};

@@ -1,11 +1,11 @@
 //! Chunk plan (contract §3.1): `N = ceil(len / 2 MiB)`, at most 7 chunks, only the last one short.
 
 /// `DEFAULT_CHUNK_SIZE`: 2 MiB, fixed.
-pub const CHUNK_SIZE: u32 = 2 * 1024 * 1024;
-/// `OS_TRANSPORT_MAX_CHUNK_NUM`.
-pub const MAX_CHUNKS: u32 = 7;
+pub use crate::abi::DEFAULT_CHUNK_SIZE as CHUNK_SIZE;
 /// Largest accepted transfer: 7 chunks = 14 MiB.
-pub const MAX_LEN: u32 = CHUNK_SIZE * MAX_CHUNKS;
+pub use crate::abi::MAX_TRANSFER as MAX_LEN;
+/// `OS_TRANSPORT_MAX_CHUNK_NUM`.
+pub use crate::abi::OS_TRANSPORT_MAX_CHUNK_NUM as MAX_CHUNKS;
 
 /// One chunk of a transfer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

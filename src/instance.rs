@@ -8,7 +8,7 @@ use crate::pool::{current_worker, Pool, WorkerCtx, MAX_WORKERS};
 use crate::post::RecvQueue;
 use crate::request::{self, slots, ReqTable, ReqTables};
 use crate::sync_annotate::{self, Mutex, RwLock};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::ffi::c_void;
 use std::ops::Deref;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -58,82 +58,134 @@ static EPOCH: AtomicU64 = AtomicU64::new(0);
 /// A thread's view of `LIVE`, so that validating a handle writes no shared cache line: read-locking
 /// `LIVE` and cloning the `Arc` are two atomic read-modify-writes on lines that every thread calling
 /// the API writes too (the polling thread calls `os_transport_wake_up_task` for every completion).
-struct Cached {
-    /// Epoch `inst` was read in (`u64::MAX`: nothing read yet).
-    epoch: u64,
-    inst: Option<Arc<Instance>>,
+///
+/// The check of every call reads only [`Fast`], a thread-local with a constant initialiser and no
+/// destructor: one thread-local lookup, no lazy-registration check, no `RefCell` flag, and the
+/// borrow it hands out points back at it, so ending the borrow costs no lookup either. The `Arc`
+/// that keeps the cached instance alive is in [`OWNER`], touched only when the epoch changed.
+pub struct Fast {
+    /// Epoch `inst` was read in (`u64::MAX`: nothing read yet, or [`OWNER`] is gone).
+    epoch: Cell<u64>,
+    /// Handle of `inst` (0, which no handle is, when there is no instance).
+    handle: Cell<usize>,
+    /// The instance [`OWNER`] holds (NULL when none).
+    inst: Cell<*const Instance>,
     /// Live [`InstRef::Cached`] borrows of `inst` on this thread (API calls nested through a log
     /// or notify callback): `inst` is never replaced while one exists.
-    borrows: usize,
+    borrows: Cell<usize>,
+}
+
+/// Holds the `Arc` behind [`Fast::inst`]; invalidates [`Fast`] before letting it go (thread exit).
+struct Owner(Option<Arc<Instance>>);
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        // FAST has no destructor, so it is still there while this one runs.
+        let _ = FAST.try_with(|f| {
+            f.epoch.set(u64::MAX);
+            f.inst.set(std::ptr::null());
+            f.handle.set(0);
+        });
+    }
 }
 
 thread_local! {
-    static CACHED: RefCell<Cached> = const {
-        RefCell::new(Cached { epoch: u64::MAX, inst: None, borrows: 0 })
+    static FAST: Fast = const {
+        Fast {
+            epoch: Cell::new(u64::MAX),
+            handle: Cell::new(0),
+            inst: Cell::new(std::ptr::null()),
+            borrows: Cell::new(0),
+        }
     };
+    static OWNER: RefCell<Owner> = const { RefCell::new(Owner(None)) };
 }
 
 /// The validated instance for the duration of one API call.
 pub enum InstRef {
-    /// Borrowed from this thread's cache, which keeps its `Arc` until the borrow ends.
-    Cached(*const Instance),
+    /// Borrowed from this thread's cache ([`Fast`], second field), which keeps its `Arc` until the
+    /// borrow ends.
+    Cached(*const Instance, *const Fast),
     /// A clone of the `Arc` (nested calls after a destroy, or a thread being torn down).
     Owned(Arc<Instance>),
 }
 
 impl Deref for InstRef {
     type Target = Instance;
+    #[inline]
     fn deref(&self) -> &Instance {
         match self {
-            // SAFETY: the pointer comes from the `Arc` in this thread's `CACHED`, which is not
+            // SAFETY: the pointer is the `Arc` held by this thread's `OWNER`, which is not
             // replaced or dropped while `borrows` counts this value (InstRef is !Send, so it is
-            // dropped on this thread, and the thread-local outlives any call on the thread).
-            InstRef::Cached(p) => unsafe { &**p },
+            // dropped on this thread, and `Owner` invalidates the cache before it lets go).
+            InstRef::Cached(p, _) => unsafe { &**p },
             InstRef::Owned(a) => a,
         }
     }
 }
 
 impl Drop for InstRef {
+    #[inline]
     fn drop(&mut self) {
-        if let InstRef::Cached(_) = self {
-            let _ = CACHED.try_with(|c| c.borrow_mut().borrows -= 1);
+        if let InstRef::Cached(_, f) = self {
+            // SAFETY: `f` is this thread's FAST (InstRef is !Send), which has a constant
+            // initialiser and no destructor: valid for as long as the thread runs code.
+            let f = unsafe { &**f };
+            f.borrows.set(f.borrows.get() - 1);
         }
     }
 }
 
 /// The live instance if `handle` is its handle.
+#[inline]
 pub fn get(handle: *mut c_void) -> Option<InstRef> {
     if handle.is_null() {
         return None;
     }
     let epoch = EPOCH.load(Ordering::Acquire);
-    let fast = CACHED.try_with(|c| {
-        let mut c = c.try_borrow_mut().ok()?;
-        if c.epoch != epoch {
-            if c.borrows != 0 {
-                return None; // an outer call on this thread still uses the cached instance
-            }
+    let fp = FAST.with(|f| f as *const Fast);
+    // SAFETY: this thread's FAST: constant initialiser, no destructor, valid while the thread runs.
+    let f = unsafe { &*fp };
+    if f.epoch.get() == epoch {
+        if f.handle.get() != handle as usize {
+            return None;
+        }
+        f.borrows.set(f.borrows.get() + 1);
+        return Some(InstRef::Cached(f.inst.get(), fp));
+    }
+    refresh(handle, f, fp)
+}
+
+/// [`get`] when this thread's cache is from another epoch: re-reads `LIVE` into it, or (a borrow of
+/// the old instance is still alive on this thread, or the thread is being torn down) clones the
+/// `Arc` for this call alone.
+#[cold]
+fn refresh(handle: *mut c_void, f: &Fast, fp: *const Fast) -> Option<InstRef> {
+    if f.borrows.get() == 0 {
+        let refreshed = OWNER.try_with(|o| {
+            let mut o = o.try_borrow_mut().ok()?;
             let g = sync_annotate::read(&LIVE);
             // Read under the lock, the epoch names exactly the instance (or none) cloned here.
-            let fresh = (g.clone(), EPOCH.load(Ordering::Acquire));
+            let (inst, epoch) = (g.clone(), EPOCH.load(Ordering::Acquire));
             drop(g);
+            f.epoch.set(u64::MAX);
+            f.handle.set(inst.as_ref().map_or(0, |i| handle_of(i.seq)));
+            f.inst
+                .set(inst.as_ref().map_or(std::ptr::null(), Arc::as_ptr));
             // The previous instance (if this was its last reference) is dropped here: destroy has
             // stopped its workers already, so dropping it joins nothing.
-            (c.inst, c.epoch) = fresh;
+            o.0 = inst;
+            drop(o);
+            f.epoch.set(epoch);
+            Some(())
+        });
+        if let Ok(Some(())) = refreshed {
+            if f.handle.get() != handle as usize {
+                return None;
+            }
+            f.borrows.set(f.borrows.get() + 1);
+            return Some(InstRef::Cached(f.inst.get(), fp));
         }
-        let hit = c
-            .inst
-            .as_ref()
-            .filter(|i| handle_of(i.seq) == handle as usize)
-            .map(Arc::as_ptr);
-        if hit.is_some() {
-            c.borrows += 1;
-        }
-        Some(hit.map(InstRef::Cached))
-    });
-    if let Ok(Some(r)) = fast {
-        return r;
     }
     let g = sync_annotate::read(&LIVE);
     g.as_ref()

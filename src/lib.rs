@@ -16,7 +16,7 @@ mod request;
 mod send;
 mod spin;
 mod sync_annotate;
-pub mod user_data;
+pub use os_transport_abi::user_data;
 mod wait;
 mod wake;
 

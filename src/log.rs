@@ -7,8 +7,8 @@ use std::ffi::c_char;
 use std::fmt::{self, Write as _};
 use std::sync::atomic::{AtomicI32, Ordering};
 
-/// `log_callback_t`.
-pub type LogCallback = unsafe extern "C" fn(level: i32, msg: *const c_char);
+/// The function behind a non-NULL `log_callback_t`.
+pub use crate::abi::log_fn as LogCallback;
 
 /// Internal severities.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

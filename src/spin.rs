@@ -108,7 +108,14 @@ impl Gaps {
     /// Records how long a wait lasted until its event arrived (spinning or blocked).
     #[inline]
     pub fn record(&mut self, waited: Duration, p: &SpinPolicy) {
-        let g = (waited.as_nanos() as u64).min(p.limit_ns * 4);
+        let cap = p.limit_ns * 4;
+        debug_assert!(cap < 1_000_000_000, "caps are far below a second");
+        // Without `as_nanos` (128-bit arithmetic): a wait of a second or more is capped anyway.
+        let g = if waited.as_secs() == 0 {
+            u64::from(waited.subsec_nanos()).min(cap)
+        } else {
+            cap
+        };
         self.est_ns = self.est_ns - self.est_ns / 4 + g / 4;
     }
 

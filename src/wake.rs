@@ -7,8 +7,9 @@ use crate::log::{debug, error, warning};
 use crate::pool::{EnqueueError, WorkerCtx};
 use crate::recv::{expected_key, repost};
 use crate::request::index::Early;
-use crate::request::{end_task, table, Kind, ReqTable, ReqTables};
+use crate::request::{end_task, table, Kind, Req, ReqTable, ReqTables, Slot};
 use crate::send;
+use crate::sync_annotate::MutexGuard;
 use crate::user_data::{dec, key_valid, UserData, SENTINEL_CHUNK_ID};
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
@@ -18,7 +19,9 @@ use urma_sys::{
     URMA_CR_WR_SUSPEND_DONE, URMA_FAIL, URMA_SUCCESS,
 };
 
-/// `os_transport_wake_up_task` with a validated instance.
+/// `os_transport_wake_up_task` with a validated instance. Inlined into the export, with the common
+/// path of `deliver` and `dispatch`: one function per completion, the rare paths out of line.
+#[inline(always)]
 pub fn wake_up(inst: &Instance, cr: &urma_cr_t) -> i32 {
     let s_r = cr.flag.value_u8() & CR_FLAG_S_R != 0;
     let status = cr.status;
@@ -82,15 +85,28 @@ impl FlagValue for urma_sys::urma_cr_flag_t {
     }
 }
 
-/// `(slot, gen, worker)` if slot `s` holds generation `g` of the live, still-accepting request
-/// `rid` of `inst`. Always inlined into `deliver` (once per completion).
+/// Slot `s` locked, with its bound worker, if it holds generation `g` of the live, still-accepting
+/// request `rid` of `inst`. Always inlined into `deliver` (once per completion).
 #[inline(always)]
-fn accepting(inst: &Instance, rid: u64, (s, g): (u32, u32)) -> Option<(u32, u32, u32)> {
-    if s as usize >= table().len() {
+fn accepting(inst: &Instance, rid: u64, (s, g): (u32, u32)) -> Option<Found> {
+    let tab = table();
+    if s as usize >= tab.len() {
         return None;
     }
-    let r = table().slot(s).lock();
-    r.accepting(g, rid, inst.seq).map(|w| (s, g, w))
+    let slot = tab.slot(s);
+    let r = slot.lock();
+    let w = r.accepting(g, rid, inst.seq)?;
+    Some(Found { s, g, w, slot, r })
+}
+
+/// A live, accepting request found for a completion, its slot still locked (so that a send step
+/// runs under the same lock that found it).
+struct Found {
+    s: u32,
+    g: u32,
+    w: u32,
+    slot: &'static Slot,
+    r: MutexGuard<'static, Req>,
 }
 
 /// The request under `rid` has ended but its table entry is not cleaned up yet: its receive
@@ -106,21 +122,23 @@ fn ended_pending_cleanup(t: &ReqTable, rid: u64) -> bool {
     !r.is(g) || (r.done() && !r.succeeded())
 }
 
-/// Hands a completion of the live request `(s, g)` bound to worker `w` on: a send step runs
-/// here (D15), a receive chunk is queued to the worker.
-fn dispatch(inst: &Instance, rid: u64, found: (u32, u32, u32), ud: u64, recv_side: bool) -> i32 {
-    let (s, g, w) = found;
+/// Hands a completion of the live request found (locked) on: a send step runs here (D15), a
+/// receive chunk is queued to the worker (with the slot unlocked).
+#[inline(always)]
+fn dispatch(inst: &Instance, rid: u64, found: Found, ud: u64, recv_side: bool) -> i32 {
+    let Found { s, g, w, slot, r } = found;
     if !recv_side {
         // D15: the send pipeline step (SEND_IMM k, WRITE k+1: URMA posts only, no user code)
         // runs here, on the delivering thread, instead of on the bound worker. A completion it
         // does not take (another kind of request, or not the WRITE the next step waits for:
         // the application's own work, a duplicate) did nothing: -1.
-        return if send_step(&inst.reqs, inst.seq, s, g, ud) {
+        return if send_step_locked(&inst.reqs, inst.seq, s, g, slot, r, ud) {
             0
         } else {
             -1
         };
     }
+    drop(r);
     match inst.pool.enqueue(w as usize, s, g, ud) {
         Ok(()) => 0,
         Err(EnqueueError::Full) => {
@@ -137,10 +155,18 @@ fn dispatch(inst: &Instance, rid: u64, found: (u32, u32, u32), ud: u64, recv_sid
 /// Routes one successful completion of request `rid`. First through the lock-free hint; when there
 /// is none or it names something else (another id, an ended request), through the locked table,
 /// which also decides between dropping and keeping (D4) a completion.
+#[inline(always)]
 fn deliver(inst: &Instance, rid: u64, ud: u64, recv_side: bool) -> i32 {
     if let Some(found) = inst.reqs.hint(rid).and_then(|h| accepting(inst, rid, h)) {
         return dispatch(inst, rid, found, ud, recv_side);
     }
+    deliver_locked(inst, rid, ud, recv_side)
+}
+
+/// [`deliver`] when the hint did not lead to the request: through the locked table.
+#[cold]
+#[inline(never)]
+fn deliver_locked(inst: &Instance, rid: u64, ud: u64, recv_side: bool) -> i32 {
     let mut t = inst.reqs(rid);
     match t.get(rid).and_then(|e| accepting(inst, rid, e)) {
         Some(found) if !recv_side => {
@@ -178,6 +204,7 @@ fn deliver(inst: &Instance, rid: u64, ud: u64, recv_side: bool) -> i32 {
 
 /// D3: a completion with a non-success status fails its request, if `rid` names a live request
 /// of `kind` (send-side completions belong to sends, receive-side ones to receives); -1 otherwise.
+#[cold]
 fn fail_request(inst: &Instance, rid: u64, kind: Kind, status: u32) -> i32 {
     let t = inst.reqs(rid);
     let Some((s, g)) = t.get(rid) else {
@@ -208,7 +235,20 @@ fn fail_request(inst: &Instance, rid: u64, kind: Kind, status: u32) -> i32 {
 /// whether the completion was taken (the task ran).
 fn send_step(reqs: &ReqTables, instance: u64, idx: u32, gen: u32, ud: u64) -> bool {
     let slot = table().slot(idx);
-    let mut r = slot.lock();
+    send_step_locked(reqs, instance, idx, gen, slot, slot.lock(), ud)
+}
+
+/// [`send_step`] with slot `idx` (`slot`) already locked (`r`).
+#[inline(always)]
+fn send_step_locked(
+    reqs: &ReqTables,
+    instance: u64,
+    idx: u32,
+    gen: u32,
+    slot: &'static Slot,
+    mut r: MutexGuard<'static, Req>,
+    ud: u64,
+) -> bool {
     if !r.is(gen) || r.instance() != instance || r.kind() != Kind::Send {
         debug!(2, "wake-up for a finished request dropped");
         return false;
@@ -239,7 +279,7 @@ fn send_step(reqs: &ReqTables, instance: u64, idx: u32, gen: u32, ud: u64) -> bo
     if st == URMA_SUCCESS {
         debug!(2, "request {:#x}: task {} completed", task.sk, task.k);
     }
-    end_task(reqs, idx, gen, (st != URMA_SUCCESS).then_some(st));
+    end_task(reqs, idx, slot, gen, (st != URMA_SUCCESS).then_some(st));
     true
 }
 
@@ -293,7 +333,7 @@ pub fn on_wake(ctx: &WorkerCtx, reqs: &ReqTables, idx: u32, gen: u32, ud: u64) {
                     i
                 );
             }
-            end_task(reqs, idx, gen, (ret != 0).then_some(0));
+            end_task(reqs, idx, slot, gen, (ret != 0).then_some(0));
         }
     }
 }

@@ -477,9 +477,6 @@ fn bad_inputs() {
     assert_eq!(os_transport_destroy(h), 0);
 }
 
-type FailCompletion = unsafe extern "C" fn(u64, u32) -> i32;
-type Reset = unsafe extern "C" fn();
-
 #[test]
 fn d3_error_completion_fails_the_send() {
     let _g = serial();
@@ -489,13 +486,8 @@ fn d3_error_completion_fails_the_send() {
     let s = lb::buf(&ep, 3 * DEFAULT_CHUNK_SIZE as usize);
     let d = lb::buf(&ep, 3 * DEFAULT_CHUNK_SIZE as usize);
     let mut io = io(&ep, &s, &d);
-    let reset: Reset = lb::ctl("urma_loopback_reset");
-    let fail: FailCompletion = lb::ctl("urma_loopback_fail_completion");
-    // SAFETY: loopback control calls.
-    unsafe {
-        reset();
-        fail(1, 9); // the first send WR (WRITE chunk 0) completes with ACK_TIMEOUT_ERR
-    }
+    loopback_ctl::reset();
+    loopback_ctl::fail_completion(1, 9); // the first send WR (WRITE chunk 0) completes with ACK_TIMEOUT_ERR
     let (r, ss, _) = lb::send(h, &mut io, 3 * DEFAULT_CHUNK_SIZE, 300, 301);
     assert_eq!(r, 0);
     assert_eq!(
@@ -601,8 +593,6 @@ fn d8_first_chunk_failure_status_reported_by_wait_and_d11_cancel_by_id() {
     assert_eq!(os_transport_destroy(h), 0);
 }
 
-type FailPost = unsafe extern "C" fn(i32, u64, i32) -> i32;
-
 #[test]
 fn d9_prefill_failure_releases_the_request() {
     let _g = serial();
@@ -611,13 +601,9 @@ fn d9_prefill_failure_releases_the_request() {
     let s = lb::buf(&ep, 64);
     let d = lb::buf(&ep, 64);
     let mut io = io(&ep, &s, &d);
-    let reset: Reset = lb::ctl("urma_loopback_reset");
-    let fail: FailPost = lb::ctl("urma_loopback_fail_post");
-    // SAFETY: loopback control calls; the 3rd recv WR (queue 2 = recv) is rejected.
-    unsafe {
-        reset();
-        assert_eq!(fail(2, 3, URMA_EINVAL), 0);
-    }
+    // The 3rd recv WR is rejected.
+    loopback_ctl::reset();
+    loopback_ctl::fail_post(loopback_ctl::Queue::Recv, 3, URMA_EINVAL);
     let (r, rs) = lb::recv(h, &mut io, 64, 700, Some(on_chunk));
     assert_eq!(
         (r, rs),
@@ -663,13 +649,9 @@ fn d4_kept_completion_survives_a_failed_prefill_and_reaches_the_retry() {
     // The receive for 802 targets the JFR alone: a new receive queue, so it prefills, and the
     // first recv WR of that prefill is rejected.
     io.dev.jetty = null_mut();
-    let reset: Reset = lb::ctl("urma_loopback_reset");
-    let fail: FailPost = lb::ctl("urma_loopback_fail_post");
-    // SAFETY: loopback control calls; the next recv WR (queue 2 = recv) is rejected.
-    unsafe {
-        reset();
-        assert_eq!(fail(2, 1, URMA_EINVAL), 0);
-    }
+    // The next recv WR is rejected.
+    loopback_ctl::reset();
+    loopback_ctl::fail_post(loopback_ctl::Queue::Recv, 1, URMA_EINVAL);
     let (r, rs) = lb::recv(h, &mut io, 4096, 802, Some(on_chunk));
     assert_eq!((r, rs), (u32::MAX, null_mut()), "prefill failure: ERR");
     // The retry prefills and gets the kept completion at once.

@@ -5,9 +5,9 @@
 mod common;
 
 use common::lb::{self, io, Io};
+use compat_tests::oracle::ud;
 use os_transport::abi::*;
 use os_transport::ffi::*;
-use os_transport::user_data::UserData;
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::ptr::null_mut;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -128,7 +128,7 @@ fn call(api: Api) -> i64 {
         }
         Api::WakeUp => {
             // A completion of the application's own work: not one of the library's requests.
-            let mut cr = cr(UserData::new(0x1234_5678, 0, 0).raw(), URMA_CR_SUCCESS);
+            let mut cr = cr(ud(0x1234_5678, false, 0), URMA_CR_SUCCESS);
             // SAFETY: a live CR for the call.
             i64::from(unsafe { os_transport_wake_up_task(h, (&mut cr as *mut urma_cr_t).cast()) })
         }
@@ -298,8 +298,8 @@ fn log_callback_during_wake_up_may_call_every_api() {
     let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
     world();
     for (needle, status, chunk) in [
-        ("request failed", 1u32, 0u8),
-        ("does not match the WRITE", URMA_CR_SUCCESS, 1u8),
+        ("request failed", 1u32, 0u32),
+        ("does not match the WRITE", URMA_CR_SUCCESS, 1u32),
     ] {
         for api in ALL {
             reset(None);
@@ -313,11 +313,11 @@ fn log_callback_during_wake_up_may_call_every_api() {
                 api,
                 fired: false,
             });
-            let ud = UserData::new(sk, 0, chunk).raw();
+            let user_ctx = ud(sk, false, chunk);
             watchdog(
                 &format!("wake_up ({needle}), log callback calls {api:?}"),
                 move || {
-                    let mut c = cr(ud, status);
+                    let mut c = cr(user_ctx, status);
                     // SAFETY: a live CR for the call; the handle is a plain value.
                     unsafe {
                         os_transport_wake_up_task(handle(), (&mut c as *mut urma_cr_t).cast())

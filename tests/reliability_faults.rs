@@ -186,10 +186,9 @@ fn dropped_completion_times_out_cleanly() {
     let _g = serial();
     let ep = lb::ep();
     let h = lb::init(1, 16);
-    rc::reset_loopback();
-    let drop_cr: rc::CrAction = lb::ctl("urma_loopback_cr_action");
-    // SAFETY: loopback control call. CR #1 = the WRITE completion of the send below.
-    assert_eq!(unsafe { drop_cr(1, rc::CR_DROP) }, 0);
+    loopback_ctl::reset();
+    // CR #1 = the WRITE completion of the send below.
+    loopback_ctl::cr_action(1, loopback_ctl::CrAction::Drop);
     let (stop, pj) = lb::poller(h as usize, ep.jfc as usize);
     let s = lb::buf(&ep, 4096);
     let d = lb::buf(&ep, 4096);
@@ -212,6 +211,6 @@ fn dropped_completion_times_out_cleanly() {
     assert_eq!(live_syncs(), 0);
     stop.store(true, Ordering::Release);
     pj.join().unwrap();
-    rc::reset_loopback();
+    loopback_ctl::reset();
     assert_eq!(os_transport_destroy(h), 0);
 }

@@ -14,10 +14,10 @@ mod common;
 mod reliability_common;
 
 use common::lb;
+use compat_tests::oracle::{dec, enc, UserData};
 use os_transport::abi::*;
 use os_transport::ffi::*;
 use os_transport::testing::live_syncs;
-use os_transport::user_data::{dec, enc, UserData};
 use reliability_common::{self as rc, Rng};
 use std::collections::{HashMap, HashSet};
 use std::ffi::c_void;
@@ -44,11 +44,11 @@ fn is_real(id: u64) -> bool {
 
 unsafe extern "C" fn on_chunk(ud: *mut c_void) -> i32 {
     // SAFETY: the library passes its 8-byte user-data copy, valid during the call.
-    let u = UserData::from_raw(unsafe { *(ud as *const u64) });
+    let u = UserData::decode(unsafe { *(ud as *const u64) });
     let mut g = CB.lock().unwrap();
     let e = g
         .get_or_insert_with(HashMap::new)
-        .entry(u.rid)
+        .entry(u.request_id)
         .or_insert((0, 0));
     e.0 |= 1 << u.chunk_id;
     e.1 += 1;
@@ -90,9 +90,19 @@ fn fuzz_cr(r: &mut Rng) -> urma_cr_t {
     if r.chance(5) {
         let id = LIVE[r.below(LIVE.len() as u64) as usize].load(Ordering::Relaxed);
         if id != 0 {
-            let (ty, ch) = (r.below(2) as u8, r.below(8) as u8);
-            imm = UserData::new(enc(id), ty, ch).raw();
-            cr.user_ctx = UserData::new(id, ty, ch).raw();
+            let (chunk_type, chunk_id) = (r.below(2) as u8, r.below(8) as u8);
+            imm = UserData {
+                request_id: enc(id),
+                chunk_type,
+                chunk_id,
+            }
+            .encode();
+            cr.user_ctx = UserData {
+                request_id: id,
+                chunk_type,
+                chunk_id,
+            }
+            .encode();
         }
     }
     cr.__bindgen_anon_1.imm_data = imm;
@@ -100,9 +110,9 @@ fn fuzz_cr(r: &mut Rng) -> urma_cr_t {
     // SAFETY: every bit pattern of the 1-byte flag union is a valid u8.
     let s_r = unsafe { cr.flag.value } & urma_sys::flags::CR_FLAG_S_R != 0;
     let named = if s_r {
-        dec(UserData::from_raw(imm).rid)
+        dec(UserData::decode(imm).request_id)
     } else {
-        UserData::from_raw(cr.user_ctx).rid
+        UserData::decode(cr.user_ctx).request_id
     };
     if is_real(named) {
         TARGETED

@@ -17,11 +17,11 @@ mod common;
 mod reliability_common;
 
 use common::lb;
-use compat_tests::loopback_ctl;
+use compat_tests::loopback_ctl::{self, Queue};
+use compat_tests::oracle::{dec, UserData};
 use os_transport::abi::*;
 use os_transport::ffi::*;
 use os_transport::testing::live_syncs;
-use os_transport::user_data::{dec, UserData};
 use reliability_common::{self as rc, Rng};
 use std::collections::{HashSet, VecDeque};
 use std::ffi::c_void;
@@ -54,8 +54,8 @@ fn faulted(id: u64) -> bool {
 
 unsafe extern "C" fn cb(ud: *mut c_void) -> i32 {
     // SAFETY: the library passes its 8-byte user-data copy, valid during the call.
-    let u = UserData::from_raw(unsafe { *(ud as *const u64) });
-    i32::from(u.rid & CB_FAIL_BIT != 0)
+    let u = UserData::decode(unsafe { *(ud as *const u64) });
+    i32::from(u.request_id & CB_FAIL_BIT != 0)
 }
 
 unsafe extern "C" fn ok_cb(_ud: *mut c_void) -> i32 {
@@ -67,9 +67,9 @@ fn cr_id(cr: &urma_cr_t) -> u64 {
     let f = unsafe { cr.flag.value };
     if f & urma_sys::flags::CR_FLAG_S_R != 0 {
         // SAFETY: imm_data is plain u64 data.
-        dec(UserData::from_raw(unsafe { cr.__bindgen_anon_1.imm_data }).rid)
+        dec(UserData::decode(unsafe { cr.__bindgen_anon_1.imm_data }).request_id)
     } else {
-        UserData::from_raw(cr.user_ctx).rid
+        UserData::decode(cr.user_ctx).request_id
     }
 }
 
@@ -132,7 +132,7 @@ fn stress_with_faults() {
     let max = rc::env_u64("OST_STRESS_MAXLEN", 7 * u64::from(DEFAULT_CHUNK_SIZE)) as u32;
     *FAULTED.lock().unwrap() = Some(HashSet::new());
     rc::quiet_logs();
-    rc::reset_loopback();
+    loopback_ctl::reset();
     let ep = lb::ep();
     let h = lb::init(4, 200);
     let hv = h as usize;
@@ -210,28 +210,26 @@ fn stress_with_faults() {
             let (stop, poller_stats) = (&stop, &poller_stats);
             sc.spawn(move || {
                 let mut r = rc::rng(seed ^ 0xFA17);
-                let fail_post: rc::FailPost = lb::ctl("urma_loopback_fail_post");
-                let fail_cr: rc::FailCompletion = lb::ctl("urma_loopback_fail_completion");
                 let mut recv_faults = 0;
                 while !stop.load(Ordering::Acquire) {
                     std::thread::sleep(Duration::from_millis(5));
                     let c = loopback_ctl::counters();
-                    // SAFETY: loopback control calls with plain values.
-                    unsafe {
-                        match r.below(30) {
-                            0 => {
-                                let st = [URMA_FAIL, URMA_EAGAIN, URMA_ENOMEM][r.below(3) as usize];
-                                fail_post(rc::Q_SEND, c.send_wrs + 1 + r.below(200), st);
-                            }
-                            1 => {
-                                fail_cr(c.send_wrs + 1 + r.below(200), 1 + r.below(22) as u32);
-                            }
-                            2 if recv_faults < 40 => {
-                                recv_faults += 1;
-                                fail_post(rc::Q_RECV, c.recv_wrs + 1 + r.below(100), URMA_FAIL);
-                            }
-                            _ => continue,
+                    match r.below(30) {
+                        0 => {
+                            let st = [URMA_FAIL, URMA_EAGAIN, URMA_ENOMEM][r.below(3) as usize];
+                            let nth = c.send_wrs + 1 + r.below(200);
+                            loopback_ctl::fail_post(Queue::Send, nth, st);
                         }
+                        1 => {
+                            let nth = c.send_wrs + 1 + r.below(200);
+                            loopback_ctl::fail_completion(nth, 1 + r.below(22) as u32);
+                        }
+                        2 if recv_faults < 40 => {
+                            recv_faults += 1;
+                            let nth = c.recv_wrs + 1 + r.below(100);
+                            loopback_ctl::fail_post(Queue::Recv, nth, URMA_FAIL);
+                        }
+                        _ => continue,
                     }
                     poller_stats[5].fetch_add(1, Ordering::Relaxed);
                 }
@@ -380,7 +378,7 @@ fn stress_with_faults() {
     }
     assert_eq!(live_syncs(), 0, "every sync freed");
     let c = loopback_ctl::counters();
-    rc::reset_loopback();
+    loopback_ctl::reset();
     assert_eq!(os_transport_destroy(h), 0);
     assert_eq!(live_syncs(), 0);
     let g = tally.into_inner().unwrap();

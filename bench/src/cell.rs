@@ -26,9 +26,9 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use compat_tests::{
-    loopback_ctl as ctl, Buffer, CrExt, EndpointCfg, EndpointPair, ImportedSeg, Loopback,
-    OsTransportCfg, OsTransportLib, OstBufferInfo, OstDeviceInfo, RecvKind, SendKind, TaskSync,
-    UrmaJettyInfo, DEFAULT_CHUNK_SIZE,
+    loopback_ctl as ctl, os_transport_cfg_t, ost_buffer_info_t, ost_device_info_t, task_sync_t,
+    urma_jetty_info_t, Buffer, CrExt, EndpointCfg, EndpointPair, ImportedSeg, Loopback,
+    OsTransportLib, PairArgs, RecvKind, SegArgs, SendKind, DEFAULT_CHUNK_SIZE,
 };
 use urma_sys as u;
 
@@ -445,14 +445,14 @@ impl Pollers {
 // ---- the cell
 
 struct Io {
-    ji: UrmaJettyInfo,
-    src: OstBufferInfo,
-    dsts: Vec<(OstBufferInfo, OstBufferInfo, OstDeviceInfo)>,
+    ji: urma_jetty_info_t,
+    src: ost_buffer_info_t,
+    dsts: Vec<(ost_buffer_info_t, ost_buffer_info_t, ost_device_info_t)>,
 }
 
 struct Pending {
-    ss: *mut TaskSync,
-    rs: *mut TaskSync,
+    ss: *mut task_sync_t,
+    rs: *mut task_sync_t,
 }
 
 struct Driver<'a> {
@@ -473,7 +473,7 @@ impl Driver<'_> {
         let sk = ck + 1;
         let d = (k % self.io.dsts.len() as u64) as usize;
         let (mut remote, mut host, mut dev) = self.io.dsts[d];
-        let mut rs: *mut TaskSync = std::ptr::null_mut();
+        let mut rs: *mut task_sync_t = std::ptr::null_mut();
         // SAFETY: valid pointers for the call; buffers and endpoints outlive the request.
         let r = unsafe {
             (self.lib.os_transport_recv)(
@@ -489,7 +489,7 @@ impl Driver<'_> {
         if r != 0 || rs.is_null() {
             return Err(format!("os_transport_recv({ck}) returned {r:#x}"));
         }
-        let mut ss: *mut TaskSync = std::ptr::null_mut();
+        let mut ss: *mut task_sync_t = std::ptr::null_mut();
         let mut st: u::urma_status_t = 0;
         let mut src = self.io.src;
         // SAFETY: as above.
@@ -694,6 +694,7 @@ pub fn run(cfg: &CellCfg) -> Result<String, String> {
             sq_depth: 4096,
             rq_depth: 4096,
             event_mode: cfg.event,
+            ..EndpointCfg::default()
         },
     );
 
@@ -733,7 +734,7 @@ pub fn run(cfg: &CellCfg) -> Result<String, String> {
     }
     // SAFETY: valid callback; level INFO (0) hides DEBUG, as in a production application.
     unsafe { (lib.os_transport_log_reg)(0, Some(on_log)) };
-    let mut ocfg = OsTransportCfg {
+    let mut ocfg = os_transport_cfg_t {
         urma_event_mode: cfg.event,
         worker_thread_num: cfg.workers,
         recv_queue_capacity: 256,

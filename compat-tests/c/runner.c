@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "os_transport.h"
+#include "urma_fixture.h"
 #include "urma_loopback.h"
 
 #define ERR32 ((uint32_t)-1)
@@ -65,11 +66,6 @@ static void ud_str(uint64_t v, char *out)
             (unsigned)((v >> 60) & 1), (unsigned)((v >> 61) & 7));
 }
 
-static uint64_t dec_rid(uint64_t y)
-{
-    return (y & 0xFFFFFULL) | (((y >> 40) & 0xFFFFFULL) << 20);
-}
-
 /* ---- callbacks ---- */
 
 static int prefix_ok(const char *m)
@@ -110,21 +106,13 @@ static int notify_cb(void *user_data)
 
 /* ---- pollers ---- */
 
-typedef struct {
-    urma_jfc_t *jfc;
-    urma_jfce_t *jfce;
-    void *handle;
-    volatile int stop;
-    pthread_t th;
-} poller_t;
-
-static void hand_over(poller_t *p, urma_cr_t *cr)
+static int hand_over(ufx_poller_t *p, urma_cr_t *cr)
 {
     char u[96];
     int r = os_transport_wake_up_task(p->handle, cr);
     if (cr->flag.bs.s_r) {
         uint64_t imm = cr->imm_data;
-        uint64_t d = (imm & ~((1ULL << 60) - 1)) | dec_rid(imm & ((1ULL << 60) - 1));
+        uint64_t d = (imm & ~((1ULL << 60) - 1)) | ufx_dec(imm & ((1ULL << 60) - 1));
         ud_str(d, u);
         emit("{\"k\":\"wake\",\"key\":\"req:0x%llx\",\"line\":\"wake recv opc=%d status=%d imm=%s -> %d\"}",
              (unsigned long long)(d & ((1ULL << 60) - 1)), (int)cr->opcode, (int)cr->status, u, r);
@@ -133,69 +121,21 @@ static void hand_over(poller_t *p, urma_cr_t *cr)
         emit("{\"k\":\"wake\",\"key\":\"req:0x%llx\",\"line\":\"wake send opc=%d status=%d uctx=%s -> %d\"}",
              (unsigned long long)(cr->user_ctx & ((1ULL << 60) - 1)), (int)cr->opcode, (int)cr->status, u, r);
     }
+    return r;
 }
 
-static int drain(poller_t *p)
+/* An application-style poller (tests/c/urma_fixture.h) that traces every hand-over. */
+static void poller_start(ufx_poller_t *p, urma_jfc_t *jfc, urma_jfce_t *jfce, void *handle)
 {
-    urma_cr_t crs[16];
-    int total = 0;
-    for (;;) {
-        int i, n = urma_poll_jfc(p->jfc, 16, crs);
-        if (n <= 0) {
-            return total;
-        }
-        for (i = 0; i < n; i++) {
-            hand_over(p, &crs[i]);
-        }
-        total += n;
-    }
-}
-
-static void *poll_main(void *arg)
-{
-    poller_t *p = arg;
-    struct timespec ts = {0, 50000};
-    if (p->jfce != NULL) {
-        urma_rearm_jfc(p->jfc, false);
-    }
-    for (;;) {
-        int stop = __atomic_load_n(&p->stop, __ATOMIC_ACQUIRE);
-        if (p->jfce != NULL) {
-            urma_jfc_t *got[1];
-            int n = urma_wait_jfc(p->jfce, 1, 20, got);
-            if (n > 0) {
-                uint32_t nev = (uint32_t)n;
-                drain(p);
-                urma_ack_jfc(got, &nev, 1);
-                urma_rearm_jfc(p->jfc, false);
-            }
-            drain(p);
-        } else if (drain(p) == 0 && !stop) {
-            nanosleep(&ts, NULL);
-        }
-        if (stop) {
-            drain(p);
-            return NULL;
-        }
-    }
-}
-
-static void poller_start(poller_t *p, urma_jfc_t *jfc, urma_jfce_t *jfce, void *handle)
-{
+    memset(p, 0, sizeof(*p));
     p->jfc = jfc;
     p->jfce = jfce;
     p->handle = handle;
-    p->stop = 0;
-    if (pthread_create(&p->th, NULL, poll_main, p) != 0) {
-        fprintf(stderr, "runner: pthread_create failed\n");
+    p->hand_over = hand_over;
+    p->idle_ns = 50000;
+    if (ufx_poller_start(p) != 0) {
         exit(3);
     }
-}
-
-static void poller_stop(poller_t *p)
-{
-    __atomic_store_n(&p->stop, 1, __ATOMIC_RELEASE);
-    pthread_join(p->th, NULL);
 }
 
 /* ---- URMA set-up ---- */
@@ -213,34 +153,9 @@ typedef struct {
     urma_target_seg_t *src_seg, *dst_seg, *dst_imp;
 } env_t;
 
-static urma_jfc_t *make_jfc(urma_context_t *ctx, urma_jfce_t *jfce)
-{
-    urma_jfc_cfg_t c;
-    memset(&c, 0, sizeof(c));
-    c.depth = 4096;
-    c.jfce = jfce;
-    return urma_create_jfc(ctx, &c);
-}
-
-static urma_target_seg_t *reg_seg(urma_context_t *ctx, void *buf, uint64_t len)
-{
-    urma_seg_cfg_t c;
-    memset(&c, 0, sizeof(c));
-    c.va = (uint64_t)(uintptr_t)buf;
-    c.len = len;
-    c.flag.bs.token_policy = URMA_TOKEN_NONE;
-    c.flag.bs.access = URMA_ACCESS_READ | URMA_ACCESS_WRITE;
-    return urma_register_seg(ctx, &c);
-}
-
 static void env_init(env_t *e, size_t len, int event_mode)
 {
-    urma_device_t **devs;
-    int ndev = 0;
     urma_jfs_cfg_t sc;
-    urma_jetty_cfg_t jc;
-    urma_rjetty_t rj;
-    urma_import_seg_flag_t iflag;
     size_t i;
 
     memset(e, 0, sizeof(*e));
@@ -250,48 +165,26 @@ static void env_init(env_t *e, size_t len, int event_mode)
     }
     urma_loopback_reset();
     urma_loopback_trace_capture(true);
-    devs = urma_get_device_list(&ndev);
-    if (devs == NULL || ndev < 1) {
-        fprintf(stderr, "runner: no URMA device\n");
-        exit(3);
-    }
-    e->ctx = urma_create_context(devs[0], 0);
-    urma_free_device_list(devs);
+    e->ctx = ufx_open(NULL);
     if (e->ctx == NULL) {
-        fprintf(stderr, "runner: urma_create_context failed\n");
         exit(3);
     }
     if (event_mode) {
         e->sjfce = urma_create_jfce(e->ctx);
         e->rjfce = urma_create_jfce(e->ctx);
     }
-    e->sjfc = make_jfc(e->ctx, e->sjfce);
-    e->rjfc = make_jfc(e->ctx, e->rjfce);
-    memset(&sc, 0, sizeof(sc));
-    sc.depth = 1024;
-    sc.trans_mode = URMA_TM_RM;
-    sc.max_sge = 1;
-    sc.jfc = e->sjfc;
+    e->sjfc = ufx_jfc(e->ctx, 4096, e->sjfce);
+    e->rjfc = ufx_jfc(e->ctx, 4096, e->rjfce);
+    sc = ufx_jfs_cfg(1024, e->sjfc);
     e->jfs = urma_create_jfs(e->ctx, &sc);
-    memset(&e->rx_jfr_cfg, 0, sizeof(e->rx_jfr_cfg));
-    e->rx_jfr_cfg.depth = 1024;
-    e->rx_jfr_cfg.trans_mode = URMA_TM_RM;
-    e->rx_jfr_cfg.max_sge = 1;
-    e->rx_jfr_cfg.jfc = e->rjfc;
-    memset(&jc, 0, sizeof(jc));
-    jc.jfs_cfg = sc;
-    jc.jfs_cfg.jfc = e->rjfc;
-    jc.jfr_cfg = &e->rx_jfr_cfg;
-    e->rx = urma_create_jetty(e->ctx, &jc);
+    e->rx_jfr_cfg = ufx_jfr_cfg(1024, e->rjfc);
+    sc.jfc = e->rjfc;
+    e->rx = ufx_jetty(e->ctx, &sc, &e->rx_jfr_cfg);
     if (e->sjfc == NULL || e->rjfc == NULL || e->jfs == NULL || e->rx == NULL) {
         fprintf(stderr, "runner: queue creation failed\n");
         exit(3);
     }
-    memset(&rj, 0, sizeof(rj));
-    rj.jetty_id = e->rx->jetty_id;
-    rj.trans_mode = URMA_TM_RM;
-    rj.type = URMA_JETTY;
-    e->tjetty = urma_import_jetty(e->ctx, &rj, NULL);
+    e->tjetty = ufx_import_jetty(e->ctx, e->rx, NULL);
     e->len = len < 4 * MIB ? 4 * MIB : len;
     e->src = malloc(e->len + 4096);
     e->dst = calloc(1, e->len + 4096);
@@ -302,10 +195,9 @@ static void env_init(env_t *e, size_t len, int event_mode)
     for (i = 0; i < e->len + 4096; i++) {
         e->src[i] = (unsigned char)((i * 2654435761U) >> 13);
     }
-    e->src_seg = reg_seg(e->ctx, e->src, e->len + 4096);
-    e->dst_seg = reg_seg(e->ctx, e->dst, e->len + 4096);
-    memset(&iflag, 0, sizeof(iflag));
-    e->dst_imp = e->dst_seg ? urma_import_seg(e->ctx, &e->dst_seg->seg, NULL, 0, iflag) : NULL;
+    e->src_seg = ufx_reg_seg(e->ctx, e->src, e->len + 4096);
+    e->dst_seg = ufx_reg_seg(e->ctx, e->dst, e->len + 4096);
+    e->dst_imp = ufx_import_seg(e->ctx, e->dst_seg, 0);
     if (e->src_seg == NULL || e->dst_imp == NULL) {
         fprintf(stderr, "runner: segment registration failed\n");
         exit(3);
@@ -428,7 +320,7 @@ static void report_lib(void)
 static int sc_basic(uint32_t len, int event_mode)
 {
     env_t e;
-    poller_t sp, rp;
+    ufx_poller_t sp, rp;
     task_sync_t *rs = NULL, *ss = NULL;
     uint32_t rr, sr;
     void *h;
@@ -454,8 +346,8 @@ static int sc_basic(uint32_t len, int event_mode)
     if (sr == 0) {
         check_data(&e, len);
     }
-    poller_stop(&sp);
-    poller_stop(&rp);
+    ufx_poller_stop(&sp);
+    ufx_poller_stop(&rp);
     api("destroy(H) = %s", r32(os_transport_destroy(h), b));
     env_trace_dump();
     return 0;

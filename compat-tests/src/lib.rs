@@ -1,14 +1,17 @@
-//! compat-tests: the shared testkit and (later) the differential C-vs-Rust conformance harness
+//! compat-tests: the differential C-vs-Rust conformance harness, on top of the shared testkit,
 //! for `libos_transport.so.1`.
 //!
 //! Testkit modules:
 //! * [`lib_under_test`]: load a `libos_transport` build by path ([`OsTransportLib`]) with typed
 //!   function pointers and `#[repr(C)]` mirrors of the public types;
-//! * [`fixture`]: the loopback URMA process fixture ([`Loopback`]), sender/receiver endpoints
-//!   ([`EndpointPair`]), registered/imported buffers ([`Buffer`]) and CR pollers ([`Poller`]);
-//! * [`loopback_ctl`]: safe wrappers over the loopback's `urma_loopback_*` control API (knobs,
-//!   counters, trace capture);
-//! * [`target`]: run a program built at test time for the target (natively or under qemu).
+//! * [`fixture`]: the testkit's loopback URMA fixture (crate `testkit`): process context
+//!   ([`Loopback`]), sender/receiver endpoints ([`EndpointPair`]), registered/imported buffers
+//!   ([`Buffer`]) and CR pollers ([`Poller`]), plus their `os_transport.h` argument views
+//!   ([`PairArgs`], [`SegArgs`]);
+//! * [`loopback_ctl`]: the loopback's control plane (`urma-loopback-ctl`, re-exported): knobs,
+//!   counters and trace capture through the typed `urma_loopback_*` binding;
+//! * [`target`], [`paths`](testkit::paths): the testkit's target-program runner and path helpers
+//!   (re-exported).
 //!
 //! Test binaries link `liburma.so.0` through `urma-sys`; run them with
 //! `LD_LIBRARY_PATH=<target-dir>/<profile>` so the loader picks the loopback.
@@ -34,9 +37,10 @@
 pub mod fixture;
 pub mod harness;
 pub mod lib_under_test;
-pub mod loopback_ctl;
-pub mod target;
+pub mod oracle;
 
 pub use fixture::*;
 pub use lib_under_test::*;
 pub use loopback_ctl::*;
+pub use testkit::paths::*;
+pub use testkit::{loopback_ctl, target};

@@ -10,6 +10,7 @@
 //! names are deterministic: `jfc1`/`jfc2` (receiver/sender JFC), receiver `jetty1` (or `jfr1`),
 //! sender `jfs1` and `jetty2`, `tjetty1`, and the test's buffers `seg1`, `seg2`, ... in creation
 //! order. Every wait is bounded; conditions are awaited, never slept for.
+use compat_tests::oracle::{enc, ud, UserData};
 use compat_tests::*;
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::ptr::null_mut;
@@ -49,21 +50,6 @@ fn serial() -> MutexGuard<'static, ()> {
     lock(&NOTES).clear();
     FAIL_CHUNK.store(-1, Ordering::SeqCst);
     g
-}
-
-/// `enc()` of contract §2.3.
-fn enc(x: u64) -> u64 {
-    (x & 0xFFFFF) | (((x >> 20) & 0xFFFFF) << 40)
-}
-
-/// Raw `os_transport_user_data_t` `{rid, type, id}`.
-fn ud(rid: u64, ty: bool, id: u32) -> u64 {
-    UserData {
-        request_id: rid,
-        chunk_type: u8::from(ty),
-        chunk_id: id as u8,
-    }
-    .encode()
 }
 
 /// Chunk count of a transfer.
@@ -126,8 +112,8 @@ fn load(which: Which) -> Option<OsTransportLib> {
     }
 }
 
-fn cfg(workers: u32, cap: u32) -> OsTransportCfg {
-    OsTransportCfg {
+fn cfg(workers: u32, cap: u32) -> os_transport_cfg_t {
+    os_transport_cfg_t {
         worker_thread_num: workers,
         recv_queue_capacity: cap,
         ..Default::default()
@@ -138,7 +124,7 @@ fn init_with(lib: &OsTransportLib, workers: u32, cap: u32) -> *mut c_void {
     init_cfg(lib, cfg(workers, cap))
 }
 
-fn init_cfg(lib: &OsTransportLib, mut c: OsTransportCfg) -> *mut c_void {
+fn init_cfg(lib: &OsTransportLib, mut c: os_transport_cfg_t) -> *mut c_void {
     let mut h = null_mut();
     // SAFETY: valid pointers.
     let r = unsafe { (lib.os_transport_init)(null_mut(), &mut c, &mut h) };
@@ -329,13 +315,13 @@ impl Sess {
 
     fn send_ji(
         &self,
-        mut ji: UrmaJettyInfo,
+        mut ji: urma_jetty_info_t,
         src: &Buffer,
         dst: &ImportedSeg,
         len: u32,
         sk: u64,
         ck: u64,
-    ) -> (u32, *mut TaskSync, i32) {
+    ) -> (u32, *mut task_sync_t, i32) {
         let (mut s, mut d) = (src.info(), dst.info());
         let (mut sy, mut st) = (null_mut(), -7);
         // SAFETY: live fixture objects and valid out-pointers.
@@ -362,17 +348,17 @@ impl Sess {
         len: u32,
         sk: u64,
         ck: u64,
-    ) -> (u32, *mut TaskSync, i32) {
+    ) -> (u32, *mut task_sync_t, i32) {
         self.send_ji(self.pair.jetty_info(), src, dst, len, sk, ck)
     }
 
     fn recv_dev(
         &self,
         host: &Buffer,
-        mut dev: OstDeviceInfo,
+        mut dev: ost_device_info_t,
         len: u32,
         ck: u64,
-    ) -> (u32, *mut TaskSync) {
+    ) -> (u32, *mut task_sync_t) {
         let mut hi = host.info();
         let mut sy = null_mut();
         // SAFETY: live fixture objects and valid out-pointers.
@@ -391,11 +377,11 @@ impl Sess {
     }
 
     /// Receive into `host` through the receiver's jetty (and JFR).
-    fn recv(&self, host: &Buffer, len: u32, ck: u64) -> (u32, *mut TaskSync) {
+    fn recv(&self, host: &Buffer, len: u32, ck: u64) -> (u32, *mut task_sync_t) {
         self.recv_dev(host, self.pair.device_info(host.as_ptr().cast()), len, ck)
     }
 
-    fn wait(&self, s: *mut TaskSync, ms: i64) -> (u32, i32) {
+    fn wait(&self, s: *mut task_sync_t, ms: i64) -> (u32, i32) {
         let mut st = -7;
         // SAFETY: a sync handed out by this instance (or NULL), valid out-pointer.
         let r = unsafe { (self.lib.wait_and_free_sync_timeout)(self.h(), s, ms, &mut st) };
@@ -412,7 +398,7 @@ impl Sess {
         remote: &ImportedSeg,
         len: u32,
         n: u64,
-    ) -> (*mut TaskSync, Vec<u::urma_cr_t>) {
+    ) -> (*mut task_sync_t, Vec<u::urma_cr_t>) {
         self.rp().set_hold(true);
         let (r, rs) = self.recv(dst, len, CK);
         assert_eq!(r, 0);
@@ -424,7 +410,7 @@ impl Sess {
     }
 
     /// `os_transport_cancel_tasks(h, &s, id)`; returns the result and `s` afterwards.
-    fn cancel(&self, s: *mut TaskSync, id: u64) -> (u32, *mut TaskSync) {
+    fn cancel(&self, s: *mut task_sync_t, id: u64) -> (u32, *mut task_sync_t) {
         let mut s = s;
         // SAFETY: valid pointer to a sync pointer (possibly NULL).
         let r = unsafe { (self.lib.os_transport_cancel_tasks)(self.h(), &mut s, id) };
@@ -694,7 +680,7 @@ fn bad_inputs(which: Which) {
     let r = b.import(lb);
     let (mut ji, mut s, mut d, mut host) = (pair.jetty_info(), b.info(), r.info(), b.info());
     let mut dev = pair.device_info(b.as_ptr().cast());
-    let mut sy = std::ptr::NonNull::<TaskSync>::dangling().as_ptr();
+    let mut sy = std::ptr::NonNull::<task_sync_t>::dangling().as_ptr();
     let mut st = 5;
     // SAFETY: each call gets valid or NULL pointers.
     unsafe {
@@ -758,13 +744,13 @@ fn bad_inputs(which: Which) {
         let mut none = pair.device_info(b.as_ptr().cast());
         none.jetty = null_mut();
         none.jfr = null_mut();
-        let (hp, devp): (*mut OstBufferInfo, *mut OstDeviceInfo) = (&mut host, &mut dev);
-        let cb: NotifyCallback = Some(ok_cb);
+        let (hp, devp): (*mut ost_buffer_info_t, *mut ost_device_info_t) = (&mut host, &mut dev);
+        let cb: notify_callback_t = Some(ok_cb);
         let cases: [(
             &str,
             *mut c_void,
-            *mut OstBufferInfo,
-            *mut OstDeviceInfo,
+            *mut ost_buffer_info_t,
+            *mut ost_device_info_t,
             u32,
             _,
         ); 7] = [
@@ -1695,7 +1681,7 @@ fn destroy_with_requests_in_flight(which: Which) {
             std::thread::spawn(move || {
                 let mut st = -7;
                 // SAFETY: an untimed wait on a live sync (D5: destroy wakes it).
-                let r = unsafe { wait(h as *mut c_void, sy as *mut TaskSync, &mut st) };
+                let r = unsafe { wait(h as *mut c_void, sy as *mut task_sync_t, &mut st) };
                 let _ = tx.send((r, st));
             });
             let h_old = s.h();
@@ -1756,8 +1742,8 @@ fn second_init_and_zero_workers(which: Which) {
         let mut sy = null_mut();
         let mut st = 0;
         let (mut ji, mut b) = (
-            std::mem::zeroed::<UrmaJettyInfo>(),
-            std::mem::zeroed::<OstBufferInfo>(),
+            std::mem::zeroed::<urma_jetty_info_t>(),
+            std::mem::zeroed::<ost_buffer_info_t>(),
         );
         let mut b2 = b;
         assert_eq!(
@@ -1857,11 +1843,11 @@ unsafe extern "C" fn self_wait_cb(p: *mut c_void) -> c_int {
     unsafe { rec_cb(p) };
     if let Some((f, h, sy)) = *lock(&SELF_WAIT) {
         // SAFETY: f is the library's wait_and_free_sync_timeout.
-        let wait: unsafe extern "C" fn(*mut c_void, *mut TaskSync, i64, *mut i32) -> u32 =
+        let wait: unsafe extern "C" fn(*mut c_void, *mut task_sync_t, i64, *mut i32) -> u32 =
             unsafe { fn_from_ptr(f as *mut c_void) };
         let mut st = -7;
         // SAFETY: the live handle and this request's own sync.
-        let r = unsafe { wait(h as *mut c_void, sy as *mut TaskSync, LONG_MS, &mut st) };
+        let r = unsafe { wait(h as *mut c_void, sy as *mut task_sync_t, LONG_MS, &mut st) };
         lock(&SELF_WAIT_RESULT).push((r, st));
     }
     0

@@ -2,12 +2,9 @@
 //! "§10 #7"). Every such citation must name a section, subsection or defect the contract has, so
 //! that renumbering the contract, or citing a section that does not exist, fails here.
 
+use compat_tests::repo;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
 
 /// Sections ("4"), subsections ("4.1") and defects ("10 #7") of the contract.
 fn contract_anchors() -> BTreeSet<String> {

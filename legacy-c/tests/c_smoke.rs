@@ -8,8 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-#[path = "../../compat-tests/src/target.rs"]
-mod target;
+use testkit::target;
 
 fn legacy_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -3,8 +3,9 @@
  * provider (the mlcachedirect software loopback liburma.so.0; it uses only the public URMA API,
  * so it would also run on UMDK hardware with one device).
  *
- * One process, one context, one JFC, two jetties (tx, rx). A poller thread polls the JFC and feeds
- * every CR to os_transport_wake_up_task(). It transfers 2 MiB + 1 bytes (N = 2) from src to dst
+ * One process, one context, one JFC, two jetties (tx, rx), set up with the shared C fixture
+ * (tests/c/urma_fixture.h). A poller thread polls the JFC and feeds every CR to
+ * os_transport_wake_up_task(). It transfers 2 MiB + 1 bytes (N = 2) from src to dst
  * with os_transport_send / os_transport_recv, then checks the data, the callbacks and both waits.
  * When the loopback's control API is present (looked up with dlsym, so the program still links
  * against any liburma), it also shows two 1.0 defects end to end: an error CR advances the
@@ -23,6 +24,7 @@
 #include <string.h>
 
 #include "os_transport.h"
+#include "urma_fixture.h"
 
 #define ERR32 ((uint32_t)-1)
 #define LEN (2U * 1024U * 1024U + 1U)
@@ -37,37 +39,8 @@ static int g_failures;
     } while (0)
 
 static void *g_handle;
-static urma_jfc_t *g_jfc;
-static volatile int g_stop;
-static int g_crs, g_cr_errors, g_wake_fail;
 static uint64_t g_notified[8];
 static int g_nnotified;
-
-static void *poller(void *unused)
-{
-    urma_cr_t crs[16];
-    (void)unused;
-    while (!__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE)) {
-        int i, n = urma_poll_jfc(g_jfc, 16, crs);
-        if (n < 0) {
-            __atomic_fetch_add(&g_cr_errors, 1, __ATOMIC_SEQ_CST);
-            continue;
-        }
-        for (i = 0; i < n; i++) {
-            __atomic_fetch_add(&g_crs, 1, __ATOMIC_SEQ_CST);
-            if (crs[i].status != URMA_CR_SUCCESS) {
-                __atomic_fetch_add(&g_cr_errors, 1, __ATOMIC_SEQ_CST);
-            }
-            if (os_transport_wake_up_task(g_handle, &crs[i]) != 0) {
-                __atomic_fetch_add(&g_wake_fail, 1, __ATOMIC_SEQ_CST);
-            }
-        }
-        if (n == 0) {
-            sched_yield();
-        }
-    }
-    return NULL;
-}
 
 static int notify_cb(void *ud)
 {
@@ -95,46 +68,15 @@ static int wait_counter(int *counter, int value, int ms)
     return __atomic_load_n(counter, __ATOMIC_SEQ_CST);
 }
 
-static urma_jetty_t *make_jetty(urma_context_t *ctx, urma_jfc_t *jfc, urma_jfr_cfg_t *jfr_cfg)
-{
-    urma_jetty_cfg_t cfg;
-    memset(jfr_cfg, 0, sizeof(*jfr_cfg));
-    jfr_cfg->depth = 256;
-    jfr_cfg->trans_mode = URMA_TM_RM;
-    jfr_cfg->max_sge = 1;
-    jfr_cfg->jfc = jfc;
-    memset(&cfg, 0, sizeof(cfg));
-    cfg.jfs_cfg.depth = 256;
-    cfg.jfs_cfg.trans_mode = URMA_TM_RM;
-    cfg.jfs_cfg.max_sge = 1;
-    cfg.jfs_cfg.jfc = jfc;
-    cfg.jfr_cfg = jfr_cfg;
-    return urma_create_jetty(ctx, &cfg);
-}
-
-static urma_target_seg_t *reg_seg(urma_context_t *ctx, void *buf, uint64_t len)
-{
-    urma_seg_cfg_t cfg;
-    memset(&cfg, 0, sizeof(cfg));
-    cfg.va = (uint64_t)(uintptr_t)buf;
-    cfg.len = len;
-    cfg.flag.bs.token_policy = URMA_TOKEN_NONE;
-    cfg.flag.bs.access = URMA_ACCESS_READ | URMA_ACCESS_WRITE;
-    return urma_register_seg(ctx, &cfg);
-}
-
 int main(void)
 {
     const uint64_t sk = 0x123456789AULL, ck = 0xABCDE12345ULL;
-    urma_device_t **devs;
-    int ndev = 0;
     urma_context_t *ctx;
-    urma_jfc_cfg_t jfc_cfg;
+    urma_jfc_t *jfc;
+    urma_jfs_cfg_t jfs_cfg;
     urma_jfr_cfg_t tx_jfr_cfg, rx_jfr_cfg;
     urma_jetty_t *tx, *rx;
     urma_target_seg_t *src_seg, *dst_seg, *dst_imported;
-    urma_import_seg_flag_t iflag;
-    urma_rjetty_t rj;
     urma_target_jetty_t *tjetty;
     unsigned char *src, *dst;
     os_transport_cfg_t cfg;
@@ -143,23 +85,22 @@ int main(void)
     ost_device_info_t dev;
     task_sync_t *send_sync = NULL, *recv_sync = NULL;
     urma_status_t st = 1;
-    pthread_t th;
+    ufx_poller_t p;
     uint32_t i;
 
     CHECK(urma_init(NULL) == URMA_SUCCESS);
-    devs = urma_get_device_list(&ndev);
-    CHECK(devs != NULL && ndev >= 1);
-    if (devs == NULL || ndev < 1) {
+    ctx = ufx_open(NULL);
+    CHECK(ctx != NULL);
+    if (ctx == NULL) {
         return 1;
     }
-    ctx = urma_create_context(devs[0], 0);
-    CHECK(ctx != NULL);
-    memset(&jfc_cfg, 0, sizeof(jfc_cfg));
-    jfc_cfg.depth = 1024;
-    g_jfc = urma_create_jfc(ctx, &jfc_cfg);
-    CHECK(g_jfc != NULL);
-    tx = make_jetty(ctx, g_jfc, &tx_jfr_cfg);
-    rx = make_jetty(ctx, g_jfc, &rx_jfr_cfg);
+    jfc = ufx_jfc(ctx, 1024, NULL);
+    CHECK(jfc != NULL);
+    jfs_cfg = ufx_jfs_cfg(256, jfc);
+    tx_jfr_cfg = ufx_jfr_cfg(256, jfc);
+    rx_jfr_cfg = ufx_jfr_cfg(256, jfc);
+    tx = ufx_jetty(ctx, &jfs_cfg, &tx_jfr_cfg);
+    rx = ufx_jetty(ctx, &jfs_cfg, &rx_jfr_cfg);
     CHECK(tx != NULL && rx != NULL);
 
     src = malloc(LEN);
@@ -168,25 +109,24 @@ int main(void)
     for (i = 0; i < LEN; i++) {
         src[i] = (unsigned char)(i * 7 + 3);
     }
-    src_seg = reg_seg(ctx, src, LEN);
-    dst_seg = reg_seg(ctx, dst, LEN);
+    src_seg = ufx_reg_seg(ctx, src, LEN);
+    dst_seg = ufx_reg_seg(ctx, dst, LEN);
     CHECK(src_seg != NULL && dst_seg != NULL);
-    memset(&iflag, 0, sizeof(iflag));
-    dst_imported = urma_import_seg(ctx, &dst_seg->seg, NULL, 0, iflag);
+    dst_imported = ufx_import_seg(ctx, dst_seg, 0);
     CHECK(dst_imported != NULL);
-    memset(&rj, 0, sizeof(rj));
-    rj.jetty_id = rx->jetty_id;
-    rj.trans_mode = URMA_TM_RM;
-    rj.type = URMA_JETTY;
-    tjetty = urma_import_jetty(ctx, &rj, NULL);
+    tjetty = ufx_import_jetty(ctx, rx, NULL);
     CHECK(tjetty != NULL);
 
     memset(&cfg, 0, sizeof(cfg));
     cfg.worker_thread_num = 2;
     cfg.recv_queue_capacity = 2;
-    cfg.jfc = g_jfc;
+    cfg.jfc = jfc;
     CHECK(os_transport_init(ctx, &cfg, &g_handle) == 0 && g_handle != NULL);
-    CHECK(pthread_create(&th, NULL, poller, NULL) == 0);
+    memset(&p, 0, sizeof(p));
+    p.jfc = jfc;
+    p.wake = os_transport_wake_up_task;
+    p.handle = g_handle;
+    CHECK(ufx_poller_start(&p) == 0);
 
     host.addr = (uint64_t)(uintptr_t)dst;
     host.tseg = dst_seg;
@@ -212,14 +152,14 @@ int main(void)
     CHECK(g_nnotified == 2);
     CHECK(g_notified[0] == ck);                                 /* {ck, 0, 0} */
     CHECK(g_notified[1] == (ck | (1ULL << 60) | (1ULL << 61))); /* {ck, 1, 1} */
-    CHECK(g_cr_errors == 0);
+    CHECK(__atomic_load_n(&p.cr_errors, __ATOMIC_SEQ_CST) == 0);
 
     /* a second transfer of <= 2 MiB cannot be sent (§3.3) */
     CHECK(os_transport_send(g_handle, &ji, &lsrc, &rdst, 4096, sk + 1, ck + 1, &send_sync, &st) == ERR32);
     CHECK(send_sync == NULL);
     /* 2 WRITE + 2 SEND_IMM local CRs, 2 SEND_WITH_IMM receive CRs */
-    CHECK(wait_counter(&g_crs, 6, 2000) == 6);
-    CHECK(g_wake_fail == 0);
+    CHECK(wait_counter(&p.crs, 6, 2000) == 6);
+    CHECK(__atomic_load_n(&p.wake_errors, __ATOMIC_SEQ_CST) == 0);
 
     {
         void (*lb_reset)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "urma_loopback_reset");
@@ -236,14 +176,14 @@ int main(void)
             CHECK(st == URMA_SUCCESS);
             CHECK(wait_and_free_sync_timeout(g_handle, recv_sync, 10000, &st) == 0);
             CHECK(g_nnotified == 2);
-            CHECK(g_cr_errors == 1);
+            CHECK(__atomic_load_n(&p.cr_errors, __ATOMIC_SEQ_CST) == 1);
 
             /* §4.3: both SEND_WITH_IMM arrive before the recv exists: dropped, recv times out. */
             sleep_ms(20); /* let the last SEND_IMM local CR drain */
-            g_wake_fail = 0;
+            __atomic_store_n(&p.wake_errors, 0, __ATOMIC_SEQ_CST);
             CHECK(os_transport_send(g_handle, &ji, &lsrc, &rdst, LEN, sk + 3, ck + 3, &send_sync, &st) == 0);
             CHECK(wait_and_free_sync_timeout(g_handle, send_sync, 10000, &st) == 0);
-            CHECK(wait_counter(&g_wake_fail, 2, 2000) == 2);
+            CHECK(wait_counter(&p.wake_errors, 2, 2000) == 2);
             CHECK(os_transport_recv(g_handle, &host, &dev, LEN, ck + 3, &recv_sync, notify_cb) == 0);
             CHECK(wait_and_free_sync_timeout(g_handle, recv_sync, 50, &st) == 1);
             CHECK(st == URMA_SUCCESS);
@@ -252,8 +192,7 @@ int main(void)
     }
 
     sleep_ms(20); /* drain the last SEND_IMM local CR before stopping the poller */
-    __atomic_store_n(&g_stop, 1, __ATOMIC_RELEASE);
-    pthread_join(th, NULL);
+    ufx_poller_stop(&p);
     CHECK(os_transport_destroy(g_handle) == 0);
 
     CHECK(urma_unimport_jetty(tjetty) == URMA_SUCCESS);
@@ -262,9 +201,8 @@ int main(void)
     CHECK(urma_unregister_seg(dst_seg) == URMA_SUCCESS);
     CHECK(urma_delete_jetty(tx) == URMA_SUCCESS);
     CHECK(urma_delete_jetty(rx) == URMA_SUCCESS);
-    CHECK(urma_delete_jfc(g_jfc) == URMA_SUCCESS);
+    CHECK(urma_delete_jfc(jfc) == URMA_SUCCESS);
     CHECK(urma_delete_context(ctx) == URMA_SUCCESS);
-    urma_free_device_list(devs);
     CHECK(urma_uninit() == URMA_SUCCESS);
     free(src);
     free(dst);

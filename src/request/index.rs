@@ -172,6 +172,7 @@ impl ReqTables {
     }
 
     /// The `(slot, gen)` hinted for `rid`, without any lock (see `hints`).
+    #[inline(always)]
     pub fn hint(&self, rid: u64) -> Option<(u32, u32)> {
         let v = self.hints[hint_of(rid)].load(Ordering::Acquire);
         (v != 0).then(|| (((v >> 32) - 1) as u32, v as u32))

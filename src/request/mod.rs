@@ -286,6 +286,7 @@ struct Settled {
 /// With the slot locked after any state change: sets `done` when every task is accounted, frees
 /// the slot if it is terminal and released. Returns the request-table cleanup to apply after the
 /// slot lock is dropped, and whether a waiter must be woken.
+#[inline]
 fn settle(idx: u32, slot: &Slot, r: &mut Req) -> Settled {
     if r.accounted() {
         r.done = true;
@@ -334,7 +335,7 @@ fn apply(reqs: &ReqTables, s: &Settled) {
     }
 }
 
-/// Accounts the end of a task of the request in `idx` (generation `gen`) that ran with the slot
+/// Accounts the end of a task of the request in `idx` (`slot`, generation `gen`) that ran with the slot
 /// unlocked: success (`failed` is `None`), or failure with `Some(status)` (0: no status to
 /// record), which fails the request (see [`Req::end_task`]). The shard lock is taken (before the
 /// slot lock: lock order) only when the request can end here, so that its end and its table
@@ -345,8 +346,9 @@ fn apply(reqs: &ReqTables, s: &Settled) {
 /// with the slot lock alone and no guard value (a [`Locked`] built, moved and dropped costs about 60
 /// instructions more per chunk, measured by `make bench-quick`); it cannot end the request, so it
 /// has no cleanup.
-pub fn end_task(reqs: &ReqTables, idx: u32, gen: u32, failed: Option<i32>) {
-    let slot = table().slot(idx);
+#[inline]
+pub fn end_task(reqs: &ReqTables, idx: u32, slot: &'static Slot, gen: u32, failed: Option<i32>) {
+    debug_assert!(std::ptr::eq(slot, table().slot(idx)));
     let rid = {
         let mut r = slot.lock();
         if !r.is(gen) {

@@ -96,6 +96,7 @@ pub struct Slot {
 
 impl Slot {
     /// Locks the request state (poisoning is ignored: state stays consistent across panics of user code).
+    #[inline]
     pub fn lock(&self) -> MutexGuard<'_, Req> {
         lock(&self.m)
     }
@@ -128,7 +129,7 @@ pub enum Refusal {
 /// The process-wide table.
 pub struct SyncTable {
     /// Segment `i` holds slots `i * SEGMENT ..`; published once (Release) and never freed.
-    segs: Box<[AtomicPtr<Segment>]>,
+    segs: Box<[AtomicPtr<Segment>; MAX_SEGMENTS]>,
     /// Slots in the published segments (a multiple of [`SEGMENT`]; only grows).
     len: AtomicUsize,
     /// Free slot indices (a stack: the slot freed last, still in cache, is reused first). Slots in
@@ -151,7 +152,9 @@ static TABLE: Lazy<SyncTable> = Lazy::new(|| {
     let t = SyncTable {
         segs: (0..MAX_SEGMENTS)
             .map(|i| AtomicPtr::new(if i == 0 { first } else { std::ptr::null_mut() }))
-            .collect(),
+            .collect::<Box<[_]>>()
+            .try_into()
+            .expect("MAX_SEGMENTS segment pointers"),
         len: AtomicUsize::new(SEGMENT),
         free: Mutex::new((0..SEGMENT as u32).rev().collect()),
         inflight: AtomicUsize::new(0),
@@ -206,9 +209,12 @@ pub fn set_max_inflight(limit: usize) {
 
 impl SyncTable {
     /// Slot `i` (`i` < [`SyncTable::len`]: from [`untoken`], a registration or an iteration).
-    #[inline]
+    #[inline(always)]
     pub fn slot(&self, i: u32) -> &Slot {
-        let seg = self.segs[(i >> SEGMENT_SHIFT) as usize].load(Ordering::Acquire);
+        // Masked: a fixed-size array indexed below its length needs no bounds check (a slot index
+        // beyond the table finds a NULL segment below).
+        let seg =
+            self.segs[(i >> SEGMENT_SHIFT) as usize & (MAX_SEGMENTS - 1)].load(Ordering::Acquire);
         assert!(!seg.is_null(), "slot {i} beyond the table");
         // SAFETY: a non-NULL segment pointer was published (Release, after the segment was fully
         // built) by `grow` and is never freed or changed again, so it points to a live `Segment`

@@ -15,6 +15,11 @@
  * `consumer pattern GETS` runs the usage pattern of a real cache client instead (run_pattern below):
  * many gets whose receive syncs are never collected, on one JFC shared with the application's own
  * URMA work, and prints "consumer pattern ok: ...".
+ *
+ * `consumer install` is the install test of mlcachedirect-devel (run_install below, `make rpm-test`):
+ * built only with the installed files, 2 MiB + 1 byte over the loopback device, "consumer: OK".
+ *
+ * The URMA set-up and the pollers are the C test programs' shared fixture (urma_fixture.h).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -27,6 +32,7 @@
 #include <time.h>
 
 #include "os_transport.h"
+#include "urma_fixture.h"
 
 #define ERR32 ((uint32_t)-1)
 #define LEN (5U * 1024U * 1024U + 3U) /* 3 chunks: 2 MiB, 2 MiB, 1 MiB + 3 */
@@ -43,49 +49,10 @@ static int g_failures;
         }                                                                     \
     } while (0)
 
-struct poller {
-    urma_jfc_t *jfc;
-    pthread_t th;
-    int crs;
-    int cr_errors;
-    int wake_errors;
-};
-
 static void *g_handle;
-static volatile int g_stop;
 static uint64_t g_notified[8];
 static int g_nnotified;
 static int g_log_lines;
-
-static void *poll_loop(void *arg)
-{
-    struct poller *p = arg;
-    urma_cr_t crs[16];
-    for (;;) {
-        int stop = __atomic_load_n(&g_stop, __ATOMIC_ACQUIRE);
-        int i, n = urma_poll_jfc(p->jfc, 16, crs);
-        if (n < 0) {
-            p->cr_errors++;
-            n = 0;
-        }
-        for (i = 0; i < n; i++) {
-            p->crs++;
-            if (crs[i].status != URMA_CR_SUCCESS) {
-                p->cr_errors++;
-            }
-            if (os_transport_wake_up_task(g_handle, &crs[i]) != 0) {
-                p->wake_errors++;
-            }
-        }
-        if (stop && n == 0) {
-            break;
-        }
-        if (n == 0) {
-            sched_yield();
-        }
-    }
-    return NULL;
-}
 
 static int notify_cb(void *user_data)
 {
@@ -102,38 +69,6 @@ static void log_cb(int level, const char *msg)
     if (msg != NULL && strstr(msg, "[PIPLN RH2D] ") != NULL) {
         __atomic_fetch_add(&g_log_lines, 1, __ATOMIC_SEQ_CST);
     }
-}
-
-static urma_target_seg_t *reg_seg(urma_context_t *ctx, void *buf, uint64_t len)
-{
-    urma_seg_cfg_t cfg;
-    memset(&cfg, 0, sizeof(cfg));
-    cfg.va = (uint64_t)(uintptr_t)buf;
-    cfg.len = len;
-    cfg.flag.bs.token_policy = URMA_TOKEN_NONE;
-    cfg.flag.bs.access = URMA_ACCESS_READ | URMA_ACCESS_WRITE;
-    return urma_register_seg(ctx, &cfg);
-}
-
-/* urma_init and a context on the first device (NULL, with a message, on failure). */
-static urma_context_t *open_context(void)
-{
-    urma_device_t **devs;
-    int ndev = 0;
-    urma_context_t *ctx;
-
-    CHECK(urma_init(NULL) == URMA_SUCCESS);
-    devs = urma_get_device_list(&ndev);
-    if (devs == NULL || ndev < 1) {
-        fprintf(stderr, "no URMA device\n");
-        return NULL;
-    }
-    ctx = urma_create_context(devs[0], 0);
-    urma_free_device_list(devs);
-    if (ctx == NULL) {
-        fprintf(stderr, "urma_create_context failed\n");
-    }
-    return ctx;
 }
 
 /*
@@ -183,7 +118,7 @@ static struct {
     struct pget *gets;                   /* by request id */
     unsigned char *plain;                /* by request id: 1 = id of plain URMA work */
     uint64_t plain_ctx;                  /* a pointer-valued user_ctx of plain work */
-    long plain_posted, plain_crs, plain_bad, pipeline_crs, cr_errors;
+    long plain_posted, plain_crs, plain_bad, pipeline_crs;
     long ok_gets, refusals, kept_n, failures_in_cb, refusal_logs, blocked;
     int unblocked;
     task_sync_t *kept[64];
@@ -220,36 +155,20 @@ static long p_rss_bytes(void)
     return rss * 4096L;
 }
 
-static void *p_poll(void *arg)
+/* The poller's hand-over (tests/c/urma_fixture.h): every CR goes to the library, which
+ * answers -1 for the application's own work. */
+static int p_hand_over(ufx_poller_t *p, urma_cr_t *cr)
 {
-    urma_jfc_t *jfc = arg;
-    urma_cr_t crs[8];
-    const struct timespec us1 = { 0, 1000 };
-    for (;;) {
-        int i, n = urma_poll_jfc(jfc, 8, crs);
-        if (n <= 0) {
-            if (__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE)) {
-                break;
-            }
-            nanosleep(&us1, NULL);
-            continue;
+    int r = os_transport_wake_up_task(p->handle, cr);
+    if (cr->flag.bs.s_r == 0 && p_is_plain(cr->user_ctx)) {
+        __atomic_fetch_add(&P.plain_crs, 1, __ATOMIC_RELAXED);
+        if (r != -1) {
+            __atomic_fetch_add(&P.plain_bad, 1, __ATOMIC_RELAXED);
         }
-        for (i = 0; i < n; i++) {
-            int r = os_transport_wake_up_task(g_handle, &crs[i]);
-            if (crs[i].status != URMA_CR_SUCCESS) {
-                __atomic_fetch_add(&P.cr_errors, 1, __ATOMIC_RELAXED);
-            }
-            if (crs[i].flag.bs.s_r == 0 && p_is_plain(crs[i].user_ctx)) {
-                __atomic_fetch_add(&P.plain_crs, 1, __ATOMIC_RELAXED);
-                if (r != -1) {
-                    __atomic_fetch_add(&P.plain_bad, 1, __ATOMIC_RELAXED);
-                }
-            } else {
-                __atomic_fetch_add(&P.pipeline_crs, 1, __ATOMIC_RELAXED);
-            }
-        }
+    } else {
+        __atomic_fetch_add(&P.pipeline_crs, 1, __ATOMIC_RELAXED);
     }
-    return NULL;
+    return r;
 }
 
 static int p_notify(void *user_data)
@@ -474,17 +393,14 @@ static int run_pattern(long gets, long rss_bound)
     urma_context_t *ctx;
     urma_jfce_t *jfce;
     urma_jfc_t *jfc;
-    urma_jfc_cfg_t jfc_cfg;
     urma_jfr_cfg_t jfr_cfg;
-    urma_jetty_cfg_t jc;
-    urma_rjetty_t rj;
-    urma_import_seg_flag_t iflag;
+    urma_jfs_cfg_t jfs_cfg;
     os_transport_cfg_t cfg;
     ost_buffer_info_t host;
     ost_device_info_t dev;
     task_sync_t *sy = NULL;
     urma_status_t st;
-    pthread_t poller;
+    ufx_poller_t poller;
     long total, warm, rss_mid, rss_end, k, expect_ok = 0;
     double t0, per_get;
     Dl_info info;
@@ -495,43 +411,26 @@ static int run_pattern(long gets, long rss_bound)
         return 2;
     }
     CHECK(os_transport_log_reg(1, p_log) == 0); /* WARN and above */
-    ctx = open_context();
+    CHECK(urma_init(NULL) == URMA_SUCCESS);
+    ctx = ufx_open(NULL);
     if (ctx == NULL) {
         return 1;
     }
     jfce = urma_create_jfce(ctx);
-    memset(&jfc_cfg, 0, sizeof(jfc_cfg));
-    jfc_cfg.depth = 8192;
-    jfc_cfg.jfce = jfce;
-    jfc = urma_create_jfc(ctx, &jfc_cfg);
+    jfc = ufx_jfc(ctx, 8192, jfce);
     CHECK(jfce != NULL && jfc != NULL);
 
-    memset(&jfr_cfg, 0, sizeof(jfr_cfg));
-    jfr_cfg.depth = 4096;
-    jfr_cfg.trans_mode = URMA_TM_RM;
-    jfr_cfg.max_sge = 1;
-    jfr_cfg.jfc = jfc;
+    jfr_cfg = ufx_jfr_cfg(4096, jfc);
     P.jfr = urma_create_jfr(ctx, &jfr_cfg);
     CHECK(P.jfr != NULL);
-    memset(&jc, 0, sizeof(jc));
-    jc.flag.bs.share_jfr = 1;
-    jc.jfs_cfg.depth = 4096;
-    jc.jfs_cfg.trans_mode = URMA_TM_RM;
-    jc.jfs_cfg.max_sge = 1;
-    jc.jfs_cfg.jfc = jfc;
-    jc.shared.jfr = P.jfr;
-    jc.shared.jfc = jfc;
-    P.tx = urma_create_jetty(ctx, &jc);
-    P.rx = urma_create_jetty(ctx, &jc);
+    jfs_cfg = ufx_jfs_cfg(4096, jfc);
+    P.tx = ufx_jetty_shared(ctx, &jfs_cfg, P.jfr, jfc);
+    P.rx = ufx_jetty_shared(ctx, &jfs_cfg, P.jfr, jfc);
     CHECK(P.tx != NULL && P.rx != NULL);
     if (P.tx == NULL || P.rx == NULL || P.jfr == NULL || jfc == NULL) {
         return 1;
     }
-    memset(&rj, 0, sizeof(rj));
-    rj.jetty_id = P.rx->jetty_id;
-    rj.trans_mode = URMA_TM_RM;
-    rj.type = URMA_JETTY;
-    P.tj = urma_import_jetty(ctx, &rj, NULL);
+    P.tj = ufx_import_jetty(ctx, P.rx, NULL);
     /* never touched: with the loopback's no-copy mode the transfers move no bytes */
     P.src = malloc(P_MAX_LEN);
     P.dst = malloc(P_MAX_LEN);
@@ -546,11 +445,9 @@ static int run_pattern(long gets, long rss_bound)
     memset(P.gets, 0, P.max_ids * sizeof(*P.gets));
     memset(P.plain, 0, P.max_ids);
     P.plain_ctx = (uint64_t)(uintptr_t)&P.plain_ctx;
-    P.src_seg = reg_seg(ctx, P.src, P_MAX_LEN);
-    P.dst_seg = reg_seg(ctx, P.dst, P_MAX_LEN);
-    memset(&iflag, 0, sizeof(iflag));
-    iflag.bs.access = URMA_ACCESS_READ | URMA_ACCESS_WRITE;
-    P.dst_imp = P.dst_seg == NULL ? NULL : urma_import_seg(ctx, &P.dst_seg->seg, NULL, 0, iflag);
+    P.src_seg = ufx_reg_seg(ctx, P.src, P_MAX_LEN);
+    P.dst_seg = ufx_reg_seg(ctx, P.dst, P_MAX_LEN);
+    P.dst_imp = ufx_import_seg(ctx, P.dst_seg, URMA_ACCESS_READ | URMA_ACCESS_WRITE);
     CHECK(P.src_seg != NULL && P.dst_seg != NULL && P.dst_imp != NULL);
 
     memset(&cfg, 0, sizeof(cfg));
@@ -560,7 +457,14 @@ static int run_pattern(long gets, long rss_bound)
     cfg.jfce = jfce;
     cfg.jfc = jfc;
     CHECK(os_transport_init(ctx, &cfg, &g_handle) == 0 && g_handle != NULL);
-    CHECK(pthread_create(&poller, NULL, p_poll, jfc) == 0);
+    /* one thread busy-polls the shared JFC: 8 CRs per poll, 1 us sleep when it is empty */
+    memset(&poller, 0, sizeof(poller));
+    poller.jfc = jfc;
+    poller.handle = g_handle;
+    poller.hand_over = p_hand_over;
+    poller.batch = 8;
+    poller.idle_ns = 1000;
+    CHECK(ufx_poller_start(&poller) == 0);
 
     host.addr = (uint64_t)(uintptr_t)P.dst;
     host.tseg = P.dst_seg;
@@ -592,7 +496,7 @@ static int run_pattern(long gets, long rss_bound)
     }
     CHECK(P.plain_crs == P.plain_posted && P.plain_posted > 0);
     CHECK(P.plain_bad == 0);
-    CHECK(P.cr_errors == 0);
+    CHECK(__atomic_load_n(&poller.cr_errors, __ATOMIC_ACQUIRE) == 0);
     CHECK(P.failures_in_cb == 0);
     /* every get was served: no refusal, nothing logged about one */
     CHECK(P.refusals == 0);
@@ -614,8 +518,7 @@ static int run_pattern(long gets, long rss_bound)
     CHECK(P.kept_n > 0);
     CHECK(os_transport_recv(g_handle, &host, &dev, P_MAX_LEN + 1, p_next_id(), &sy, p_notify) == ERR32);
 
-    __atomic_store_n(&g_stop, 1, __ATOMIC_RELEASE);
-    pthread_join(poller, NULL);
+    ufx_poller_stop(&poller);
     /* destroy releases every sync that was never collected */
     CHECK(os_transport_destroy(g_handle) == 0);
 
@@ -657,16 +560,12 @@ static int run_pattern(long gets, long rss_bound)
 static int run_basic(void)
 {
     urma_context_t *ctx;
-    urma_jfc_cfg_t jfc_cfg;
     urma_jfs_cfg_t jfs_cfg;
     urma_jfr_cfg_t jfr_cfg;
-    urma_jetty_cfg_t jetty_cfg;
     urma_jfs_t *jfs;
     urma_jetty_t *rx;
-    urma_rjetty_t rj;
     urma_target_jetty_t *tjetty;
     urma_target_seg_t *src_seg, *dst_seg, *dst_imported;
-    urma_import_seg_flag_t iflag;
     unsigned char *src, *dst;
     os_transport_cfg_t cfg;
     urma_jetty_info_t ji;
@@ -674,7 +573,7 @@ static int run_basic(void)
     ost_device_info_t dev;
     task_sync_t *send_sync = NULL, *recv_sync = NULL;
     urma_status_t st = -1;
-    struct poller sp, rp;
+    ufx_poller_t sp, rp;
     void *h2 = (void *)1;
     Dl_info info;
     void *sym;
@@ -684,42 +583,26 @@ static int run_basic(void)
     CHECK(os_transport_log_reg(0, log_cb) == 0);
     CHECK(os_transport_log_reg(0, NULL) == -1);
 
-    ctx = open_context();
+    CHECK(urma_init(NULL) == URMA_SUCCESS);
+    ctx = ufx_open(NULL);
     if (ctx == NULL) {
         return 1;
     }
-    memset(&jfc_cfg, 0, sizeof(jfc_cfg));
-    jfc_cfg.depth = 1024;
-    sp.jfc = urma_create_jfc(ctx, &jfc_cfg);
-    rp.jfc = urma_create_jfc(ctx, &jfc_cfg);
+    memset(&sp, 0, sizeof(sp));
+    memset(&rp, 0, sizeof(rp));
+    sp.jfc = ufx_jfc(ctx, 1024, NULL);
+    rp.jfc = ufx_jfc(ctx, 1024, NULL);
     CHECK(sp.jfc != NULL && rp.jfc != NULL);
-    sp.crs = sp.cr_errors = sp.wake_errors = 0;
-    rp.crs = rp.cr_errors = rp.wake_errors = 0;
 
-    memset(&jfs_cfg, 0, sizeof(jfs_cfg));
-    jfs_cfg.depth = 256;
-    jfs_cfg.trans_mode = URMA_TM_RM;
-    jfs_cfg.max_sge = 1;
-    jfs_cfg.jfc = sp.jfc;
+    jfs_cfg = ufx_jfs_cfg(256, sp.jfc);
     jfs = urma_create_jfs(ctx, &jfs_cfg);
     CHECK(jfs != NULL);
 
-    memset(&jfr_cfg, 0, sizeof(jfr_cfg));
-    jfr_cfg.depth = 256;
-    jfr_cfg.trans_mode = URMA_TM_RM;
-    jfr_cfg.max_sge = 1;
-    jfr_cfg.jfc = rp.jfc;
-    memset(&jetty_cfg, 0, sizeof(jetty_cfg));
-    jetty_cfg.jfs_cfg = jfs_cfg;
-    jetty_cfg.jfs_cfg.jfc = rp.jfc;
-    jetty_cfg.jfr_cfg = &jfr_cfg;
-    rx = urma_create_jetty(ctx, &jetty_cfg);
+    jfr_cfg = ufx_jfr_cfg(256, rp.jfc);
+    jfs_cfg.jfc = rp.jfc;
+    rx = ufx_jetty(ctx, &jfs_cfg, &jfr_cfg);
     CHECK(rx != NULL);
-    memset(&rj, 0, sizeof(rj));
-    rj.jetty_id = rx->jetty_id;
-    rj.trans_mode = URMA_TM_RM;
-    rj.type = URMA_JETTY;
-    tjetty = urma_import_jetty(ctx, &rj, NULL);
+    tjetty = ufx_import_jetty(ctx, rx, NULL);
     CHECK(tjetty != NULL);
 
     src = malloc(LEN);
@@ -731,12 +614,10 @@ static int run_basic(void)
     for (i = 0; i < LEN; i++) {
         src[i] = (unsigned char)((i * 131U) ^ (i >> 11));
     }
-    src_seg = reg_seg(ctx, src, LEN);
-    dst_seg = reg_seg(ctx, dst, LEN);
+    src_seg = ufx_reg_seg(ctx, src, LEN);
+    dst_seg = ufx_reg_seg(ctx, dst, LEN);
     CHECK(src_seg != NULL && dst_seg != NULL);
-    memset(&iflag, 0, sizeof(iflag));
-    iflag.bs.access = URMA_ACCESS_READ | URMA_ACCESS_WRITE;
-    dst_imported = urma_import_seg(ctx, &dst_seg->seg, NULL, 0, iflag);
+    dst_imported = ufx_import_seg(ctx, dst_seg, URMA_ACCESS_READ | URMA_ACCESS_WRITE);
     CHECK(dst_imported != NULL);
 
     memset(&cfg, 0, sizeof(cfg));
@@ -748,8 +629,10 @@ static int run_basic(void)
     CHECK(os_transport_init(ctx, &cfg, &h2) == ERR32 && h2 == NULL);
     CHECK(os_transport_reg_jfc(NULL, rp.jfc, g_handle) == 0);
 
-    CHECK(pthread_create(&sp.th, NULL, poll_loop, &sp) == 0);
-    CHECK(pthread_create(&rp.th, NULL, poll_loop, &rp) == 0);
+    sp.wake = rp.wake = os_transport_wake_up_task;
+    sp.handle = rp.handle = g_handle;
+    CHECK(ufx_poller_start(&sp) == 0);
+    CHECK(ufx_poller_start(&rp) == 0);
 
     host.addr = (uint64_t)(uintptr_t)dst;
     host.tseg = dst_seg;
@@ -794,9 +677,8 @@ static int run_basic(void)
     CHECK(send_sync == NULL);
     CHECK(os_transport_cancel_tasks(g_handle, NULL, 0x777) == 0);
 
-    __atomic_store_n(&g_stop, 1, __ATOMIC_RELEASE);
-    pthread_join(sp.th, NULL);
-    pthread_join(rp.th, NULL);
+    ufx_poller_stop(&sp);
+    ufx_poller_stop(&rp);
     /* 3 WRITE + 3 SEND_IMM local CRs; 3 SEND_WITH_IMM receive CRs */
     CHECK(sp.crs == 2 * NCHUNK && rp.crs == NCHUNK);
     CHECK(sp.cr_errors == 0 && rp.cr_errors == 0);
@@ -832,13 +714,185 @@ static int run_basic(void)
     return 0;
 }
 
+/*
+ * ---- The install test -----------------------------------------------------------------------
+ *
+ * `consumer install` (`make rpm-test`, built only with the installed files:
+ * cc consumer.c urma_fixture.c $(pkg-config --cflags --libs os-transport), and by CMake with
+ * find_package(os-transport)): the loopback device by name, one JFC, a JFS (sender), a jetty
+ * (receiver), a source and a destination buffer, the destination segment and the jetty imported
+ * as the remote side; moves I_LEN bytes with os_transport_recv() + os_transport_send() and checks
+ * every byte that arrived. It stops at the first failed check; "consumer: OK" at the end.
+ */
+#define I_LEN ((uint32_t)DEFAULT_CHUNK_SIZE + 1u) /* two chunks, the second one a single byte */
+#define I_SERVER_KEY 7u
+#define I_CLIENT_KEY 8u
+#define I_DEVICE_NAME "loopback0"
+
+#define REQUIRE(cond, ...)                                                                          \
+    do {                                                                                            \
+        if (!(cond)) {                                                                              \
+            fprintf(stderr, "consumer: FAIL %s:%d: ", __FILE__, __LINE__);                         \
+            fprintf(stderr, __VA_ARGS__);                                                           \
+            fputc('\n', stderr);                                                                    \
+            exit(1);                                                                                \
+        }                                                                                           \
+    } while (0)
+
+static int i_chunks;
+
+static int i_on_chunk(void *user_data)
+{
+    os_transport_user_data_t *ud = user_data;
+    REQUIRE(ud->bs.request_id == I_CLIENT_KEY, "notify for request %llu",
+            (unsigned long long)ud->bs.request_id);
+    __atomic_fetch_add(&i_chunks, 1, __ATOMIC_SEQ_CST);
+    return 0;
+}
+
+static void i_on_log(int level, const char *msg)
+{
+    if ((level & 0xFF) == 2) { /* errors only */
+        fprintf(stderr, "consumer: library: %s", msg);
+    }
+}
+
+static const char *i_where(const void *sym)
+{
+    Dl_info info;
+    return dladdr(sym, &info) && info.dli_fname ? info.dli_fname : "?";
+}
+
+static int run_install(void)
+{
+    urma_context_t *ctx;
+    urma_jfc_t *jfc;
+    urma_jfs_cfg_t jfs_cfg;
+    urma_jfr_cfg_t jfr_cfg;
+    urma_jfs_t *jfs;
+    urma_jetty_t *jetty;
+    urma_token_t token = {.token = 0};
+    urma_target_jetty_t *tjetty;
+    urma_target_seg_t *src_seg, *dst_seg, *remote_seg;
+    uint8_t *src, *dst;
+    os_transport_cfg_t cfg;
+    void *handle = NULL;
+    ufx_poller_t p;
+    task_sync_t *recv_sync = NULL, *send_sync = NULL;
+    urma_status_t st = URMA_SUCCESS, send_st = URMA_FAIL, recv_st = URMA_FAIL;
+    uint32_t i, send_rc, recv_rc;
+
+    printf("consumer: os_transport.h %d, libos_transport from %s, liburma from %s\n",
+           OS_TRANSPORT_VERSION, i_where((void *)os_transport_init), i_where((void *)urma_init));
+
+    REQUIRE(os_transport_log_reg(0, i_on_log) == 0, "os_transport_log_reg");
+    REQUIRE(urma_init(NULL) == URMA_SUCCESS, "urma_init");
+    /* The loopback device, or the first device there is. */
+    ctx = ufx_open(I_DEVICE_NAME);
+    if (ctx == NULL) {
+        ctx = ufx_open(NULL);
+    }
+    REQUIRE(ctx != NULL, "no URMA device");
+    printf("consumer: URMA device %s\n", ctx->dev->name);
+
+    jfc = ufx_jfc(ctx, 1024, NULL);
+    REQUIRE(jfc != NULL, "urma_create_jfc");
+    /* Sender queue. */
+    jfs_cfg = ufx_jfs_cfg(256, jfc);
+    jfs_cfg.rnr_retry = URMA_TYPICAL_RNR_RETRY;
+    jfs_cfg.err_timeout = URMA_TYPICAL_ERR_TIMEOUT;
+    jfs = urma_create_jfs(ctx, &jfs_cfg);
+    REQUIRE(jfs != NULL, "urma_create_jfs");
+    /* Receiver: a jetty with its own JFR. */
+    jfr_cfg = ufx_jfr_cfg(256, jfc);
+    jfr_cfg.min_rnr_timer = URMA_TYPICAL_MIN_RNR_TIMER;
+    jetty = ufx_jetty(ctx, &jfs_cfg, &jfr_cfg);
+    REQUIRE(jetty != NULL, "urma_create_jetty");
+    /* The receiver's jetty as the sender's target. */
+    tjetty = ufx_import_jetty(ctx, jetty, &token);
+    REQUIRE(tjetty != NULL, "urma_import_jetty");
+
+    /* Buffers: the source, and the destination seen locally and (imported) as the remote. */
+    src = malloc(I_LEN);
+    dst = malloc(I_LEN);
+    REQUIRE(src != NULL && dst != NULL, "malloc");
+    for (i = 0; i < I_LEN; i++) {
+        src[i] = (uint8_t)(i * 131u + 7u + (i >> 16));
+    }
+    memset(dst, 0, I_LEN);
+    src_seg = ufx_reg_seg(ctx, src, I_LEN);
+    dst_seg = ufx_reg_seg(ctx, dst, I_LEN);
+    REQUIRE(src_seg != NULL && dst_seg != NULL, "urma_register_seg");
+    remote_seg = ufx_import_seg(ctx, dst_seg, URMA_ACCESS_READ | URMA_ACCESS_WRITE);
+    REQUIRE(remote_seg != NULL, "urma_import_seg");
+
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.worker_thread_num = 2;
+    cfg.jfc = jfc;
+    cfg.recv_queue_capacity = 16;
+    REQUIRE(os_transport_init(ctx, &cfg, &handle) == 0 && handle != NULL, "os_transport_init");
+    REQUIRE(os_transport_reg_jfc(NULL, jfc, handle) == 0, "os_transport_reg_jfc");
+
+    /* The library has no poller: the application polls its JFC and forwards each CR. */
+    memset(&p, 0, sizeof(p));
+    p.jfc = jfc;
+    p.wake = os_transport_wake_up_task;
+    p.handle = handle;
+    REQUIRE(ufx_poller_start(&p) == 0, "poller");
+
+    {
+        /* host_src: where the data comes from (the sender's buffer); device_dst->dst: where it lands. */
+        ost_buffer_info_t host_src = {.addr = (uint64_t)(uintptr_t)src, .tseg = src_seg};
+        ost_device_info_t device_dst = {.jfr = NULL, .jetty = jetty, .dst = dst};
+        urma_jetty_info_t jetty_info = {.jfs = jfs, .jetty = NULL, .tjetty = tjetty, .jetty_mode = JETTY_MODE_SIMPLEX};
+        ost_buffer_info_t local_src = {.addr = (uint64_t)(uintptr_t)src, .tseg = src_seg};
+        ost_buffer_info_t remote_dst = {.addr = (uint64_t)(uintptr_t)dst, .tseg = remote_seg};
+        REQUIRE(os_transport_recv(handle, &host_src, &device_dst, I_LEN, I_CLIENT_KEY, &recv_sync,
+                                  i_on_chunk) == 0,
+                "os_transport_recv");
+        REQUIRE(os_transport_send(handle, &jetty_info, &local_src, &remote_dst, I_LEN, I_SERVER_KEY,
+                                  I_CLIENT_KEY, &send_sync, &st) == 0,
+                "os_transport_send (urma status %d)", st);
+    }
+    send_rc = wait_and_free_sync_timeout(handle, send_sync, 20000, &send_st);
+    recv_rc = wait_and_free_sync_timeout(handle, recv_sync, 20000, &recv_st);
+    REQUIRE(send_rc == 0, "send wait returned %u (urma status %d)", send_rc, send_st);
+    REQUIRE(recv_rc == 0, "recv wait returned %u (urma status %d)", recv_rc, recv_st);
+
+    ufx_poller_stop(&p);
+    REQUIRE(i_chunks == 2, "%d chunks notified, expected 2", i_chunks);
+    for (i = 0; i < I_LEN; i++) {
+        REQUIRE(dst[i] == src[i], "byte %u differs: %u != %u", i, dst[i], src[i]);
+    }
+    printf("consumer: sent and received %u bytes in %d chunks, all bytes equal (%d CRs polled)\n", I_LEN,
+           i_chunks, p.crs);
+
+    REQUIRE(os_transport_destroy(handle) == 0, "os_transport_destroy");
+    REQUIRE(urma_unimport_seg(remote_seg) == URMA_SUCCESS, "urma_unimport_seg");
+    REQUIRE(urma_unregister_seg(dst_seg) == URMA_SUCCESS, "urma_unregister_seg dst");
+    REQUIRE(urma_unregister_seg(src_seg) == URMA_SUCCESS, "urma_unregister_seg src");
+    REQUIRE(urma_unimport_jetty(tjetty) == URMA_SUCCESS, "urma_unimport_jetty");
+    REQUIRE(urma_delete_jetty(jetty) == URMA_SUCCESS, "urma_delete_jetty");
+    REQUIRE(urma_delete_jfs(jfs) == URMA_SUCCESS, "urma_delete_jfs");
+    REQUIRE(urma_delete_jfc(jfc) == URMA_SUCCESS, "urma_delete_jfc");
+    REQUIRE(urma_delete_context(ctx) == URMA_SUCCESS, "urma_delete_context");
+    REQUIRE(urma_uninit() == URMA_SUCCESS, "urma_uninit");
+    free(src);
+    free(dst);
+    printf("consumer: OK\n");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 2 && strcmp(argv[1], "install") == 0) {
+        return run_install();
+    }
     if ((argc == 3 || argc == 4) && strcmp(argv[1], "pattern") == 0) {
         return run_pattern(strtol(argv[2], NULL, 10), argc == 4 ? strtol(argv[3], NULL, 10) : 0);
     }
     if (argc != 1) {
-        fprintf(stderr, "usage: consumer [pattern GETS [RSS_BOUND]]\n");
+        fprintf(stderr, "usage: consumer [install | pattern GETS [RSS_BOUND]]\n");
         return 2;
     }
     return run_basic();

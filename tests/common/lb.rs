@@ -9,8 +9,13 @@ use std::ffi::c_void;
 use std::ptr::null_mut;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
+use testkit::{import_seg, register_seg, EndpointCfg, EndpointPair, Loopback, RecvKind, SendKind};
 use urma_sys::*;
 
+/// One loopback endpoint set on the testkit fixture ([`testkit::EndpointPair`]): a sender JFS
+/// and a receiver jetty sharing a JFR, all completing to one JFC, with the jetty and the JFR
+/// imported. The objects are never deleted (the library under test may still use them when a
+/// test ends).
 pub struct Ep {
     pub ctx: *mut urma_context_t,
     pub jfc: *mut urma_jfc_t,
@@ -20,9 +25,8 @@ pub struct Ep {
     pub tjetty: *mut urma_target_jetty_t,
     pub tjfr: *mut urma_target_jetty_t,
 }
-// SAFETY: the fields are loopback URMA handles created once in `ep()` and never freed by this
-// code; they are only passed to liburma / os_transport, which validate and lock every handle
-// internally, and are dereferenced here only while building the Ep (single-threaded).
+// SAFETY: the fields are loopback URMA handles created once in `ep()` and never freed; they are
+// only passed to liburma / os_transport, which validate and lock every handle internally.
 unsafe impl Send for Ep {}
 // SAFETY: `&Ep` only exposes the handle values; concurrent liburma calls on them are
 // synchronised inside the loopback (registry RwLock, per-queue mutexes).
@@ -35,89 +39,43 @@ pub struct Buf {
 }
 
 pub fn ep() -> Ep {
-    // SAFETY: the zeroed cfg/rjetty/rjfr structs are plain C data for which all-zero is valid;
-    // every cfg and out-pointer is a live local for the duration of its call; the device list
-    // is dereferenced only after a non-NULL, n > 0 check; each created object is asserted
-    // non-NULL before it is dereferenced (`(*jetty).jetty_id`, `(*jfr).jfr_id`) or passed on.
-    unsafe {
-        let _ = urma_init(std::ptr::null_mut());
-        let mut n = 0;
-        let list = urma_get_device_list(&mut n);
-        assert!(!list.is_null() && n > 0, "loopback device");
-        let ctx = urma_create_context(*list, 0);
-        assert!(!ctx.is_null());
-        let mut cc: urma_jfc_cfg_t = std::mem::zeroed();
-        cc.depth = 4096;
-        let jfc = urma_create_jfc(ctx, &mut cc);
-        assert!(!jfc.is_null());
-        let mut sc: urma_jfs_cfg_t = std::mem::zeroed();
-        sc.depth = 1024;
-        sc.trans_mode = URMA_TM_RM;
-        sc.max_sge = 1;
-        sc.jfc = jfc;
-        let jfs = urma_create_jfs(ctx, &mut sc);
-        assert!(!jfs.is_null());
-        let mut rc: urma_jfr_cfg_t = std::mem::zeroed();
-        rc.depth = 1024;
-        rc.trans_mode = URMA_TM_RM;
-        rc.max_sge = 1;
-        rc.jfc = jfc;
-        let jfr = urma_create_jfr(ctx, &mut rc);
-        assert!(!jfr.is_null());
-        let mut jc: urma_jetty_cfg_t = std::mem::zeroed();
-        jc.flag.value = urma_sys::flags::JETTY_FLAG_SHARE_JFR;
-        jc.jfs_cfg = sc;
-        jc.__bindgen_anon_1.shared.jfr = jfr;
-        jc.__bindgen_anon_1.shared.jfc = jfc;
-        let jetty = urma_create_jetty(ctx, &mut jc);
-        assert!(!jetty.is_null());
-        let mut rj: urma_rjetty_t = std::mem::zeroed();
-        rj.jetty_id = (*jetty).jetty_id;
-        rj.trans_mode = URMA_TM_RM;
-        rj.type_ = URMA_JETTY;
-        let tjetty = urma_import_jetty(ctx, &mut rj, std::ptr::null_mut());
-        assert!(!tjetty.is_null());
-        let mut rf: urma_rjfr_t = std::mem::zeroed();
-        rf.jfr_id = (*jfr).jfr_id;
-        rf.trans_mode = URMA_TM_RM;
-        let tjfr = urma_import_jfr(ctx, &mut rf, std::ptr::null_mut());
-        assert!(!tjfr.is_null());
-        Ep {
-            ctx,
-            jfc,
-            jfs,
-            jfr,
-            jetty,
-            tjetty,
-            tjfr,
-        }
+    let lb = Loopback::get();
+    let cfg = EndpointCfg {
+        send: SendKind::Jfs,
+        recv: RecvKind::JettySharedJfr,
+        jfc_depth: 4096,
+        sq_depth: 1024,
+        rq_depth: 1024,
+        event_mode: false,
+        shared_cq: true,
+        import_jfr: true,
+    };
+    let pair: &'static EndpointPair = Box::leak(Box::new(EndpointPair::new(lb, &cfg)));
+    Ep {
+        ctx: lb.ctx,
+        jfc: pair.receiver.cq.jfc,
+        jfs: pair.sender.jfs,
+        jfr: pair.receiver.jfr,
+        jetty: pair.receiver.jetty,
+        tjetty: pair.sender.tjetty,
+        tjfr: pair.sender.tjfr,
     }
 }
 
-pub fn buf(ep: &Ep, len: usize) -> Buf {
+/// A registered buffer of `len` bytes (at least one), with read/write access and no token, and
+/// its import. Like the [`Ep`] objects, the segments stay registered.
+pub fn buf(_ep: &Ep, len: usize) -> Buf {
+    let lb = Loopback::get();
     let mut mem = vec![0u8; len.max(1)];
-    // SAFETY: registering our own live Vec.
-    unsafe {
-        let mut c: urma_seg_cfg_t = std::mem::zeroed();
-        c.va = mem.as_mut_ptr() as u64;
-        c.len = mem.len() as u64;
-        c.flag.value =
-            (URMA_ACCESS_READ | URMA_ACCESS_WRITE) << urma_sys::flags::REG_SEG_FLAG_ACCESS_SHIFT;
-        let tseg = urma_register_seg(ep.ctx, &mut c);
-        assert!(!tseg.is_null(), "register_seg");
-        let imported = urma_import_seg(
-            ep.ctx,
-            &mut (*tseg).seg,
-            std::ptr::null_mut(),
-            0,
-            std::mem::zeroed(),
-        );
-        assert!(!imported.is_null(), "import_seg");
-        Buf {
-            mem,
-            tseg,
-            imported,
-        }
+    let access = URMA_ACCESS_READ | URMA_ACCESS_WRITE;
+    // SAFETY: `mem` is returned in the Buf; its heap buffer does not move with the Vec.
+    let tseg = unsafe { register_seg(lb, mem.as_mut_ptr(), mem.len(), None, access) };
+    // SAFETY: tseg was just registered on the fixture context.
+    let imported = unsafe { import_seg(lb, tseg, None, 0) };
+    Buf {
+        mem,
+        tseg,
+        imported,
     }
 }
 
@@ -210,20 +168,6 @@ pub fn init(workers: u32, cap: u32) -> *mut c_void {
     );
     assert!(!h.is_null());
     h
-}
-
-/// Loopback control function looked up at run time (the test links against the URMA stub).
-pub fn ctl<T>(name: &str) -> T {
-    let c = std::ffi::CString::new(name).unwrap();
-    // SAFETY: dlsym on the global namespace; liburma.so.0 (the loopback) is loaded.
-    let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c.as_ptr()) };
-    assert!(
-        !p.is_null(),
-        "{name} not found (is the loopback liburma.so.0 first on LD_LIBRARY_PATH?)"
-    );
-    assert_eq!(std::mem::size_of::<T>(), std::mem::size_of::<*mut c_void>());
-    // SAFETY: the caller names the right function-pointer type.
-    unsafe { std::mem::transmute_copy(&p) }
 }
 
 /// The API arguments of one transfer from `s` (sender side) to `d` (receiver side) over `ep`.

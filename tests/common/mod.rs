@@ -3,43 +3,15 @@
 
 use std::path::PathBuf;
 
-/// `<target>/<profile>`, derived from the test binary's path (`<target>/<profile>/deps/<bin>`).
-pub fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    exe.parent()
-        .and_then(|d| d.parent())
-        .expect("<target>/<profile>/deps/<bin>")
-        .to_path_buf()
-}
+#[allow(unused_imports)] // each test binary uses a subset
+pub use testkit::{
+    paths::{cc, profile_dir, repo},
+    target::run,
+};
 
 /// The Rust cdylib under test.
 pub fn rust_lib() -> PathBuf {
     profile_dir().join("libos_transport.so")
-}
-
-/// Repository root.
-pub fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// C compiler (`$CC` or `cc`).
-pub fn cc() -> String {
-    std::env::var("CC").unwrap_or_else(|_| "cc".to_string())
-}
-
-/// Runs a command, returning stdout, panicking with stderr on failure.
-pub fn run(cmd: &mut std::process::Command) -> String {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed ({}):\n{}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// A scratch directory unique to this test process.

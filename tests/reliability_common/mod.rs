@@ -2,7 +2,6 @@
 //! wrappers over the C exports, a log-line counter and the loopback control functions.
 #![allow(dead_code)]
 
-use crate::common::lb;
 pub use crate::common::lb::{io, recv, send, wait};
 use os_transport::abi::*;
 use os_transport::ffi::*;
@@ -98,34 +97,7 @@ pub fn check(buf: &[u8], id: u64, len: usize) -> bool {
     buf[..len] == *payload(id, len)
 }
 
-// ---- loopback control (looked up at run time: the binary links against the URMA stub) ----
-
-pub type Reset = unsafe extern "C" fn();
-pub type FailPost = unsafe extern "C" fn(i32, u64, i32) -> i32;
-pub type FailCompletion = unsafe extern "C" fn(u64, u32) -> i32;
-pub type CrAction = unsafe extern "C" fn(u64, i32) -> i32;
-pub type SetBool = unsafe extern "C" fn(bool);
-pub type SetU32 = unsafe extern "C" fn(u32);
-
-// The loopback's counters: `compat_tests::loopback_ctl::counters()` (the testkit's mirror of
-// `urma_loopback_counters_t`).
-
-pub fn reset_loopback() {
-    let f: Reset = lb::ctl("urma_loopback_reset");
-    // SAFETY: no arguments.
-    unsafe { f() };
-}
-
-pub fn set_nocopy(on: bool) {
-    let f: SetBool = lb::ctl("urma_loopback_set_nocopy");
-    // SAFETY: plain value.
-    unsafe { f(on) };
-}
-
-pub const Q_SEND: i32 = 1;
-pub const Q_RECV: i32 = 2;
-pub const CR_DROP: i32 = 1;
-pub const CR_DUP: i32 = 2;
+// ---- loopback control: `compat_tests::loopback_ctl` (the `urma-loopback-ctl` binding) ----
 
 /// Lets test threads share loopback objects (raw URMA pointers) the test keeps alive.
 pub struct Shared<T>(pub T);

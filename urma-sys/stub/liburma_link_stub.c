@@ -6,7 +6,7 @@
  * binary gets `NEEDED liburma.so.0` - exactly like linking against UMDK.
  * There is deliberately NO liburma.so.0 file next to it, so the dynamic
  * loader never picks this stub: at run time the real library (UMDK) or the
- * mlcachedirect software loopback (urma-sys/loopback) must be found as
+ * mlcachedirect software loopback (urma-loopback) must be found as
  * liburma.so.0 on the loader path. Same idea as CUDA's lib64/stubs.
  *
  * The symbols only have to exist; they are declared without prototypes that

@@ -22,8 +22,13 @@ use pretty_assertions::assert_eq;
 #[allow(unused_imports)]
 use urma_sys::*;
 
-#[path = "../../compat-tests/src/target.rs"]
+#[path = "../../testkit/src/paths.rs"]
+mod paths;
+#[path = "../../testkit/src/target.rs"]
 mod target;
+
+use paths::cc;
+use target::run;
 
 /// What the C probe prints for one fact.
 enum CProbe {
@@ -322,24 +327,6 @@ fn probe_source() -> String {
     }
     s.push_str("    return 0;\n}\n");
     s
-}
-
-fn cc() -> String {
-    std::env::var("CC").unwrap_or_else(|_| "cc".to_string())
-}
-
-fn run(cmd: &mut Command) -> String {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed ({}):\n{}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("utf8")
 }
 
 /// Facts measured by the C probe (built and run once per test binary).

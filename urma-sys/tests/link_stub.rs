@@ -6,8 +6,12 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-#[path = "../../compat-tests/src/target.rs"]
+#[path = "../../testkit/src/paths.rs"]
+mod paths;
+#[path = "../../testkit/src/target.rs"]
 mod target;
+
+use target::run;
 
 const STUB_MESSAGE: &str =
     "liburma link stub called: this library is for linking only; put a real \
@@ -40,18 +44,6 @@ fn functions() -> Vec<String> {
                 .map(str::to_string)
         })
         .collect()
-}
-
-fn tool(cmd: &mut Command) -> String {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 fn work_dir() -> PathBuf {
@@ -93,12 +85,12 @@ fn stub_is_an_import_library_only() {
         !dir.join("liburma.so.0").exists(),
         "a liburma.so.0 next to the stub would let the loader pick it"
     );
-    let dynamic = tool(Command::new("readelf").arg("-d").arg(&lib));
+    let dynamic = run(Command::new("readelf").arg("-d").arg(&lib));
     assert!(
         dynamic.contains("Library soname: [liburma.so.0]"),
         "{dynamic}"
     );
-    let syms = tool(Command::new("nm").args(["-D", "--defined-only"]).arg(&lib));
+    let syms = run(Command::new("nm").args(["-D", "--defined-only"]).arg(&lib));
     for n in functions() {
         assert!(
             syms.lines().any(|l| l.ends_with(&format!(" T {n}"))),
@@ -120,17 +112,14 @@ fn consumer_needs_liburma_so_0_and_the_stub_aborts_if_loaded() {
     )
     .expect("write");
     let exe = work.join(format!("consumer-{}", std::process::id()));
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
-    tool(
-        Command::new(cc)
-            .arg(format!("-I{}", urma_sys::include_dir()))
-            .arg(&src)
-            .arg("-o")
-            .arg(&exe)
-            .arg(format!("-L{}", link_dir().display()))
-            .arg("-lurma"),
-    );
-    let dynamic = tool(Command::new("readelf").arg("-d").arg(&exe));
+    run(Command::new(paths::cc())
+        .arg(format!("-I{}", urma_sys::include_dir()))
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe)
+        .arg(format!("-L{}", link_dir().display()))
+        .arg("-lurma"));
+    let dynamic = run(Command::new("readelf").arg("-d").arg(&exe));
     assert!(
         dynamic.contains("Shared library: [liburma.so.0]"),
         "{dynamic}"

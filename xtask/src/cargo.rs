@@ -147,7 +147,7 @@ mod tests {
     #[test]
     fn package_names_of_both_id_formats() {
         assert_eq!(
-            package_name("path+file:///r/urma-sys/loopback#urma-loopback@0.1.0"),
+            package_name("path+file:///r/urma-loopback#urma-loopback@0.1.0"),
             "urma-loopback"
         );
         assert_eq!(
@@ -156,7 +156,7 @@ mod tests {
         );
         assert_eq!(package_name("path+file:///r/xtask#1.0.0"), "xtask");
         assert_eq!(
-            package_name("urma-loopback 0.1.0 (path+file:///r/urma-sys/loopback)"),
+            package_name("urma-loopback 0.1.0 (path+file:///r/urma-loopback)"),
             "urma-loopback"
         );
     }

@@ -176,10 +176,15 @@ fn reliability_bins(ctx: &mut Ctx, goal: &str) -> (Built, PathBuf) {
         .args([
             "-Iinclude",
             "-Iurma-sys/include",
-            "-Iurma-sys/loopback/include",
+            "-Iurma-loopback/include",
+            "-Itests/c",
         ])
         .arg(format!("-DOST_FUZZ_LIB_DEFAULT=\"{}\"", rust_lib.display()))
-        .args(["fuzz/cr_fuzz.c", "fuzz/replay_main.c"])
+        .args([
+            "fuzz/cr_fuzz.c",
+            "fuzz/replay_main.c",
+            "tests/c/urma_fixture.c",
+        ])
         .arg(format!("-L{}", built.loopback_dir.display()))
         .args(["-l:liburma.so.0", "-ldl", "-lpthread", "-o"])
         .arg(rel.join("replay")));
@@ -190,8 +195,9 @@ fn reliability_bins(ctx: &mut Ctx, goal: &str) -> (Built, PathBuf) {
             "-pthread",
             "-Iinclude",
             "-Iurma-sys/include",
+            "-Itests/c",
         ])
-        .arg("tests/c/consumer.c")
+        .args(["tests/c/consumer.c", "tests/c/urma_fixture.c"])
         .arg(format!("-L{}", lib.display()))
         .arg("-los_transport")
         .arg(format!("-L{}", built.loopback_dir.display()))
@@ -367,10 +373,11 @@ fn fuzz(ctx: &mut Ctx, goal: &str, smoke: bool) {
         .args([
             "-Iinclude",
             "-Iurma-sys/include",
-            "-Iurma-sys/loopback/include",
+            "-Iurma-loopback/include",
+            "-Itests/c",
         ])
         .arg(format!("-DOST_FUZZ_LIB_DEFAULT=\"{}\"", lib.display()))
-        .arg("fuzz/cr_fuzz.c")
+        .args(["fuzz/cr_fuzz.c", "tests/c/urma_fixture.c"])
         .arg(format!("-L{}", built.loopback_dir.display()))
         .args(["-l:liburma.so.0", "-ldl", "-o"])
         .arg(&bin));

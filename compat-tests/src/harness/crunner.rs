@@ -1,6 +1,6 @@
 //! The C runner: `compat-tests/c/runner.c`, an unmodified C consumer of `os_transport.h`,
 //! compiled at run time (with `$CC`, default `cc`) against `include/os_transport.h`,
-//! `urma-sys/include` and `urma-sys/loopback/include`, linked with `-los_transport -lurma`, and
+//! `urma-sys/include` and `urma-loopback/include`, linked with `-los_transport -lurma`, and
 //! run once per library with `LD_LIBRARY_PATH=<dir with that libos_transport.so.1>:<dir with the
 //! loopback liburma.so.0>`. It prints the raw trace format; both traces are normalised and
 //! compared like the in-process ones.
@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use super::ledger::Ledger;
 use super::report::{judge, Options, Outcome, RunResult};
+use testkit::paths::repo;
 
 /// The C runner's scenarios.
 pub const SCENARIOS: &[(&str, &str)] = &[
@@ -36,10 +37,6 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         "C consumer: recv waits with 0 ms and 20 ms timeouts, cancel by id",
     ),
 ];
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
 
 /// A directory holding `libos_transport.so.1` and `libos_transport.so` symlinks to `lib`.
 fn lib_dir(out: &Path, name: &str, lib: &Path) -> Result<PathBuf, String> {
@@ -96,9 +93,11 @@ pub fn build(opts: &Options) -> Result<(PathBuf, PathBuf, PathBuf), String> {
         .arg(format!("-I{}", repo().join("urma-sys/include").display()))
         .arg(format!(
             "-I{}",
-            repo().join("urma-sys/loopback/include").display()
+            repo().join("urma-loopback/include").display()
         ))
+        .arg(format!("-I{}", repo().join("tests/c").display()))
         .arg(&src)
+        .arg(repo().join("tests/c/urma_fixture.c"))
         .arg("-o")
         .arg(&exe)
         .arg(format!("-L{}", legacy_dir.display()))

@@ -22,14 +22,15 @@ use urma_sys as u;
 
 use super::record::{self, ud, Recorder};
 use crate::fixture::{
-    Buffer, CrExt, EndpointCfg, EndpointPair, ImportedSeg, Loopback, PollMode, Poller, RecvKind,
-    SendPtr,
+    Buffer, CrExt, EndpointCfg, EndpointPair, ImportedSeg, Loopback, PairArgs, PollMode, Poller,
+    RecvKind, SegArgs, SendPtr,
 };
 use crate::lib_under_test::{
-    OsTransportCfg, OsTransportLib, OstBufferInfo, OstDeviceInfo, TaskSync, UrmaJettyInfo,
-    UserData, DEFAULT_CHUNK_SIZE,
+    os_transport_cfg_t, ost_buffer_info_t, ost_device_info_t, task_sync_t, urma_jetty_info_t,
+    OsTransportLib, DEFAULT_CHUNK_SIZE,
 };
 use crate::loopback_ctl as ctl;
+use crate::oracle::{dec, UserData};
 
 /// A loaded library under test with its log-callback slot.
 pub struct Lib {
@@ -69,21 +70,11 @@ pub fn r32(v: u32) -> String {
     }
 }
 
-/// `dec()` of the contract §2.3 (transport encoding of a client key).
-pub fn dec_rid(y: u64) -> u64 {
-    (y & 0xFFFFF) | (((y >> 40) & 0xFFFFF) << 20)
-}
-
-/// `enc()` of the contract §2.3.
-pub fn enc_rid(x: u64) -> u64 {
-    (x & 0xFFFFF) | (((x >> 20) & 0xFFFFF) << 40)
-}
-
 /// Stream key of a CR: `req:0x<rid>` (decoded immediate for receive-side CRs, the user_ctx
 /// request id for send-side ones).
 pub fn cr_key(cr: &u::urma_cr_t) -> String {
     if cr.is_recv() {
-        format!("req:0x{:x}", dec_rid(cr.imm() & ((1 << 60) - 1)))
+        format!("req:0x{:x}", dec(cr.imm() & ((1 << 60) - 1)))
     } else {
         format!("req:0x{:x}", cr.user_ctx & ((1 << 60) - 1))
     }
@@ -93,7 +84,7 @@ pub fn cr_key(cr: &u::urma_cr_t) -> String {
 pub fn cr_line(cr: &u::urma_cr_t) -> String {
     if cr.is_recv() {
         let imm = cr.imm();
-        let d = (imm & !((1u64 << 60) - 1)) | dec_rid(imm & ((1 << 60) - 1));
+        let d = (imm & !((1u64 << 60) - 1)) | dec(imm & ((1 << 60) - 1));
         format!(
             "recv opc={} status={} imm={}",
             { cr.opcode },
@@ -278,7 +269,7 @@ pub struct Ctx {
     pub rdst: ImportedSeg,
     send_poller: Option<Poller>,
     recv_poller: Option<Poller>,
-    syncs: Vec<(String, *mut TaskSync)>,
+    syncs: Vec<(String, *mut task_sync_t)>,
     nsync: u32,
     finished: bool,
 }
@@ -378,8 +369,8 @@ impl Ctx {
     }
 
     /// A library configuration for this context's endpoints.
-    pub fn cfg(&self, workers: u32, capacity: u32) -> OsTransportCfg {
-        let mut c = OsTransportCfg::default();
+    pub fn cfg(&self, workers: u32, capacity: u32) -> os_transport_cfg_t {
+        let mut c = os_transport_cfg_t::default();
         c.worker_thread_num = workers;
         c.recv_queue_capacity = capacity;
         c.urma_event_mode = self.setup.event_mode;
@@ -441,7 +432,7 @@ impl Ctx {
     ) -> (u32, String) {
         let mut cfg = self.cfg(workers, 16);
         let mut h: *mut c_void = std::ptr::NonNull::<c_void>::dangling().as_ptr();
-        let pc: *mut OsTransportCfg = if cfg_null { null_mut() } else { &mut cfg };
+        let pc: *mut os_transport_cfg_t = if cfg_null { null_mut() } else { &mut cfg };
         let ph: *mut *mut c_void = if handle_null { null_mut() } else { &mut h };
         // SAFETY: NULL or valid pointers.
         let r = unsafe { (self.lib(side).os_transport_init)(Loopback::get().ctx, pc, ph) };
@@ -632,7 +623,7 @@ impl Ctx {
             .unwrap_or_default();
         v.sort_by_key(|cr| {
             let imm = cr.imm();
-            (dec_rid(imm & ((1 << 60) - 1)), imm >> 61)
+            (dec(imm & ((1 << 60) - 1)), imm >> 61)
         });
         v
     }
@@ -670,7 +661,7 @@ impl Ctx {
         n
     }
 
-    fn name_sync(&mut self, p: *mut TaskSync) -> String {
+    fn name_sync(&mut self, p: *mut task_sync_t) -> String {
         if p.is_null() {
             return "NULL".into();
         }
@@ -681,7 +672,7 @@ impl Ctx {
     }
 
     /// The raw pointer of sync `name` (null if unknown).
-    pub fn sync_ptr(&self, name: &str) -> *mut TaskSync {
+    pub fn sync_ptr(&self, name: &str) -> *mut task_sync_t {
         self.syncs
             .iter()
             .find(|(n, _)| n == name)
@@ -716,15 +707,15 @@ impl Ctx {
                 ji.jetty = null_mut();
             }
         }
-        let mut s = OstBufferInfo {
+        let mut s = ost_buffer_info_t {
             addr: self.src.addr() + off as u64,
             tseg: self.src.tseg,
         };
-        let mut d = OstBufferInfo {
+        let mut d = ost_buffer_info_t {
             addr: self.rdst.addr + off as u64,
             tseg: self.rdst.tseg,
         };
-        let mut sync: *mut TaskSync = std::ptr::NonNull::<TaskSync>::dangling().as_ptr();
+        let mut sync: *mut task_sync_t = std::ptr::NonNull::<task_sync_t>::dangling().as_ptr();
         let mut st: u::urma_status_t = -77;
         let h = self.hs;
         // SAFETY: valid pointers to live endpoint/buffer descriptions.
@@ -733,7 +724,7 @@ impl Ctx {
                 h, &mut ji, &mut s, &mut d, len, sk, ck, &mut sync, &mut st,
             )
         };
-        let sn = if sync == std::ptr::NonNull::<TaskSync>::dangling().as_ptr() {
+        let sn = if sync == std::ptr::NonNull::<task_sync_t>::dangling().as_ptr() {
             "untouched".to_string()
         } else {
             self.name_sync(sync)
@@ -759,29 +750,29 @@ impl Ctx {
         let mut ji = self.pair.jetty_info();
         let mut s = self.src.info();
         let mut d = self.rdst.info();
-        let mut sync: *mut TaskSync = std::ptr::NonNull::<TaskSync>::dangling().as_ptr();
+        let mut sync: *mut task_sync_t = std::ptr::NonNull::<task_sync_t>::dangling().as_ptr();
         let mut st: u::urma_status_t = -77;
         let h = if which == "handle" {
             null_mut()
         } else {
             self.hs
         };
-        let pji: *mut UrmaJettyInfo = if which == "jetty_info" {
+        let pji: *mut urma_jetty_info_t = if which == "jetty_info" {
             null_mut()
         } else {
             &mut ji
         };
-        let ps: *mut OstBufferInfo = if which == "local_src" {
+        let ps: *mut ost_buffer_info_t = if which == "local_src" {
             null_mut()
         } else {
             &mut s
         };
-        let pd: *mut OstBufferInfo = if which == "remote_dst" {
+        let pd: *mut ost_buffer_info_t = if which == "remote_dst" {
             null_mut()
         } else {
             &mut d
         };
-        let psync: *mut *mut TaskSync = if which == "ret_sync" {
+        let psync: *mut *mut task_sync_t = if which == "ret_sync" {
             null_mut()
         } else {
             &mut sync
@@ -794,7 +785,7 @@ impl Ctx {
         // SAFETY: NULL or valid pointers.
         let r =
             unsafe { (self.slib.lib.os_transport_send)(h, pji, ps, pd, len, sk, ck, psync, pst) };
-        let sn = if sync == std::ptr::NonNull::<TaskSync>::dangling().as_ptr() {
+        let sn = if sync == std::ptr::NonNull::<task_sync_t>::dangling().as_ptr() {
             "untouched".to_string()
         } else {
             self.name_sync(sync)
@@ -808,14 +799,14 @@ impl Ctx {
 
     /// `os_transport_recv` of `len` bytes into `dst+off`.
     pub fn recv(&mut self, len: u32, ck: u64, off: usize) -> (u32, Option<String>) {
-        let mut host = OstBufferInfo {
+        let mut host = ost_buffer_info_t {
             addr: self.dst.addr() + off as u64,
             tseg: self.dst.tseg,
         };
         let mut dev = self
             .pair
             .device_info((self.dst.addr() + off as u64) as *mut c_void);
-        let mut sync: *mut TaskSync = std::ptr::NonNull::<TaskSync>::dangling().as_ptr();
+        let mut sync: *mut task_sync_t = std::ptr::NonNull::<task_sync_t>::dangling().as_ptr();
         let h = self.hr;
         // SAFETY: valid pointers to live endpoint/buffer descriptions; NOTIFY is a static fn.
         let r = unsafe {
@@ -829,7 +820,7 @@ impl Ctx {
                 record::NOTIFY,
             )
         };
-        let sn = if sync == std::ptr::NonNull::<TaskSync>::dangling().as_ptr() {
+        let sn = if sync == std::ptr::NonNull::<task_sync_t>::dangling().as_ptr() {
             "untouched".to_string()
         } else {
             self.name_sync(sync)
@@ -851,29 +842,29 @@ impl Ctx {
         let mut host = self.dst.info();
         let mut dev = self.pair.device_info(self.dst.addr() as *mut c_void);
         if which == "no_queue" {
-            dev = OstDeviceInfo {
+            dev = ost_device_info_t {
                 jfr: null_mut(),
                 jetty: null_mut(),
                 dst: dev.dst,
             };
         }
-        let mut sync: *mut TaskSync = std::ptr::NonNull::<TaskSync>::dangling().as_ptr();
+        let mut sync: *mut task_sync_t = std::ptr::NonNull::<task_sync_t>::dangling().as_ptr();
         let h = if which == "handle" {
             null_mut()
         } else {
             self.hr
         };
-        let ph: *mut OstBufferInfo = if which == "host_src" {
+        let ph: *mut ost_buffer_info_t = if which == "host_src" {
             null_mut()
         } else {
             &mut host
         };
-        let pd: *mut OstDeviceInfo = if which == "device_dst" {
+        let pd: *mut ost_device_info_t = if which == "device_dst" {
             null_mut()
         } else {
             &mut dev
         };
-        let ps: *mut *mut TaskSync = if which == "ret_sync" {
+        let ps: *mut *mut task_sync_t = if which == "ret_sync" {
             null_mut()
         } else {
             &mut sync
@@ -885,7 +876,7 @@ impl Ctx {
         };
         // SAFETY: NULL or valid pointers.
         let r = unsafe { (self.rlib.lib.os_transport_recv)(h, ph, pd, len, ck, ps, cb) };
-        let sn = if sync == std::ptr::NonNull::<TaskSync>::dangling().as_ptr() {
+        let sn = if sync == std::ptr::NonNull::<task_sync_t>::dangling().as_ptr() {
             "untouched".to_string()
         } else {
             self.name_sync(sync)
@@ -949,8 +940,8 @@ impl Ctx {
     /// `os_transport_cancel_tasks(h, &sync or NULL, rid)`.
     pub fn cancel(&mut self, side: Side, sync: Option<&str>, rid: u64) -> u32 {
         let h = self.handle(side);
-        let mut p: *mut TaskSync = sync.map(|n| self.sync_ptr(n)).unwrap_or(null_mut());
-        let pp: *mut *mut TaskSync = if sync.is_some() { &mut p } else { null_mut() };
+        let mut p: *mut task_sync_t = sync.map(|n| self.sync_ptr(n)).unwrap_or(null_mut());
+        let pp: *mut *mut task_sync_t = if sync.is_some() { &mut p } else { null_mut() };
         // SAFETY: pp is NULL or points to a live sync pointer of this library.
         let r = unsafe { (self.lib(side).os_transport_cancel_tasks)(h, pp, rid) };
         let after = if sync.is_none() {

@@ -143,7 +143,7 @@ pub fn urma_line(raw: &Value) -> Option<(String, String)> {
             let s_r = raw.get("s_r").and_then(|x| x.as_u64()).unwrap_or(0);
             if s_r == 1 {
                 let imm = hexv(raw, "imm").unwrap_or(0);
-                let d = (imm & !((1u64 << 60) - 1)) | super::ctx::dec_rid(imm & ((1u64 << 60) - 1));
+                let d = (imm & !((1u64 << 60) - 1)) | crate::oracle::dec(imm & ((1u64 << 60) - 1));
                 Some((
                     rid_key(d),
                     format!(

@@ -19,7 +19,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::lib_under_test::{LogCallback, NotifyCallback, UserData};
+use crate::lib_under_test::{log_callback_t, notify_callback_t};
+use crate::oracle::UserData;
 
 /// Events of one run.
 #[derive(Default)]
@@ -150,7 +151,7 @@ unsafe extern "C" fn notify_cb(user_data: *mut c_void) -> c_int {
 }
 
 /// The harness's `notify_callback_t`.
-pub const NOTIFY: NotifyCallback = Some(notify_cb);
+pub const NOTIFY: notify_callback_t = Some(notify_cb);
 
 fn log_common(lib: u32, level: c_int, msg: *const c_char) {
     let text = if msg.is_null() {
@@ -190,7 +191,7 @@ unsafe extern "C" fn log_cb_1(level: c_int, msg: *const c_char) {
 }
 
 /// The recording log callback of library slot `slot` (0 = reference C, 1 = Rust).
-pub fn log_callback(slot: u32) -> LogCallback {
+pub fn log_callback(slot: u32) -> log_callback_t {
     if slot == 0 {
         Some(log_cb_0)
     } else {

@@ -892,11 +892,11 @@ fn sc_unknown_cr(ctx: &mut Ctx) {
     let mut r = urma_sys::urma_cr_t::default();
     r.opcode = urma_sys::URMA_CR_OPC_SEND_WITH_IMM;
     r.flag.value = urma_sys::flags::CR_FLAG_S_R;
-    r.__bindgen_anon_1.imm_data = super::ctx::enc_rid(0x997) | (1u64 << 60);
+    r.__bindgen_anon_1.imm_data = crate::oracle::enc(0x997) | (1u64 << 60);
     ctx.deliver(Side::Recv, r, Duration::from_millis(100));
     // Receive side with a wrong opcode (WRITE_WITH_IMM) for the live recv.
     r.opcode = urma_sys::URMA_CR_OPC_WRITE_WITH_IMM;
-    r.__bindgen_anon_1.imm_data = super::ctx::enc_rid(0x90);
+    r.__bindgen_anon_1.imm_data = crate::oracle::enc(0x90);
     ctx.deliver(Side::Recv, r, Duration::from_millis(100));
     // NULL cr and NULL handle.
     // SAFETY: NULL arguments are part of the API contract (return -1).

@@ -1,0 +1,72 @@
+//! Running programs that a test built for the target it runs on.
+//!
+//! Tests that compile a C program at run time (with `$CC`, default `cc`) and run it spawn the
+//! result through [`command`]. Natively that is a plain [`Command`]. When the tests are
+//! cross-built and run under qemu user emulation (`make test-aarch64`), the cargo target runner
+//! (`.cargo/target-runner`) sets `CC` to the cross compiler and `OST_TARGET_RUNNER` to the
+//! emulator, because the kernel cannot exec a foreign binary by itself (no binfmt_misc needed).
+//!
+//! Under emulation everything runs 10 to 50 times slower than natively, so tests whose wall-clock
+//! deadlines are tuned for native speed scale them by [`slowdown`].
+//!
+//! This file is also included by path (`#[path]`) by the urma-sys tests, which sit below the
+//! testkit in the crate graph and do not use every function.
+#![allow(dead_code)]
+
+use std::ffi::OsStr;
+use std::process::Command;
+
+/// A command running `exe`, an executable built for the target: directly, or through
+/// `$OST_TARGET_RUNNER` when it is set.
+pub fn command(exe: impl AsRef<OsStr>) -> Command {
+    match std::env::var_os("OST_TARGET_RUNNER") {
+        Some(runner) if !runner.is_empty() => {
+            let mut cmd = Command::new(runner);
+            cmd.arg(exe);
+            cmd
+        }
+        _ => Command::new(exe),
+    }
+}
+
+/// Whether the tests run under an emulator (`$OST_TARGET_RUNNER` is set).
+pub fn emulated() -> bool {
+    std::env::var_os("OST_TARGET_RUNNER").is_some_and(|r| !r.is_empty())
+}
+
+/// The factor for wall-clock deadlines tuned for native speed: 1 natively; under emulation
+/// `$OST_TARGET_SLOWDOWN`, default 10.
+pub fn slowdown() -> u32 {
+    if !emulated() {
+        return 1;
+    }
+    std::env::var("OST_TARGET_SLOWDOWN")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&f| f >= 1)
+        .unwrap_or(10)
+}
+
+/// The directory of the loopback `liburma.so.0` that programs started from here load: the first
+/// entry of `LD_LIBRARY_PATH` holding a `liburma.so.0`. `cargo test` and `cargo run` put the
+/// loopback's `$OUT_DIR/lib` there (urma-loopback/build.rs), `cargo xtask` the same directory.
+pub fn loopback_dir() -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("LD_LIBRARY_PATH")?;
+    std::env::split_paths(&path).find(|d| d.join("liburma.so.0").exists())
+}
+
+/// Runs `cmd` to completion and returns its stdout; panics with its stdout and stderr when it
+/// cannot start or does not succeed.
+pub fn run(cmd: &mut Command) -> String {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}):\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}

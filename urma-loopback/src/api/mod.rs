@@ -1,0 +1,96 @@
+//! The 49 exported URMA functions (prototypes exactly as in `urma_api.h`), one file per object
+//! family: [`device`] (init, devices, contexts, async events), [`jfc`] (JFCE and JFC), [`jetty`]
+//! (JFS, JFR, jetty), [`import`] (imports, advise, bind), [`seg`] (segments, token ids) and
+//! [`post`] (work requests). This module holds what they share: limits, the device, errors.
+//!
+//! Every export runs behind a panic boundary ([`guard`]) and checks each handle against the
+//! registry first: NULL, unknown or deleted handles give `URMA_EINVAL` (status functions),
+//! NULL (pointer functions), -1 (int functions) or nothing (void functions).
+
+use std::collections::VecDeque;
+use std::ffi::{c_char, c_int, CStr};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, Once};
+use std::time::Duration;
+
+use urma_sys as u;
+use urma_sys::flags;
+
+use crate::datapath;
+use crate::knobs;
+use crate::objects::RecvQ;
+use crate::queues::{EvState, Jfc, Jfce};
+use crate::registry::{
+    self as reg, get_ctx, get_jetty, get_jfc, get_jfce, get_jfr, get_jfs, get_tjetty, get_token_id,
+    initialized, next_id, next_name, CBox, Ctx, ISeg, Jetty, Jfr, Jfs, Kind, Obj, Seg, SendQ,
+    TJetty, Target, TokenIdObj,
+};
+use crate::trace;
+use crate::util::{guard, lock, log_err, set_log_func, zeroed};
+
+/// Device name.
+pub const DEV_NAME: &str = "loopback0";
+/// Largest depth accepted for JFC/JFS/JFR/jetty queues.
+pub const MAX_DEPTH: u32 = 1 << 20;
+/// Largest SGE count per WR.
+pub const MAX_SGE: u32 = 16;
+/// Largest message.
+pub const MAX_MSG: u32 = u32::MAX;
+
+/// The single EID of loopback0: ::ffff:127.0.0.1.
+pub fn eid() -> u::urma_eid_t {
+    let mut e: u::urma_eid_t = zeroed();
+    let raw = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1];
+    e.raw = raw;
+    e
+}
+
+struct Device(CBox<u::urma_device_t>);
+
+fn device() -> &'static Device {
+    static DEV: std::sync::OnceLock<Device> = std::sync::OnceLock::new();
+    DEV.get_or_init(|| {
+        let mut d: u::urma_device_t = zeroed();
+        for (i, b) in DEV_NAME.bytes().enumerate() {
+            d.name[i] = b as c_char;
+        }
+        let path = format!("/sys/class/ubcore/{DEV_NAME}");
+        for (i, b) in path.bytes().enumerate() {
+            d.path[i] = b as c_char;
+        }
+        d.type_ = u::URMA_TRANSPORT_UB;
+        Device(CBox::new(d))
+    })
+}
+
+fn dev_ok(dev: *const u::urma_device_t) -> bool {
+    !dev.is_null() && std::ptr::eq(dev, device().0.ptr())
+}
+
+fn einval(what: &str) -> u::urma_status_t {
+    log_err(&format!("{what}: invalid argument"));
+    u::URMA_EINVAL
+}
+
+fn null<T>(what: &str) -> *mut T {
+    log_err(&format!("{what}: invalid argument"));
+    std::ptr::null_mut()
+}
+/// Whether an import presents the right token (`checked`: the object has a token policy).
+fn token_ok(checked: bool, expected: u32, given: *mut u::urma_token_t) -> bool {
+    if !checked {
+        return true;
+    }
+    if given.is_null() {
+        return false;
+    }
+    // SAFETY: non-NULL caller-owned token.
+    unsafe { (*given).token == expected }
+}
+
+mod device;
+mod import;
+mod jetty;
+mod jfc;
+mod post;
+mod seg;

@@ -1,0 +1,779 @@
+//! Work-request execution.
+//!
+//! Every post runs synchronously in the caller's thread: the WR is validated (handles, sizes),
+//! then executed (bounds/access/token checks, copy, recv consumption) and its CRs are generated
+//! before the post call returns. No lock is held while payload bytes are copied: the segments
+//! involved are pinned by `Arc`s taken during validation.
+//!
+//! Error model (documented in docs/loopback.md):
+//! * post-time `URMA_EINVAL` (and `*bad_wr`): unknown/NULL handles in the WR (tjetty, sge.tseg of a
+//!   non-empty SGE), too many SGEs, NULL SGE array with `num_sge > 0`, unknown opcode, missing
+//!   tjetty for SEND/SEND_IMM/WRITE_IMM;
+//! * error CRs (always generated, whatever `complete_enable` says): bounds/access/token failures,
+//!   receiver not ready, target deleted, unsupported operations, injected failures.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use urma_sys as u;
+use urma_sys::flags;
+
+use crate::knobs::{self, Fate};
+use crate::objects::{Parked, Plan, RecvPost, RecvQ, RecvWr, Sge, SgeList};
+use crate::queues::Jfc;
+use crate::registry::{get_any_seg, get_tjetty, AnySeg, Seg, SendQ, TJetty, Target};
+use crate::stats::COUNTERS;
+use crate::trace;
+use crate::util::{lock, zeroed};
+
+fn is_rw(op: u32) -> bool {
+    matches!(
+        op,
+        u::URMA_OPC_WRITE | u::URMA_OPC_WRITE_IMM | u::URMA_OPC_WRITE_NOTIFY | u::URMA_OPC_READ
+    )
+}
+
+fn is_send(op: u32) -> bool {
+    matches!(
+        op,
+        u::URMA_OPC_SEND | u::URMA_OPC_SEND_IMM | u::URMA_OPC_SEND_INVALIDATE
+    )
+}
+
+fn known_opcode(op: u32) -> bool {
+    is_rw(op)
+        || is_send(op)
+        || matches!(
+            op,
+            u::URMA_OPC_CAS
+                | u::URMA_OPC_SWAP
+                | u::URMA_OPC_FADD
+                | u::URMA_OPC_FSUB
+                | u::URMA_OPC_FAND
+                | u::URMA_OPC_FOR
+                | u::URMA_OPC_FXOR
+                | u::URMA_OPC_NOP
+                | u::URMA_OPC_WRITE_ATOMIC
+                | u::URMA_OPC_FLUSH_DMA
+        )
+}
+
+/// Name of an opcode for the trace.
+pub fn opcode_name(op: u32) -> &'static str {
+    match op {
+        u::URMA_OPC_WRITE => "WRITE",
+        u::URMA_OPC_WRITE_IMM => "WRITE_IMM",
+        u::URMA_OPC_WRITE_NOTIFY => "WRITE_NOTIFY",
+        u::URMA_OPC_READ => "READ",
+        u::URMA_OPC_CAS => "CAS",
+        u::URMA_OPC_SWAP => "SWAP",
+        u::URMA_OPC_FADD => "FADD",
+        u::URMA_OPC_FSUB => "FSUB",
+        u::URMA_OPC_FAND => "FAND",
+        u::URMA_OPC_FOR => "FOR",
+        u::URMA_OPC_FXOR => "FXOR",
+        u::URMA_OPC_SEND => "SEND",
+        u::URMA_OPC_SEND_IMM => "SEND_IMM",
+        u::URMA_OPC_SEND_INVALIDATE => "SEND_INVALIDATE",
+        u::URMA_OPC_NOP => "NOP",
+        u::URMA_OPC_WRITE_ATOMIC => "WRITE_ATOMIC",
+        u::URMA_OPC_FLUSH_DMA => "FLUSH_DMA",
+        _ => "UNKNOWN",
+    }
+}
+
+/// Reads and handle-checks an SGE list. `Err(())` means post-time EINVAL.
+///
+/// # Safety
+/// `sg` must describe `num_sge` readable `urma_sge_t` entries (or have `num_sge == 0`).
+#[allow(clippy::result_unit_err)]
+pub unsafe fn read_sg(sg: &u::urma_sg_t, max_sge: u32) -> Result<SgeList, ()> {
+    let n = sg.num_sge;
+    if n == 0 {
+        return Ok(SgeList::default());
+    }
+    if n > max_sge || sg.sge.is_null() {
+        return Err(());
+    }
+    let mut out = SgeList::with_len(n as usize);
+    for i in 0..n as usize {
+        // SAFETY: caller guarantees sg.sge points to num_sge entries; i < num_sge.
+        let e = unsafe { &*sg.sge.add(i) };
+        let seg = if e.tseg.is_null() {
+            None
+        } else {
+            Some(get_any_seg(e.tseg).ok_or(())?)
+        };
+        if e.len > 0 && seg.is_none() {
+            return Err(());
+        }
+        out.push(Sge {
+            addr: e.addr,
+            len: e.len,
+            seg,
+        });
+    }
+    Ok(out)
+}
+
+/// JSON array of SGEs for the trace.
+pub fn sges_json(v: &[Sge]) -> String {
+    let items: Vec<String> = v
+        .iter()
+        .map(|e| match &e.seg {
+            Some(s) => {
+                let seg = s.seg();
+                let off = e.addr as i128 - seg.va as i128;
+                format!(
+                    "{{\"seg\":{},\"off\":{},\"len\":{}}}",
+                    trace::s(&seg.name),
+                    off,
+                    e.len
+                )
+            }
+            None => format!("{{\"seg\":null,\"off\":null,\"len\":{}}}", e.len),
+        })
+        .collect();
+    format!("[{}]", items.join(","))
+}
+
+/// Posts a chain of send WRs (`urma_post_jfs_wr` / `urma_post_jetty_send_wr`).
+///
+/// # Safety
+/// `wr` must be a valid WR chain; `bad_wr` writable.
+pub unsafe fn post_send_chain(
+    sq: &SendQ,
+    mut wr: *mut u::urma_jfs_wr_t,
+    bad_wr: *mut *mut u::urma_jfs_wr_t,
+) -> u::urma_status_t {
+    expire_parked();
+    while !wr.is_null() {
+        // SAFETY: wr is non-NULL and part of the caller's chain.
+        let w = unsafe { &*wr };
+        let r = post_one_send(sq, w);
+        if r != u::URMA_SUCCESS {
+            COUNTERS.post_errors.fetch_add(1, Ordering::Relaxed);
+            // SAFETY: bad_wr checked non-NULL by the caller.
+            unsafe { *bad_wr = wr };
+            return r;
+        }
+        wr = w.next;
+    }
+    u::URMA_SUCCESS
+}
+
+fn post_one_send(sq: &SendQ, w: &u::urma_jfs_wr_t) -> u::urma_status_t {
+    let seq = knobs::SEND_SEQ.fetch_add(1, Ordering::Relaxed) + 1;
+    // SAFETY: flag is a plain u32 union.
+    let wflags = unsafe { w.flag.value };
+    let plan = match validate(sq, w, wflags) {
+        Ok(p) => p,
+        Err(()) => {
+            trace_post_raw(sq, w, wflags, u::URMA_EINVAL);
+            return u::URMA_EINVAL;
+        }
+    };
+    if let Some(st) = knobs::take_fail_post(knobs::Q_SEND, seq) {
+        trace_post(sq, &plan, st);
+        return st;
+    }
+    COUNTERS.send_wrs.fetch_add(1, Ordering::Relaxed);
+    trace_post(sq, &plan, u::URMA_SUCCESS);
+    let injected = knobs::take_fail_cr(seq);
+    execute(sq, &plan, injected);
+    u::URMA_SUCCESS
+}
+
+fn validate(sq: &SendQ, w: &u::urma_jfs_wr_t, wflags: u32) -> Result<Plan, ()> {
+    let op = w.opcode;
+    if !known_opcode(op) {
+        return Err(());
+    }
+    let tjetty = if w.tjetty.is_null() {
+        None
+    } else {
+        Some(get_tjetty(w.tjetty).ok_or(())?)
+    };
+    let mut plan = Plan {
+        opcode: op,
+        flags: wflags,
+        user_ctx: w.user_ctx,
+        imm: 0,
+        tjetty,
+        src: SgeList::default(),
+        dst: SgeList::default(),
+        supported: true,
+    };
+    match op {
+        u::URMA_OPC_WRITE | u::URMA_OPC_WRITE_IMM | u::URMA_OPC_READ => {
+            // SAFETY: rw is the active union member for these opcodes (the caller's contract).
+            let rw = unsafe { &w.__bindgen_anon_1.rw };
+            // SAFETY: the sg lists come from the caller's WR.
+            plan.src = unsafe { read_sg(&rw.src, sq.max_sge)? };
+            // SAFETY: as above.
+            plan.dst = unsafe { read_sg(&rw.dst, sq.max_sge)? };
+            plan.imm = rw.notify_data;
+            if op == u::URMA_OPC_WRITE_IMM && plan.tjetty.is_none() {
+                return Err(());
+            }
+        }
+        u::URMA_OPC_SEND | u::URMA_OPC_SEND_IMM => {
+            // SAFETY: send is the active union member for these opcodes.
+            let sd = unsafe { &w.__bindgen_anon_1.send };
+            // SAFETY: the sg list comes from the caller's WR.
+            plan.src = unsafe { read_sg(&sd.src, sq.max_sge)? };
+            plan.imm = if op == u::URMA_OPC_SEND_IMM {
+                sd.imm_data
+            } else {
+                0
+            };
+            if plan.tjetty.is_none() {
+                return Err(());
+            }
+        }
+        u::URMA_OPC_NOP => {}
+        _ => plan.supported = false,
+    }
+    Ok(plan)
+}
+
+fn target_name(t: &Option<Arc<TJetty>>) -> String {
+    match t {
+        Some(t) => trace::s(&t.name),
+        None => "null".into(),
+    }
+}
+
+fn trace_post(sq: &SendQ, p: &Plan, ret: i32) {
+    if !trace::enabled() {
+        return;
+    }
+    let imm = match p.opcode {
+        u::URMA_OPC_WRITE_IMM | u::URMA_OPC_SEND_IMM => trace::hex(p.imm),
+        _ => "null".into(),
+    };
+    trace::emit(format!(
+        "{{\"ev\":\"post_send\",\"q\":{},\"op\":{},\"opcode\":{},\"flags\":{},\"user_ctx\":{},\"target\":{},\"imm\":{},\"src\":{},\"dst\":{},\"ret\":{}}}",
+        trace::s(&sq.name),
+        trace::s(opcode_name(p.opcode)),
+        p.opcode,
+        p.flags,
+        trace::hex(p.user_ctx),
+        target_name(&p.tjetty),
+        imm,
+        sges_json(&p.src),
+        sges_json(&p.dst),
+        ret
+    ));
+}
+
+fn trace_post_raw(sq: &SendQ, w: &u::urma_jfs_wr_t, wflags: u32, ret: i32) {
+    if !trace::enabled() {
+        return;
+    }
+    trace::emit(format!(
+        "{{\"ev\":\"post_send\",\"q\":{},\"op\":{},\"opcode\":{},\"flags\":{},\"user_ctx\":{},\"target\":null,\"imm\":null,\"src\":[],\"dst\":[],\"ret\":{}}}",
+        trace::s(&sq.name),
+        trace::s(opcode_name(w.opcode)),
+        w.opcode,
+        wflags,
+        trace::hex(w.user_ctx),
+        ret
+    ));
+}
+
+/// Checks SGEs against their segments. `remote` = the SGEs address imported segments and need
+/// `access` (URMA_ACCESS_READ / _WRITE); local SGEs must address registered segments.
+fn check_sges(v: &[Sge], remote: bool, access: u32) -> bool {
+    v.iter().all(|e| {
+        let Some(s) = &e.seg else { return e.len == 0 };
+        if e.len == 0 {
+            return true;
+        }
+        let seg: &Arc<Seg> = s.seg();
+        if !seg.alive.load(Ordering::Acquire) {
+            return false;
+        }
+        match (s, remote) {
+            (AnySeg::Local(_), false) => {}
+            (AnySeg::Imported(i), true) => {
+                if seg.token_policy != u::URMA_TOKEN_NONE && i.token != seg.token {
+                    return false;
+                }
+                if seg.access & u::URMA_ACCESS_LOCAL_ONLY != 0 || seg.access & access == 0 {
+                    return false;
+                }
+            }
+            _ => return false,
+        }
+        let end = e.addr as u128 + e.len as u128;
+        e.addr >= seg.va && end <= seg.va as u128 + seg.len as u128
+    })
+}
+
+fn total(v: &[Sge]) -> u64 {
+    v.iter().map(|e| e.len as u64).sum()
+}
+
+/// Copies `n` bytes from the `src` SGE list to the `dst` SGE list (memmove semantics per piece).
+fn sg_copy(src: &[Sge], dst: &[Sge], n: u64) {
+    COUNTERS.bytes_transferred.fetch_add(n, Ordering::Relaxed);
+    if knobs::NOCOPY.load(Ordering::Relaxed) || n == 0 {
+        return;
+    }
+    let (mut si, mut so, mut di, mut dof) = (0usize, 0u64, 0usize, 0u64);
+    let mut left = n;
+    while left > 0 && si < src.len() && di < dst.len() {
+        let sa = src[si].len as u64 - so;
+        let da = dst[di].len as u64 - dof;
+        let k = sa.min(da).min(left);
+        if k > 0 {
+            // SAFETY: both ranges were bounds-checked against live registered segments
+            // (check_sges), which pin the application's memory registration; ptr::copy allows
+            // overlap (loopback writes may target the same buffer).
+            unsafe {
+                std::ptr::copy(
+                    (src[si].addr + so) as usize as *const u8,
+                    (dst[di].addr + dof) as usize as *mut u8,
+                    k as usize,
+                )
+            };
+        }
+        so += k;
+        dof += k;
+        left -= k;
+        if so == src[si].len as u64 {
+            si += 1;
+            so = 0;
+        }
+        if dof == dst[di].len as u64 {
+            di += 1;
+            dof = 0;
+        }
+    }
+    COUNTERS.bytes_copied.fetch_add(n - left, Ordering::Relaxed);
+}
+
+/// Information about the receiving end of a two-sided operation.
+struct RecvEnd<'a> {
+    id: u32,
+    is_jetty: bool,
+    obj: usize,
+    rq: &'a Arc<RecvQ>,
+    alive: bool,
+}
+
+fn recv_end(t: &TJetty) -> RecvEnd<'_> {
+    match &t.target {
+        Target::Jetty(j) => RecvEnd {
+            id: j.sq.id,
+            is_jetty: true,
+            obj: j.c.key(),
+            rq: &j.rq,
+            alive: j.alive.load(Ordering::Acquire),
+        },
+        Target::Jfr(r) => RecvEnd {
+            id: r.id,
+            is_jetty: false,
+            obj: r.c.key(),
+            rq: &r.rq,
+            alive: r.alive.load(Ordering::Acquire),
+        },
+    }
+}
+
+fn execute(sq: &SendQ, p: &Plan, injected: Option<u32>) {
+    let mut status = u::URMA_CR_SUCCESS;
+    let mut bytes = 0u32;
+    if let Some(st) = injected {
+        status = st;
+    } else if !p.supported {
+        status = u::URMA_CR_UNSUPPORTED_OPCODE_ERR;
+    } else {
+        match p.opcode {
+            u::URMA_OPC_WRITE | u::URMA_OPC_WRITE_IMM => {
+                let n = total(&p.src);
+                if !check_sges(&p.src, false, 0) {
+                    status = u::URMA_CR_LOC_ACCESS_ERR;
+                } else if !check_sges(&p.dst, true, u::URMA_ACCESS_WRITE) {
+                    status = u::URMA_CR_REM_ACCESS_ABORT_ERR;
+                } else if n > total(&p.dst) {
+                    status = u::URMA_CR_LOC_LEN_ERR;
+                } else if p.opcode == u::URMA_OPC_WRITE {
+                    sg_copy(&p.src, &p.dst, n);
+                    bytes = n as u32;
+                } else {
+                    let Some(st) = two_sided(sq, p, n) else {
+                        return; // parked: completes on a later recv post or expires
+                    };
+                    status = st;
+                    bytes = n as u32;
+                }
+            }
+            u::URMA_OPC_READ => {
+                // READ: rw.src is remote (imported), rw.dst is local.
+                let n = total(&p.src);
+                if !check_sges(&p.dst, false, 0) {
+                    status = u::URMA_CR_LOC_ACCESS_ERR;
+                } else if !check_sges(&p.src, true, u::URMA_ACCESS_READ) {
+                    status = u::URMA_CR_REM_ACCESS_ABORT_ERR;
+                } else if n > total(&p.dst) {
+                    status = u::URMA_CR_LOC_LEN_ERR;
+                } else {
+                    sg_copy(&p.src, &p.dst, n);
+                    bytes = n as u32;
+                }
+            }
+            u::URMA_OPC_SEND | u::URMA_OPC_SEND_IMM => {
+                let n = total(&p.src);
+                if !check_sges(&p.src, false, 0) {
+                    status = u::URMA_CR_LOC_ACCESS_ERR;
+                } else {
+                    let Some(st) = two_sided(sq, p, n) else {
+                        return; // parked: completes on a later recv post or expires
+                    };
+                    status = st;
+                    bytes = n as u32;
+                }
+            }
+            _ => {} // NOP
+        }
+    }
+    finish_send(sq, p, status, bytes);
+}
+
+/// Generates the send-side CR of a WR whose execution ended with `status`.
+fn finish_send(sq: &SendQ, p: &Plan, status: u32, mut bytes: u32) {
+    if status != u::URMA_CR_SUCCESS {
+        bytes = 0;
+    }
+    if status != u::URMA_CR_SUCCESS || p.flags & flags::JFS_WR_FLAG_COMPLETE_ENABLE != 0 {
+        let mut cr: u::urma_cr_t = zeroed();
+        cr.status = status;
+        cr.user_ctx = p.user_ctx;
+        // Send CRs carry opcode 0 (URMA_CR_OPC_SEND) deterministically: the field is
+        // meaningless on the send side.
+        cr.opcode = u::URMA_CR_OPC_SEND;
+        cr.flag.value = if sq.is_jetty { flags::CR_FLAG_JETTY } else { 0 };
+        cr.completion_len = bytes;
+        cr.local_id = sq.id;
+        cr.user_data = sq.obj_addr;
+        emit_cr(&sq.jfc, cr, false);
+    }
+}
+
+/// Moves the payload of a two-sided WR into `recv` (SEND/SEND_IMM) or into `rw.dst`
+/// (WRITE_IMM) and returns the receive status.
+fn move_data(p: &Plan, recv: &RecvWr, n: u64) -> u32 {
+    if p.opcode == u::URMA_OPC_WRITE_IMM {
+        sg_copy(&p.src, &p.dst, n);
+        u::URMA_CR_SUCCESS
+    } else if !check_sges(&recv.sges, false, 0) {
+        u::URMA_CR_LOC_ACCESS_ERR
+    } else if n > total(&recv.sges) {
+        u::URMA_CR_LOC_LEN_ERR
+    } else {
+        sg_copy(&p.src, &recv.sges, n);
+        u::URMA_CR_SUCCESS
+    }
+}
+
+/// Messages currently parked on any receive queue (fast path of [`expire_parked`]).
+static PARKED_TOTAL: AtomicU64 = AtomicU64::new(0);
+/// Receive queues that (may) hold parked messages. Lock order: `PARKED_QS` → `RecvQ::q`;
+/// nobody takes `PARKED_QS` while holding a `RecvQ::q`.
+static PARKED_QS: Mutex<Vec<Arc<RecvQ>>> = Mutex::new(Vec::new());
+
+/// Whether messages are parked anywhere (used to bound blocking waits).
+pub fn any_parked() -> bool {
+    PARKED_TOTAL.load(Ordering::Acquire) > 0
+}
+
+/// The parking as a waiting JFCE needs it ([`crate::queues::Jfce::wait`]).
+pub const RNR_HOOKS: crate::queues::RnrHooks = crate::queues::RnrHooks {
+    expire: expire_parked,
+    active: || any_parked() || knobs::RNR_TIMEOUT_MS.load(Ordering::Relaxed) > 0,
+};
+
+/// Fails every parked message whose deadline has passed: the sender gets its
+/// `URMA_CR_RNR_RETRY_CNT_EXC_ERR` CR now (no recv CR). Called at the start of every post and
+/// poll and from `urma_wait_jfc`, so no timer thread is needed.
+pub fn expire_parked() {
+    if !any_parked() {
+        return;
+    }
+    let now = Instant::now();
+    let mut expired = Vec::new();
+    {
+        let mut qs = lock(&PARKED_QS);
+        qs.retain(|rq| {
+            let mut st = lock(&rq.q);
+            let before = st.parked.len();
+            let (due, keep): (Vec<Parked>, Vec<Parked>) =
+                st.parked.drain(..).partition(|m| m.deadline <= now);
+            st.parked = keep.into();
+            PARKED_TOTAL.fetch_sub((before - st.parked.len()) as u64, Ordering::AcqRel);
+            expired.extend(due);
+            !st.parked.is_empty()
+        });
+    }
+    for m in expired {
+        COUNTERS.rnr_errors.fetch_add(1, Ordering::Relaxed);
+        COUNTERS.rnr_expired.fetch_add(1, Ordering::Relaxed);
+        finish_send(&m.sq, &m.plan, u::URMA_CR_RNR_RETRY_CNT_EXC_ERR, 0);
+    }
+}
+
+/// Drops every parked message without any CR (`urma_loopback_reset`).
+pub fn clear_parked() {
+    let mut qs = lock(&PARKED_QS);
+    for rq in qs.drain(..) {
+        let n = std::mem::take(&mut lock(&rq.q).parked).len();
+        PARKED_TOTAL.fetch_sub(n as u64, Ordering::AcqRel);
+    }
+}
+
+fn register_parked(rq: &Arc<RecvQ>) {
+    let mut qs = lock(&PARKED_QS);
+    if !qs.iter().any(|q| Arc::ptr_eq(q, rq)) {
+        qs.push(rq.clone());
+    }
+}
+
+/// Delivers a parked message with the recv WR that was just posted for it: recv CR, then the
+/// sender's CR, exactly as an immediate delivery would have produced them.
+fn deliver_parked(m: Parked, recv: RecvWr) {
+    COUNTERS.rnr_delivered_late.fetch_add(1, Ordering::Relaxed);
+    let t = m.plan.tjetty.as_ref().expect("validated");
+    let end = recv_end(t);
+    let st = complete_recv(&m.sq, &m.plan, &end, recv, m.n);
+    finish_send(&m.sq, &m.plan, st, m.n as u32);
+}
+
+/// Consumes one recv WR at the target (or parks the message when none is posted and the RNR
+/// timeout is not 0), moves the data, emits the recv CR and returns the sender-side status.
+/// `None` = parked (the sender's CR comes later).
+fn two_sided(sq: &SendQ, p: &Plan, n: u64) -> Option<u32> {
+    let t = p.tjetty.as_ref().expect("validated");
+    let end = recv_end(t);
+    if !end.alive {
+        return Some(u::URMA_CR_ACK_TIMEOUT_ERR);
+    }
+    let recv = {
+        let mut st = lock(&end.rq.q);
+        // Per-queue order: while messages are parked, newcomers queue behind them.
+        let w = if st.parked.is_empty() {
+            st.wrs.pop_front()
+        } else {
+            None
+        };
+        match w {
+            Some(w) => w,
+            None => {
+                let to = knobs::RNR_TIMEOUT_MS.load(Ordering::Acquire);
+                if to == 0 {
+                    drop(st);
+                    COUNTERS.rnr_errors.fetch_add(1, Ordering::Relaxed);
+                    return Some(u::URMA_CR_RNR_RETRY_CNT_EXC_ERR);
+                }
+                st.parked.push_back(Parked {
+                    sq: sq.clone(),
+                    plan: p.clone(),
+                    n,
+                    deadline: Instant::now() + Duration::from_millis(to),
+                });
+                PARKED_TOTAL.fetch_add(1, Ordering::AcqRel);
+                drop(st);
+                COUNTERS.rnr_parked.fetch_add(1, Ordering::Relaxed);
+                register_parked(end.rq);
+                return None;
+            }
+        }
+    };
+    Some(complete_recv(sq, p, &end, recv, n))
+}
+
+/// Moves the data into `recv`, emits the recv CR, returns the sender-side status.
+fn complete_recv(sq: &SendQ, p: &Plan, end: &RecvEnd<'_>, recv: RecvWr, n: u64) -> u32 {
+    let rstatus = move_data(p, &recv, n);
+    let mut cr: u::urma_cr_t = zeroed();
+    cr.status = rstatus;
+    cr.user_ctx = recv.user_ctx;
+    cr.opcode = match p.opcode {
+        u::URMA_OPC_SEND => u::URMA_CR_OPC_SEND,
+        u::URMA_OPC_SEND_IMM => u::URMA_CR_OPC_SEND_WITH_IMM,
+        _ => u::URMA_CR_OPC_WRITE_WITH_IMM,
+    };
+    cr.flag.value = flags::CR_FLAG_S_R
+        | if end.is_jetty {
+            flags::CR_FLAG_JETTY
+        } else {
+            0
+        };
+    cr.completion_len = if rstatus == u::URMA_CR_SUCCESS {
+        n as u32
+    } else {
+        0
+    };
+    cr.local_id = end.id;
+    cr.remote_id.eid = sq.eid;
+    cr.remote_id.uasid = sq.uasid;
+    cr.remote_id.id = sq.id;
+    cr.__bindgen_anon_1.imm_data = if p.opcode == u::URMA_OPC_SEND {
+        0
+    } else {
+        p.imm
+    };
+    cr.user_data = end.obj;
+    let solicited = p.flags & flags::JFS_WR_FLAG_SOLICITED_ENABLE != 0;
+    emit_cr(&end.rq.jfc, cr, solicited);
+    if rstatus == u::URMA_CR_SUCCESS {
+        u::URMA_CR_SUCCESS
+    } else {
+        u::URMA_CR_REM_OPERATION_ERR
+    }
+}
+
+/// Generates one CR: counters, drop/dup knobs, trace, then delivery (hold/delay aware).
+pub fn emit_cr(jfc: &Arc<Jfc>, cr: u::urma_cr_t, solicited: bool) {
+    let nth = knobs::CR_SEQ.fetch_add(1, Ordering::Relaxed) + 1;
+    COUNTERS.crs_generated.fetch_add(1, Ordering::Relaxed);
+    if cr.status != u::URMA_CR_SUCCESS {
+        COUNTERS.crs_error.fetch_add(1, Ordering::Relaxed);
+    }
+    let fate = knobs::cr_fate(nth);
+    if trace::enabled() {
+        trace::emit(format!(
+            "{{\"ev\":\"cr\",\"jfc\":{},{},\"fate\":{}}}",
+            trace::s(&jfc.name),
+            trace::cr_fields(&cr),
+            trace::s(fate.as_str())
+        ));
+    }
+    match fate {
+        Fate::Drop => {
+            COUNTERS.crs_dropped.fetch_add(1, Ordering::Relaxed);
+        }
+        Fate::Deliver => crate::hold::deliver(jfc, cr, solicited),
+        Fate::Dup => {
+            COUNTERS.crs_duplicated.fetch_add(1, Ordering::Relaxed);
+            crate::hold::deliver(jfc, cr, solicited);
+            crate::hold::deliver(jfc, cr, solicited);
+        }
+    }
+}
+
+/// Posts a chain of recv WRs to `rq` (`urma_post_jfr_wr` / `urma_post_jetty_recv_wr`).
+///
+/// # Safety
+/// `wr` must be a valid WR chain; `bad_wr` writable.
+pub unsafe fn post_recv_chain(
+    rq: &RecvQ,
+    mut wr: *mut u::urma_jfr_wr_t,
+    bad_wr: *mut *mut u::urma_jfr_wr_t,
+) -> u::urma_status_t {
+    expire_parked();
+    while !wr.is_null() {
+        // SAFETY: wr is non-NULL and part of the caller's chain.
+        let w = unsafe { &*wr };
+        let r = post_one_recv(rq, w);
+        if r != u::URMA_SUCCESS {
+            COUNTERS.post_errors.fetch_add(1, Ordering::Relaxed);
+            // SAFETY: bad_wr checked non-NULL by the caller.
+            unsafe { *bad_wr = wr };
+            return r;
+        }
+        wr = w.next;
+    }
+    u::URMA_SUCCESS
+}
+
+fn post_one_recv(rq: &RecvQ, w: &u::urma_jfr_wr_t) -> u::urma_status_t {
+    let seq = knobs::RECV_SEQ.fetch_add(1, Ordering::Relaxed) + 1;
+    // SAFETY: the sg list comes from the caller's WR.
+    let sges = match unsafe { read_sg(&w.src, rq.max_sge) } {
+        Ok(v) => v,
+        Err(()) => {
+            trace_recv(rq, w.user_ctx, &[], u::URMA_EINVAL);
+            return u::URMA_EINVAL;
+        }
+    };
+    // Recv buffers must be local (registered) segments.
+    if sges
+        .iter()
+        .any(|e| matches!(e.seg, Some(AnySeg::Imported(_))))
+    {
+        trace_recv(rq, w.user_ctx, &sges, u::URMA_EINVAL);
+        return u::URMA_EINVAL;
+    }
+    if let Some(st) = knobs::take_fail_post(knobs::Q_RECV, seq) {
+        trace_recv(rq, w.user_ctx, &sges, st);
+        return st;
+    }
+    let sges_for_trace = if trace::enabled() {
+        Some(sges.clone())
+    } else {
+        None
+    };
+    // Every segment is a local one here (imported ones were refused above).
+    let rw = RecvWr {
+        user_ctx: w.user_ctx,
+        sges,
+    };
+    let (ret, matched) = match rq.post(rw) {
+        RecvPost::Posted => (u::URMA_SUCCESS, None),
+        RecvPost::Matched(m, rw) => (u::URMA_SUCCESS, Some((m, rw))),
+        RecvPost::Full => (u::URMA_ENOMEM, None),
+    };
+    if ret == u::URMA_SUCCESS {
+        COUNTERS.recv_wrs.fetch_add(1, Ordering::Relaxed);
+    }
+    if let Some(s) = sges_for_trace {
+        trace_recv(rq, w.user_ctx, &s, ret);
+    }
+    if let Some((m, rw)) = matched {
+        PARKED_TOTAL.fetch_sub(1, Ordering::AcqRel);
+        deliver_parked(*m, rw);
+    }
+    ret
+}
+
+fn trace_recv(rq: &RecvQ, user_ctx: u64, sges: &[Sge], ret: i32) {
+    if !trace::enabled() {
+        return;
+    }
+    trace::emit(format!(
+        "{{\"ev\":\"post_recv\",\"q\":{},\"user_ctx\":{},\"sge\":{},\"ret\":{}}}",
+        trace::s(&rq.name),
+        trace::hex(user_ctx),
+        sges_json(sges),
+        ret
+    ));
+}
+
+/// `urma_poll_jfc` body: pops up to `n` CRs into `out`, counting and tracing them.
+///
+/// # Safety
+/// `out` must have room for `n` CRs.
+pub unsafe fn poll(jfc: &Jfc, n: usize, out: *mut u::urma_cr_t) -> i32 {
+    expire_parked();
+    // SAFETY: the caller guarantees room for n CRs.
+    let k = unsafe { jfc.pop_into(n, out) };
+    if k == 0 {
+        return 0;
+    }
+    COUNTERS.crs_polled.fetch_add(k as u64, Ordering::Relaxed);
+    if trace::enabled() {
+        // SAFETY: pop_into wrote k initialised CRs to out.
+        let v = unsafe { std::slice::from_raw_parts(out, k) };
+        for cr in v {
+            trace::emit(format!(
+                "{{\"ev\":\"poll\",\"jfc\":{},{}}}",
+                trace::s(&jfc.name),
+                trace::cr_fields(cr)
+            ));
+        }
+    }
+    k as i32
+}

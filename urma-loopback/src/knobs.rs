@@ -1,0 +1,220 @@
+//! Fault-injection and timing knobs (set through `urma_loopback_*` or `URMA_LOOPBACK_KNOBS`).
+//!
+//! Counting: "the Nth send WR" counts every send WR that reaches a post call (1-based, since
+//! process start or `urma_loopback_reset`), "the Nth recv WR" likewise for recv posts, and "the
+//! Nth CR" counts every CR generated (send and recv side, before drop/dup).
+
+//!
+//! Bottom floor of the provider: this module depends on nothing but [`crate::util`] and the
+//! control-plane constants (`urma-loopback-ctl`). What acts on the knobs (holding and delaying
+//! CRs) lives above the queues, in [`crate::hold`].
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use crate::util::{lock, Line};
+
+pub use urma_loopback_ctl::{
+    CR_DROP, CR_DUP, ORDER_FIFO, ORDER_REVERSE, ORDER_SHUFFLE, Q_RECV, Q_SEND,
+};
+
+/// Default bound for `urma_delete_jfc` waiting on unacked events.
+pub const DEFAULT_DELETE_TIMEOUT_MS: u64 = 2000;
+
+/// Default receiver-not-ready timeout (ms): how long a SEND/SEND_IMM/WRITE_IMM that finds no
+/// recv WR stays parked before it fails with `URMA_CR_RNR_RETRY_CNT_EXC_ERR`.
+pub const DEFAULT_RNR_TIMEOUT_MS: u64 = 200;
+
+#[derive(Default)]
+pub struct Knobs {
+    /// (queue, nth, status): the Nth WR of that queue kind is rejected by the post call.
+    pub fail_post: Vec<(i32, u64, i32)>,
+    /// (nth, cr status): the Nth send WR completes with this error status (nothing executed).
+    pub fail_cr: Vec<(u64, u32)>,
+    /// (nth, action): the Nth CR generated is dropped or duplicated.
+    pub cr_action: Vec<(u64, i32)>,
+    pub hold: bool,
+    pub delay_ms: u64,
+}
+
+pub static KNOBS: Mutex<Knobs> = Mutex::new(Knobs {
+    fail_post: Vec::new(),
+    fail_cr: Vec::new(),
+    cr_action: Vec::new(),
+    hold: false,
+    delay_ms: 0,
+});
+/// Fast path: false when no rule/hold/delay is set.
+pub static ANY: AtomicBool = AtomicBool::new(false);
+pub static NOCOPY: AtomicBool = AtomicBool::new(false);
+pub static DELETE_TIMEOUT_MS: AtomicU64 = AtomicU64::new(DEFAULT_DELETE_TIMEOUT_MS);
+/// Receiver-not-ready timeout in ms (0 = fail at once).
+pub static RNR_TIMEOUT_MS: AtomicU64 = AtomicU64::new(DEFAULT_RNR_TIMEOUT_MS);
+
+// Each sequence counter on its own lines: they are bumped by every post / CR, from several threads.
+pub static SEND_SEQ: Line<AtomicU64> = Line(AtomicU64::new(0));
+pub static RECV_SEQ: Line<AtomicU64> = Line(AtomicU64::new(0));
+pub static CR_SEQ: Line<AtomicU64> = Line(AtomicU64::new(0));
+
+fn refresh(k: &Knobs) {
+    let any = !k.fail_post.is_empty()
+        || !k.fail_cr.is_empty()
+        || !k.cr_action.is_empty()
+        || k.hold
+        || k.delay_ms > 0;
+    ANY.store(any, Ordering::Release);
+}
+
+/// Edits the knobs.
+pub fn edit(f: impl FnOnce(&mut Knobs)) {
+    let mut k = lock(&KNOBS);
+    f(&mut k);
+    refresh(&k);
+}
+
+/// Clears every knob and sequence counter (the caller then releases the CRs held so far:
+/// [`crate::hold::release_held`]).
+pub fn reset() {
+    edit(|k| *k = Knobs::default());
+    NOCOPY.store(false, Ordering::Release);
+    DELETE_TIMEOUT_MS.store(DEFAULT_DELETE_TIMEOUT_MS, Ordering::Release);
+    RNR_TIMEOUT_MS.store(DEFAULT_RNR_TIMEOUT_MS, Ordering::Release);
+    SEND_SEQ.store(0, Ordering::Release);
+    RECV_SEQ.store(0, Ordering::Release);
+    CR_SEQ.store(0, Ordering::Release);
+}
+
+/// Status the Nth post of `queue` must fail with, if any (consumes the rule).
+pub fn take_fail_post(queue: i32, nth: u64) -> Option<i32> {
+    if !ANY.load(Ordering::Acquire) {
+        return None;
+    }
+    let mut out = None;
+    edit(|k| {
+        if let Some(i) = k
+            .fail_post
+            .iter()
+            .position(|&(q, n, _)| q == queue && n == nth)
+        {
+            out = Some(k.fail_post.remove(i).2);
+        }
+    });
+    out
+}
+
+/// CR status the Nth send WR must complete with, if any (consumes the rule).
+pub fn take_fail_cr(nth: u64) -> Option<u32> {
+    if !ANY.load(Ordering::Acquire) {
+        return None;
+    }
+    let mut out = None;
+    edit(|k| {
+        if let Some(i) = k.fail_cr.iter().position(|&(n, _)| n == nth) {
+            out = Some(k.fail_cr.remove(i).1);
+        }
+    });
+    out
+}
+
+/// What happens to one generated CR.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Fate {
+    Deliver,
+    Drop,
+    Dup,
+}
+
+impl Fate {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fate::Deliver => "deliver",
+            Fate::Drop => "drop",
+            Fate::Dup => "dup",
+        }
+    }
+}
+
+/// Decides the fate of the Nth CR (consumes the rule).
+pub fn cr_fate(nth: u64) -> Fate {
+    if !ANY.load(Ordering::Acquire) {
+        return Fate::Deliver;
+    }
+    let mut out = Fate::Deliver;
+    edit(|k| {
+        if let Some(i) = k.cr_action.iter().position(|&(n, _)| n == nth) {
+            out = match k.cr_action.remove(i).1 {
+                CR_DROP => Fate::Drop,
+                CR_DUP => Fate::Dup,
+                _ => Fate::Deliver,
+            };
+        }
+    });
+    out
+}
+
+/// Applies a knob spec: comma-separated `key=value` items.
+///
+/// Keys: `fail_post=N:STATUS`, `fail_recv_post=N:STATUS`, `fail_cr=N:CR_STATUS`, `drop_cr=N`,
+/// `dup_cr=N`, `hold=0|1`, `delay_ms=N`, `nocopy=0|1`, `delete_timeout_ms=N`, `rnr_timeout_ms=N`.
+/// Returns the number of items applied, or Err(item) for the first item that does not parse.
+pub fn apply_spec(spec: &str) -> Result<usize, String> {
+    let mut n = 0;
+    for item in spec
+        .split([',', ';'])
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
+        let (k, v) = item.split_once('=').ok_or_else(|| item.to_string())?;
+        let bad = || item.to_string();
+        let num = |s: &str| -> Result<u64, String> { parse_num(s).ok_or_else(bad) };
+        let pair = |s: &str| -> Result<(u64, u64), String> {
+            let (a, b) = s.split_once(':').ok_or_else(bad)?;
+            Ok((num(a)?, num(b)?))
+        };
+        match k.trim() {
+            "fail_post" => {
+                let (a, b) = pair(v)?;
+                edit(|kn| kn.fail_post.push((Q_SEND, a, b as i32)));
+            }
+            "fail_recv_post" => {
+                let (a, b) = pair(v)?;
+                edit(|kn| kn.fail_post.push((Q_RECV, a, b as i32)));
+            }
+            "fail_cr" => {
+                let (a, b) = pair(v)?;
+                edit(|kn| kn.fail_cr.push((a, b as u32)));
+            }
+            "drop_cr" => {
+                let a = num(v)?;
+                edit(|kn| kn.cr_action.push((a, CR_DROP)));
+            }
+            "dup_cr" => {
+                let a = num(v)?;
+                edit(|kn| kn.cr_action.push((a, CR_DUP)));
+            }
+            "hold" => {
+                let a = num(v)? != 0;
+                edit(|kn| kn.hold = a);
+            }
+            "delay_ms" => {
+                let a = num(v)?;
+                edit(|kn| kn.delay_ms = a);
+            }
+            "nocopy" => NOCOPY.store(num(v)? != 0, Ordering::Release),
+            "delete_timeout_ms" => DELETE_TIMEOUT_MS.store(num(v)?, Ordering::Release),
+            "rnr_timeout_ms" => RNR_TIMEOUT_MS.store(num(v)?, Ordering::Release),
+            _ => return Err(item.to_string()),
+        }
+        n += 1;
+    }
+    Ok(n)
+}
+
+fn parse_num(s: &str) -> Option<u64> {
+    let s = s.trim();
+    if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        u64::from_str_radix(h, 16).ok()
+    } else {
+        s.parse().ok()
+    }
+}

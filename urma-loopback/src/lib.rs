@@ -1,0 +1,40 @@
+//! Software loopback URMA provider.
+//!
+//! This crate builds `liburma.so` (SONAME `liburma.so.0`), a drop-in replacement for the openEuler
+//! UMDK `liburma` that keeps every object inside the current process. It exports the 49 URMA
+//! functions of the URMA ABI (urma-sys, `tests/data/urma_abi_*.json`) with the real prototypes and C layouts (types from `urma-sys`), plus
+//! a test-control API (`urma_loopback_*`, declared in `include/urma_loopback.h`).
+//!
+//! Design (see `docs/loopback.md` for the user view and the layer table); each module uses only
+//! modules listed before it:
+//! * floor: [`util`], [`stats`] (counters), [`knobs`] (every tunable), [`trace`], [`cobj`] (C
+//!   allocation owner, context), [`events`] (async events);
+//! * [`queues`]: JFC completion queues and JFCE event channels (eventfd);
+//! * [`objects`]: the state behind each handle, the receive queues and the WR types they carry;
+//!   [`hold`]: held and delayed CRs;
+//! * [`registry`]: every object handed to C is a real allocation with the real C layout; its
+//!   private state lives in a process-wide registry keyed by the object's address. Every handle
+//!   argument is looked up there first, so unknown or deleted handles give an error, not a crash;
+//! * [`datapath`]: posting and executing work requests;
+//! * [`api`] (the URMA exports, one file per object family) and [`ctl`] (the control exports, a
+//!   thin shim; types from `urma-loopback-ctl`).
+//!
+//! Locking: the registry is behind one `RwLock` taken only for lookups/inserts (never across a
+//! copy); each JFC and each recv queue has its own `Mutex`; data copies run with no lock held,
+//! the segments being pinned by `Arc` reference counts.
+
+#![allow(clippy::missing_safety_doc)]
+
+pub mod api;
+pub mod cobj;
+pub mod ctl;
+pub mod datapath;
+pub mod events;
+pub mod hold;
+pub mod knobs;
+pub mod objects;
+pub mod queues;
+pub mod registry;
+pub mod stats;
+pub mod trace;
+pub mod util;

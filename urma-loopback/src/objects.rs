@@ -1,0 +1,349 @@
+//! Object state: the private state behind each C handle (segments, JFS, JFR, jetty, imported
+//! jetty, token id), the receive queues with their posted WRs and parked receiver-not-ready
+//! messages, and the validated WR types those carry. Data only, with small accessors; the
+//! behaviour lives above (registry lookups, [`crate::queues`] for the completion side,
+//! [`crate::datapath`] for execution). These types refer to each other (a JFR owns its receive
+//! queue, whose parked messages name their target jetty), so they share one module, which
+//! depends only on the floors below: the queues, the C object owner and the helpers.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use crate::cobj::{CBox, Ctx};
+use crate::queues::{Jfc, Jfce};
+use crate::util::lock;
+
+/// Registered (local) segment.
+pub struct Seg {
+    pub c: CBox<urma_sys::urma_target_seg_t>,
+    pub name: String,
+    pub va: u64,
+    pub len: u64,
+    pub access: u32,
+    pub token_policy: u32,
+    pub token: u32,
+    pub token_id: u32,
+    pub alive: AtomicBool,
+    pub ctx: Arc<Ctx>,
+    /// Explicit token id object (urma_alloc_token_id) this segment uses, if any.
+    pub token_obj: Option<Arc<TokenIdObj>>,
+}
+
+/// Imported (remote) segment.
+pub struct ISeg {
+    pub c: CBox<urma_sys::urma_target_seg_t>,
+    pub name: String,
+    pub target: Arc<Seg>,
+    pub token: u32,
+    pub ctx: Arc<Ctx>,
+}
+
+/// Token id from `urma_alloc_token_id`.
+pub struct TokenIdObj {
+    pub c: CBox<urma_sys::urma_token_id_t>,
+    pub id: u32,
+    pub ctx: Arc<Ctx>,
+    pub users: AtomicU64,
+}
+
+/// Send side shared by JFS and jetty.
+#[derive(Clone)]
+pub struct SendQ {
+    pub name: String,
+    pub id: u32,
+    pub is_jetty: bool,
+    pub jfc: Arc<Jfc>,
+    pub max_sge: u32,
+    /// Address of the C object (goes into `cr.user_data`).
+    pub obj_addr: usize,
+    pub eid: urma_sys::urma_eid_t,
+    pub uasid: u32,
+}
+
+/// Jetty For Send.
+pub struct Jfs {
+    pub c: CBox<urma_sys::urma_jfs_t>,
+    pub sq: SendQ,
+    pub ctx: Arc<Ctx>,
+    pub advised: Mutex<Vec<usize>>,
+}
+
+/// Jetty For Receive.
+pub struct Jfr {
+    pub c: CBox<urma_sys::urma_jfr_t>,
+    pub name: String,
+    pub id: u32,
+    pub rq: Arc<RecvQ>,
+    pub token: u32,
+    /// Whether imports must present `token` (token policy other than NONE).
+    pub token_checked: bool,
+    pub alive: AtomicBool,
+    pub ctx: Arc<Ctx>,
+    /// Jetties that share this JFR and are alive.
+    pub users: AtomicU64,
+}
+
+/// Jetty (send + receive).
+pub struct Jetty {
+    pub c: CBox<urma_sys::urma_jetty_t>,
+    pub sq: SendQ,
+    pub rq: Arc<RecvQ>,
+    pub shared_jfr: Option<Arc<Jfr>>,
+    /// Private copy of the caller's `jfr_cfg` (the C object's `jetty_cfg.jfr_cfg` points here).
+    pub own_jfr_cfg: Option<CBox<urma_sys::urma_jfr_cfg_t>>,
+    pub token: u32,
+    /// Whether imports must present `token`.
+    pub token_checked: bool,
+    pub alive: AtomicBool,
+    pub ctx: Arc<Ctx>,
+    pub advised: Mutex<Vec<usize>>,
+    pub bound: Mutex<Option<usize>>,
+}
+
+/// What an imported jetty/JFR points at.
+pub enum Target {
+    Jetty(Arc<Jetty>),
+    Jfr(Arc<Jfr>),
+}
+
+/// Imported jetty or JFR (`urma_target_jetty_t`).
+pub struct TJetty {
+    pub c: CBox<urma_sys::urma_target_jetty_t>,
+    pub name: String,
+    pub target: Target,
+    pub ctx: Arc<Ctx>,
+}
+
+impl TJetty {
+    /// Receive queue of the target and its symbolic name, plus whether it is still alive.
+    pub fn recv_side(&self) -> (&Arc<RecvQ>, bool) {
+        match &self.target {
+            Target::Jetty(j) => (&j.rq, j.alive.load(Ordering::Acquire)),
+            Target::Jfr(r) => (&r.rq, r.alive.load(Ordering::Acquire)),
+        }
+    }
+}
+
+/// A tracked array returned by `urma_get_device_list` / `urma_get_eid_list`.
+pub struct CArray {
+    pub ptr: usize,
+}
+
+/// Registry entry.
+#[derive(Clone)]
+pub enum Obj {
+    Ctx(Arc<Ctx>),
+    Jfce(Arc<Jfce>),
+    Jfc(Arc<Jfc>),
+    Jfs(Arc<Jfs>),
+    Jfr(Arc<Jfr>),
+    Jetty(Arc<Jetty>),
+    TJetty(Arc<TJetty>),
+    Seg(Arc<Seg>),
+    ISeg(Arc<ISeg>),
+    TokenId(Arc<TokenIdObj>),
+    DevList,
+    EidList,
+}
+
+/// Kinds of objects (counts, symbolic names).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Kind {
+    Ctx = 0,
+    Jfce,
+    Jfc,
+    Jfs,
+    Jfr,
+    Jetty,
+    TJetty,
+    Seg,
+    ISeg,
+    TokenId,
+}
+
+pub const KIND_COUNT: usize = 10;
+
+impl Kind {
+    /// Prefix used for symbolic (trace) names.
+    pub fn prefix(self) -> &'static str {
+        match self {
+            Kind::Ctx => "ctx",
+            Kind::Jfce => "jfce",
+            Kind::Jfc => "jfc",
+            Kind::Jfs => "jfs",
+            Kind::Jfr => "jfr",
+            Kind::Jetty => "jetty",
+            Kind::TJetty => "tjetty",
+            Kind::Seg => "seg",
+            Kind::ISeg => "iseg",
+            Kind::TokenId => "tokenid",
+        }
+    }
+}
+
+impl Obj {
+    pub fn kind(&self) -> Option<Kind> {
+        Some(match self {
+            Obj::Ctx(_) => Kind::Ctx,
+            Obj::Jfce(_) => Kind::Jfce,
+            Obj::Jfc(_) => Kind::Jfc,
+            Obj::Jfs(_) => Kind::Jfs,
+            Obj::Jfr(_) => Kind::Jfr,
+            Obj::Jetty(_) => Kind::Jetty,
+            Obj::TJetty(_) => Kind::TJetty,
+            Obj::Seg(_) => Kind::Seg,
+            Obj::ISeg(_) => Kind::ISeg,
+            Obj::TokenId(_) => Kind::TokenId,
+            Obj::DevList | Obj::EidList => return None,
+        })
+    }
+}
+
+/// A segment handle: registered (local) or imported (remote).
+#[derive(Clone)]
+pub enum AnySeg {
+    Local(Arc<Seg>),
+    Imported(Arc<ISeg>),
+}
+
+impl AnySeg {
+    pub fn seg(&self) -> &Arc<Seg> {
+        match self {
+            AnySeg::Local(s) => s,
+            AnySeg::Imported(i) => &i.target,
+        }
+    }
+}
+
+// ---- receive queues ----
+
+/// A posted receive WR.
+pub struct RecvWr {
+    pub user_ctx: u64,
+    /// SGEs (segments are registered ones; `None` only for zero-length SGEs).
+    pub sges: SgeList,
+}
+
+/// Posted recv WRs and parked (receiver-not-ready) messages of one receive queue.
+///
+/// Invariant: `parked` is non-empty only while `wrs` is empty (a recv WR posted while messages
+/// are parked is matched with the oldest parked message at once).
+#[derive(Default)]
+pub struct RecvState {
+    pub wrs: VecDeque<RecvWr>,
+    pub parked: VecDeque<Parked>,
+}
+
+/// What a recv post did.
+pub enum RecvPost {
+    /// The WR is queued.
+    Posted,
+    /// `depth` WRs are already posted.
+    Full,
+    /// The WR was matched with the oldest parked message (to be delivered by the caller).
+    Matched(Box<Parked>, RecvWr),
+}
+
+/// Receive queue (of a JFR, or of a jetty with its own JFR).
+pub struct RecvQ {
+    pub name: String,
+    pub depth: u32,
+    pub max_sge: u32,
+    pub jfc: Arc<Jfc>,
+    pub q: Mutex<RecvState>,
+}
+
+impl RecvQ {
+    /// Queues a WR, or matches it with the oldest parked message.
+    pub fn post(&self, wr: RecvWr) -> RecvPost {
+        let mut q = lock(&self.q);
+        if let Some(p) = q.parked.pop_front() {
+            return RecvPost::Matched(Box::new(p), wr);
+        }
+        if q.wrs.len() >= self.depth as usize {
+            return RecvPost::Full;
+        }
+        q.wrs.push_back(wr);
+        RecvPost::Posted
+    }
+}
+
+// ---- validated work requests ----
+
+/// One SGE after handle validation.
+#[derive(Clone, Default)]
+pub struct Sge {
+    pub addr: u64,
+    pub len: u32,
+    pub seg: Option<AnySeg>,
+}
+
+/// SGEs kept inline in a WR's plan or recv WR.
+const INLINE_SGES: usize = 2;
+
+/// A validated SGE list: up to [`INLINE_SGES`] entries stored inline (no heap allocation per WR
+/// in the common case), longer lists on the heap. Reads as a `[Sge]`.
+#[derive(Clone, Default)]
+pub struct SgeList {
+    n: usize,
+    inline: [Sge; INLINE_SGES],
+    heap: Vec<Sge>,
+}
+
+impl SgeList {
+    pub fn with_len(n: usize) -> SgeList {
+        SgeList {
+            n: 0,
+            inline: Default::default(),
+            heap: if n > INLINE_SGES {
+                Vec::with_capacity(n)
+            } else {
+                Vec::new()
+            },
+        }
+    }
+
+    pub fn push(&mut self, e: Sge) {
+        if self.heap.capacity() == 0 && self.n < INLINE_SGES {
+            self.inline[self.n] = e;
+        } else {
+            self.heap.push(e);
+        }
+        self.n += 1;
+    }
+}
+
+impl std::ops::Deref for SgeList {
+    type Target = [Sge];
+    fn deref(&self) -> &[Sge] {
+        if self.heap.capacity() == 0 {
+            &self.inline[..self.n]
+        } else {
+            &self.heap
+        }
+    }
+}
+
+#[derive(Clone)]
+/// A validated send WR, ready to execute.
+pub struct Plan {
+    pub opcode: u32,
+    pub flags: u32,
+    pub user_ctx: u64,
+    pub imm: u64,
+    pub tjetty: Option<Arc<TJetty>>,
+    pub src: SgeList,
+    pub dst: SgeList,
+    pub supported: bool,
+}
+
+/// A two-sided message (SEND/SEND_IMM/WRITE_IMM) that found no recv WR at its target and waits
+/// (receiver-not-ready retry) for one, until `deadline`.
+pub struct Parked {
+    pub sq: SendQ,
+    pub plan: Plan,
+    pub n: u64,
+    pub deadline: Instant,
+}

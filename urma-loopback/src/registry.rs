@@ -1,0 +1,330 @@
+//! Process-wide object registry.
+//!
+//! Every C object the loopback hands out (`urma_context_t`, `urma_jfc_t`, ...) is a `Box` of the
+//! real C type, leaked to C. Its private state is an `Arc<...>` stored in [`Registry::objs`] under
+//! the object's address. The `Arc` also owns the C allocation ([`CBox`]), which is freed only when
+//! the last `Arc` goes away, so a thread still working with an object that another thread deletes
+//! never touches freed memory.
+//!
+//! Lock order: `REGISTRY` (RwLock) is a leaf for lookups: it is released before any per-object lock
+//! is taken, except in delete paths, which take it for writing and then only read atomics.
+//! Lookups are served from a per-thread cache while no object was created or deleted since
+//! (see [`get`]), so the hot paths (posts and polls) normally take no lock here at all.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+pub use crate::cobj::{CBox, Ctx};
+pub use crate::objects::*;
+use crate::queues::{Jfc, Jfce};
+use crate::util::{lock, rlock, wlock, Line};
+
+/// Hasher for the registry's integer keys (object addresses and ids), which the process
+/// chooses, not an adversary: one folded 64×64→128-bit multiply instead of SipHash. The fold
+/// mixes the high product bits into the low ones, so 16-byte-aligned addresses still spread over
+/// the buckets (hashbrown indexes buckets by the low bits).
+#[derive(Default, Clone, Copy)]
+pub struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        let m = u128::from(self.0) * 0x9E37_79B9_7F4A_7C15u128;
+        (m as u64) ^ ((m >> 64) as u64)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.0 = self.0.rotate_left(32) ^ u64::from(v);
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = self.0.rotate_left(32) ^ v;
+    }
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+}
+
+/// A map keyed by object address or id.
+pub type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
+
+/// The registry proper.
+#[derive(Default)]
+pub struct Registry {
+    pub objs: IdMap<usize, Obj>,
+    pub jetty_by_id: IdMap<u32, Arc<Jetty>>,
+    pub jfr_by_id: IdMap<u32, Arc<Jfr>>,
+    /// Registered segments by token id (then matched on VA).
+    pub segs_by_token_id: IdMap<u32, Vec<Arc<Seg>>>,
+}
+
+pub static REGISTRY: RwLock<Option<Registry>> = RwLock::new(None);
+
+/// Runs `f` with the registry read-locked.
+pub fn with_reg<R>(f: impl FnOnce(&Registry) -> R) -> R {
+    {
+        let g = rlock(&REGISTRY);
+        if let Some(r) = g.as_ref() {
+            return f(r);
+        }
+    }
+    let mut g = wlock(&REGISTRY);
+    let r = g.get_or_insert_with(Registry::default);
+    f(r)
+}
+
+/// Runs `f` with the registry write-locked.
+pub fn with_reg_mut<R>(f: impl FnOnce(&mut Registry) -> R) -> R {
+    let mut g = wlock(&REGISTRY);
+    let r = g.get_or_insert_with(Registry::default);
+    let out = f(r);
+    // Invalidate every thread's handle cache before the lock is released.
+    EPOCH.fetch_add(1, Ordering::Release);
+    out
+}
+
+/// Looks up a handle: first in the calling thread's [`HandleCache`] (valid while [`EPOCH`] is
+/// unchanged), then in the registry under its read lock.
+pub fn get(ptr: *const std::ffi::c_void) -> Option<Obj> {
+    if ptr.is_null() {
+        return None;
+    }
+    let key = ptr as usize;
+    let epoch = EPOCH.load(Ordering::Acquire);
+    let hit = CACHE
+        .try_with(|c| c.try_borrow().ok().and_then(|c| c.find(epoch, key)))
+        .ok()
+        .flatten();
+    if hit.is_some() {
+        return hit;
+    }
+    lookup_and_remember(&CACHE, key)
+}
+
+/// Looks `key` up under the registry's read lock and remembers a hit in `cache` (unless the cache
+/// is borrowed right now).
+fn lookup_and_remember(
+    cache: &'static std::thread::LocalKey<std::cell::RefCell<HandleCache>>,
+    key: usize,
+) -> Option<Obj> {
+    // The epoch read under the read lock names exactly the registry state the lookup saw.
+    let (found, epoch) = with_reg(|r| (r.objs.get(&key).cloned(), EPOCH.load(Ordering::Acquire)));
+    if let Some(o) = &found {
+        let _ = cache.try_with(|c| {
+            if let Ok(mut c) = c.try_borrow_mut() {
+                c.remember(epoch, key, o.clone());
+            }
+        });
+    }
+    found
+}
+
+/// Bumped (with the write lock held) by every registry change. A thread's cached lookups are valid
+/// only for the epoch they were made in, so a deleted or replaced handle is never served from a
+/// cache after its deletion returned. Lookups of the same objects by several threads (the posting
+/// threads and the poller of one application) then share no written cache line: the registry's
+/// `RwLock` word is written by every read lock, and it bounced between the cores on every post and
+/// poll of the benchmark's no-copy mode.
+static EPOCH: Line<AtomicU64> = Line(AtomicU64::new(0));
+
+/// Entries of a thread's handle cache (a hot path uses a JFC, a JFS or jetty, a target jetty and two
+/// segments).
+const CACHE_WAYS: usize = 8;
+
+/// A thread's most recent successful lookups, all made in `epoch`. Holding an `Obj` keeps its
+/// `Arc` alive: an object deleted meanwhile is freed when the thread next looks anything up (the
+/// epoch changed) or exits, never while it may still be in use.
+struct HandleCache {
+    epoch: u64,
+    keys: [usize; CACHE_WAYS],
+    objs: [Option<Obj>; CACHE_WAYS],
+    next: usize,
+}
+
+impl HandleCache {
+    fn find(&self, epoch: u64, key: usize) -> Option<Obj> {
+        self.find_ref(epoch, key).cloned()
+    }
+
+    fn find_ref(&self, epoch: u64, key: usize) -> Option<&Obj> {
+        if self.epoch != epoch {
+            return None;
+        }
+        let i = self.keys.iter().position(|&k| k == key)?;
+        self.objs[i].as_ref()
+    }
+
+    fn remember(&mut self, epoch: u64, key: usize, o: Obj) {
+        if self.epoch != epoch {
+            self.epoch = epoch;
+            self.keys = [0; CACHE_WAYS];
+            self.objs = [const { None }; CACHE_WAYS];
+            self.next = 0;
+        }
+        if self.keys.contains(&key) {
+            return;
+        }
+        self.keys[self.next] = key;
+        self.objs[self.next] = Some(o);
+        self.next = (self.next + 1) % CACHE_WAYS;
+    }
+}
+
+const EMPTY_CACHE: HandleCache = HandleCache {
+    epoch: u64::MAX,
+    keys: [0; CACHE_WAYS],
+    objs: [const { None }; CACHE_WAYS],
+    next: 0,
+};
+
+thread_local! {
+    /// Lookups through [`get`] (cloned out).
+    static CACHE: std::cell::RefCell<HandleCache> = const { std::cell::RefCell::new(EMPTY_CACHE) };
+    /// Lookups through [`with_obj`] (borrowed in place: JFCs, JFSs, JFRs and jetties on the
+    /// post and poll paths).
+    static QUEUES: std::cell::RefCell<HandleCache> = const { std::cell::RefCell::new(EMPTY_CACHE) };
+}
+
+macro_rules! getter {
+    ($fn:ident, $var:ident, $t:ty, $ct:ty) => {
+        /// Looks up a handle of this kind; `None` for NULL, unknown, deleted or wrong-kind handles.
+        pub fn $fn(p: *const $ct) -> Option<Arc<$t>> {
+            match get(p as *const std::ffi::c_void) {
+                Some(Obj::$var(o)) => Some(o),
+                _ => None,
+            }
+        }
+    };
+}
+/// Runs `f` on the object behind `ptr` (`None`: NULL, unknown or deleted). When the calling
+/// thread's queue cache ([`QUEUES`], a [`HandleCache`] of its own) holds it, `f` borrows it there
+/// without cloning its `Arc` (an atomic read-modify-write on a line that the other threads using
+/// the object write too). That cache cannot change while `f` runs (a nested `with_obj` takes the
+/// slow path); the lookups `f` makes through [`get`] use the other cache and still fill it.
+pub fn with_obj<R>(ptr: *const std::ffi::c_void, f: impl FnOnce(Option<&Obj>) -> R) -> R {
+    if ptr.is_null() {
+        return f(None);
+    }
+    let key = ptr as usize;
+    let epoch = EPOCH.load(Ordering::Acquire);
+    let mut f = Some(f);
+    let hit = QUEUES.try_with(|c| {
+        let c = c.try_borrow().ok()?;
+        let o = c.find_ref(epoch, key)?;
+        let f = f.take()?;
+        Some(f(Some(o)))
+    });
+    if let Ok(Some(r)) = hit {
+        return r;
+    }
+    let found = lookup_and_remember(&QUEUES, key);
+    let f = f
+        .take()
+        .expect("f runs once: the cached path returned if it ran");
+    f(found.as_ref())
+}
+
+macro_rules! with_getter {
+    ($fn:ident, $var:ident, $t:ty, $ct:ty) => {
+        /// Runs `f` on a handle of this kind (see [`with_obj`]); `None` for NULL, unknown,
+        /// deleted or wrong-kind handles.
+        pub fn $fn<R>(p: *const $ct, f: impl FnOnce(Option<&Arc<$t>>) -> R) -> R {
+            with_obj(p as *const std::ffi::c_void, |o| match o {
+                Some(Obj::$var(x)) => f(Some(x)),
+                _ => f(None),
+            })
+        }
+    };
+}
+with_getter!(with_jfc, Jfc, Jfc, urma_sys::urma_jfc_t);
+with_getter!(with_jfs, Jfs, Jfs, urma_sys::urma_jfs_t);
+with_getter!(with_jfr, Jfr, Jfr, urma_sys::urma_jfr_t);
+with_getter!(with_jetty, Jetty, Jetty, urma_sys::urma_jetty_t);
+
+getter!(get_ctx, Ctx, Ctx, urma_sys::urma_context_t);
+getter!(get_jfce, Jfce, Jfce, urma_sys::urma_jfce_t);
+getter!(get_jfc, Jfc, Jfc, urma_sys::urma_jfc_t);
+getter!(get_jfs, Jfs, Jfs, urma_sys::urma_jfs_t);
+getter!(get_jfr, Jfr, Jfr, urma_sys::urma_jfr_t);
+getter!(get_jetty, Jetty, Jetty, urma_sys::urma_jetty_t);
+getter!(get_tjetty, TJetty, TJetty, urma_sys::urma_target_jetty_t);
+getter!(get_token_id, TokenId, TokenIdObj, urma_sys::urma_token_id_t);
+
+/// Looks up a `urma_target_seg_t *` of either kind.
+pub fn get_any_seg(p: *const urma_sys::urma_target_seg_t) -> Option<AnySeg> {
+    match get(p as *const std::ffi::c_void) {
+        Some(Obj::Seg(s)) => Some(AnySeg::Local(s)),
+        Some(Obj::ISeg(s)) => Some(AnySeg::Imported(s)),
+        _ => None,
+    }
+}
+
+/// Inserts an object.
+pub fn insert(key: usize, o: Obj) {
+    with_reg_mut(|r| {
+        r.objs.insert(key, o);
+    });
+}
+
+/// Removes an object, returning it.
+pub fn remove(key: usize) -> Option<Obj> {
+    with_reg_mut(|r| r.objs.remove(&key))
+}
+
+/// Counts live objects of each kind.
+pub fn live_counts() -> [u64; KIND_COUNT] {
+    let mut out = [0u64; KIND_COUNT];
+    with_reg(|r| {
+        for o in r.objs.values() {
+            if let Some(k) = o.kind() {
+                out[k as usize] += 1;
+            }
+        }
+    });
+    out
+}
+
+// ---- numeric ids (never reused within a process) and symbolic names (reset by ctl reset) ----
+
+static NEXT_ID: [AtomicU32; KIND_COUNT] = [const { AtomicU32::new(1) }; KIND_COUNT];
+static NEXT_SYM: [AtomicU32; KIND_COUNT] = [const { AtomicU32::new(1) }; KIND_COUNT];
+
+/// Allocates a numeric id for a kind (1, 2, ...; never reused).
+pub fn next_id(k: Kind) -> u32 {
+    NEXT_ID[k as usize].fetch_add(1, Ordering::Relaxed)
+}
+
+/// Allocates the symbolic name of a new object: `<prefix><n>`, n counting from 1 in creation
+/// order since process start or the last `urma_loopback_reset()`.
+pub fn next_name(k: Kind) -> String {
+    let n = NEXT_SYM[k as usize].fetch_add(1, Ordering::Relaxed);
+    format!("{}{}", k.prefix(), n)
+}
+
+/// Restarts symbolic numbering.
+pub fn reset_names() {
+    for a in NEXT_SYM.iter() {
+        a.store(1, Ordering::Relaxed);
+    }
+}
+
+/// Global init state (urma_init / urma_uninit).
+pub static INIT_COUNT: AtomicU64 = AtomicU64::new(0);
+/// Whether `urma_init` has been called (and not undone by `urma_uninit`).
+pub fn initialized() -> bool {
+    INIT_COUNT.load(Ordering::Acquire) > 0
+}
+
+/// uasid given to `urma_init` (0 by default).
+pub static UASID: AtomicU32 = AtomicU32::new(0);
+
+#[allow(dead_code)]
+fn _assert_send_sync() {
+    fn f<T: Send + Sync>() {}
+    f::<Obj>();
+    let _ = lock::<u8>;
+}

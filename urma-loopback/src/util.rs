@@ -1,0 +1,71 @@
+//! Small helpers: panic boundary, poison-tolerant locking, zeroed C structs, logging.
+
+use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// Runs `f` behind a panic boundary: a panic never unwinds into C; `default` is returned instead.
+pub fn guard<R>(default: R, f: impl FnOnce() -> R) -> R {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(_) => {
+            log_err("internal panic caught at the C boundary");
+            default
+        }
+    }
+}
+
+/// Locks a mutex, ignoring poisoning (a panicking thread never leaves our state half-updated in a
+/// way that matters more than a deadlock would).
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Read-locks an `RwLock`, ignoring poisoning.
+pub fn rlock<T>(m: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    m.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Write-locks an `RwLock`, ignoring poisoning.
+pub fn wlock<T>(m: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    m.write().unwrap_or_else(|e| e.into_inner())
+}
+
+/// An all-zero value of a plain C type.
+///
+/// Only used with `urma-sys` structs/unions, which are plain old data (integers, raw pointers,
+/// arrays and unions thereof) for which all-zero bytes are a valid value.
+pub fn zeroed<T: Copy>() -> T {
+    // SAFETY: T is a bindgen-generated POD C type (see above); zero bytes are a valid value.
+    unsafe { std::mem::MaybeUninit::<T>::zeroed().assume_init() }
+}
+
+static LOG_FUNC: Mutex<urma_sys::urma_log_cb_t> = Mutex::new(None);
+
+/// Stores the callback given to `urma_register_log_func`.
+pub fn set_log_func(f: urma_sys::urma_log_cb_t) {
+    *lock(&LOG_FUNC) = f;
+}
+
+/// Reports an error through the registered log callback (if any).
+pub fn log_err(msg: &str) {
+    let f = *lock(&LOG_FUNC);
+    if let Some(f) = f {
+        let text = format!("[urma-loopback] {msg}\n");
+        if let Ok(c) = std::ffi::CString::new(text) {
+            // SAFETY: f is the caller-registered C callback; the message is a valid C string that
+            // outlives the call.
+            unsafe { f(urma_sys::URMA_VLOG_LEVEL_ERR as _, c.as_ptr() as *mut _) };
+        }
+    }
+}
+
+/// A hot global on cache lines of its own (the registry's EPOCH is read on every lookup; it
+/// shared a line with the knobs' sequence counters, which every post and CR increments).
+#[repr(align(128))]
+pub struct Line<T>(pub T);
+
+impl<T> std::ops::Deref for Line<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
