@@ -4,22 +4,14 @@
 //!    the requests are compiled in when `<valgrind/callgrind.h>` exists.
 //! 2. `c/alloc_count.c` into `$OUT_DIR/libostbench_alloc.so`, the LD_PRELOAD counting allocator
 //!    (path exported as `OSTBENCH_ALLOC_SO`).
-//! 3. The C reference `legacy-c/src/*.c` with the flags of `legacy-c/Makefile`'s release build
-//!    (`-O2 -g`) into `$OUT_DIR/legacy-O2/libos_transport.so.1` (path exported as
-//!    `OSTBENCH_LEGACY_O2`). `<target>/legacy/` is shared by the debug and the release profile and
-//!    holds whichever was built last (`-O0` after a debug build), so the benchmark compiles its own
-//!    optimised copy instead of depending on build order.
+//! 3. The C reference in its `-O2 -g` flavour (`ost_build_support::legacy`, the one build of
+//!    legacy-c) into `$OUT_DIR/legacy-O2/libos_transport.so.1` (path exported as
+//!    `OSTBENCH_LEGACY_O2`): the optimisation a distribution builds it with, whatever the profile.
 
+use ost_build_support::legacy::{self, Flavour, Inputs};
 use std::env;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
-
-const LEGACY_SOURCES: &[&str] = &[
-    "os_transport.c",
-    "ost_log.c",
-    "ost_thread_pool.c",
-    "ost_urma.c",
-];
 
 fn valgrind_include() -> Option<PathBuf> {
     if let Some(d) = env::var_os("OSTBENCH_VALGRIND_INCLUDE") {
@@ -42,14 +34,8 @@ fn main() {
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
     let out = PathBuf::from(env::var("OUT_DIR").expect("OUT_DIR"));
     let repo = manifest.parent().expect("repo root").to_path_buf();
-    let legacy_src = repo.join("legacy-c").join("src");
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=c");
-    println!("cargo:rerun-if-changed={}", legacy_src.display());
-    println!(
-        "cargo:rerun-if-changed={}",
-        repo.join("include/os_transport.h").display()
-    );
     println!("cargo:rerun-if-env-changed=OSTBENCH_VALGRIND_INCLUDE");
 
     // 1. client requests
@@ -81,50 +67,10 @@ fn main() {
     println!("cargo:rustc-env=OSTBENCH_ALLOC_SO={}", alloc_so.display());
 
     // 3. optimised C reference
-    let urma_include = env::var_os("DEP_URMA_INCLUDE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo.join("urma-sys").join("include"));
-    let urma_link_dir = env::var_os("DEP_URMA_LINK_DIR")
-        .map(PathBuf::from)
-        .expect("DEP_URMA_LINK_DIR (urma-sys publishes cargo:link_dir)");
-    let dir = out.join("legacy-O2");
-    std::fs::create_dir_all(&dir).expect("create legacy-O2");
-    let real = dir.join("libos_transport.so.1.0.0");
-    let mut cmd = compiler.to_command();
-    cmd.args([
-        "-std=c99",
-        "-Wall",
-        "-Wextra",
-        "-pthread",
-        "-fPIC",
-        "-fvisibility=hidden",
-        "-D_POSIX_C_SOURCE=200809L",
-        "-O2",
-        "-g",
-    ])
-    .arg(format!("-I{}", repo.join("include").display()))
-    .arg(format!("-I{}", urma_include.display()))
-    .arg(format!("-I{}", legacy_src.display()));
-    for s in LEGACY_SOURCES {
-        cmd.arg(legacy_src.join(s));
-    }
-    cmd.args([
-        "-shared",
-        "-Wl,-soname,libos_transport.so.1",
-        "-Wl,-z,defs",
-        "-o",
-    ])
-    .arg(&real)
-    .arg(format!("-L{}", urma_link_dir.display()))
-    .args(["-lurma", "-lpthread"]);
-    run(cmd, "building the -O2 C reference");
-    let link = dir.join("libos_transport.so.1");
-    replace_symlink("libos_transport.so.1.0.0", &link);
-    println!("cargo:rustc-env=OSTBENCH_LEGACY_O2={}", link.display());
-}
-
-fn replace_symlink(target: &str, link: &Path) {
-    let _ = std::fs::remove_file(link);
-    std::os::unix::fs::symlink(target, link)
-        .unwrap_or_else(|e| panic!("symlink {}: {e}", link.display()));
+    let inputs = Inputs::from_build_script(repo);
+    let dir = legacy::build(&cc::Build::new(), Flavour::O2, &inputs, &out);
+    println!(
+        "cargo:rustc-env=OSTBENCH_LEGACY_O2={}",
+        dir.join(legacy::SONAME).display()
+    );
 }

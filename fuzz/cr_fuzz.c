@@ -12,7 +12,7 @@
  * A crash, a Rust panic (the library is built with panic=abort for fuzzing) or a hang is a finding.
  *
  * The library is loaded with dlopen from $OST_FUZZ_LIB (default: OST_FUZZ_LIB_DEFAULT, set by
- * fuzz/fuzz.mk), so it can be built separately with sancov instrumentation.
+ * `cargo xtask fuzz`), so it can be built separately with sancov instrumentation.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>

@@ -55,7 +55,7 @@ name=$(awk '$1 == "Name:" { print $2; exit }' "$src/openeuler.spec")
 mkdir -p "$topdir/SPECS"
 cp "$src/openeuler.spec" "$topdir/SPECS/$name.spec"
 
-# The Makefile's CARGO_TARGET_DIR / LD_LIBRARY_PATH are for the developer's build, not rpmbuild's.
+# The CARGO_TARGET_DIR / LD_LIBRARY_PATH of the developer's build (cargo xtask) are not rpmbuild's.
 # shellcheck disable=SC2086
 env -u CARGO_TARGET_DIR -u LD_LIBRARY_PATH \
     rpmbuild -ba "${opts[@]}" ${RPMBUILD_OPTS:-} "$topdir/SPECS/$name.spec"

@@ -3,22 +3,25 @@
 //! `include/os_transport.h` and the bundled URMA header, linked with `-los_transport -lurma`
 //! against the Rust cdylib, and then the **same binary** is run twice over the loopback
 //! `liburma.so.0`: with the Rust library first on `LD_LIBRARY_PATH`, and with the legacy C library
-//! (`<target>/legacy`) first. Both runs must pass every check of the program.
+//! (legacy-c's build) first. Both runs must pass every check of the program.
 mod common;
 
-use common::{profile_dir, repo, run, rust_lib, scratch};
+use common::{repo, run, rust_lib, scratch};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// `<target>/legacy` (or the directory of `$LEGACY_LIB`).
+/// The directory of the C reference library (`$LEGACY_LIB`, else legacy-c's build).
 fn legacy_dir() -> PathBuf {
-    match std::env::var_os("LEGACY_LIB") {
-        Some(p) if !p.is_empty() => PathBuf::from(p)
-            .parent()
-            .expect("LEGACY_LIB has a directory")
-            .to_path_buf(),
-        _ => profile_dir().parent().expect("<target>").join("legacy"),
-    }
+    compat_tests::lib_under_test::legacy_lib_path()
+        .parent()
+        .expect("the legacy library has a directory")
+        .to_path_buf()
+}
+
+/// The directory of the loopback `liburma.so.0` on the loader path.
+fn loopback_dir() -> PathBuf {
+    compat_tests::target::loopback_dir()
+        .expect("no loopback liburma.so.0 on LD_LIBRARY_PATH (run through cargo test)")
 }
 
 /// A directory holding `libos_transport.so` (link time) and `libos_transport.so.1` (the SONAME,
@@ -55,8 +58,8 @@ fn compile(root: &Path, rust_dir: &Path) -> PathBuf {
         .arg(repo().join("tests/c/urma_fixture.c"))
         .arg(format!("-L{}", rust_dir.display()))
         .arg("-los_transport")
-        .arg(format!("-L{}", profile_dir().display()))
-        .arg("-lurma")
+        .arg(format!("-L{}", loopback_dir().display()))
+        .arg("-l:liburma.so.0")
         .args(["-lpthread", "-ldl"]);
     run(&mut cmd);
     exe
@@ -71,7 +74,7 @@ fn run_with(
     env: &[(&str, &str)],
     ok_marker: &str,
 ) -> String {
-    let path = format!("{}:{}", first.display(), profile_dir().display());
+    let path = format!("{}:{}", first.display(), loopback_dir().display());
     let out = compat_tests::target::command(exe)
         .args(args)
         .env("LD_LIBRARY_PATH", path)
@@ -96,11 +99,7 @@ fn run_with(
 /// Checks the prerequisites and builds the program once: `(scratch root, Rust library dir,
 /// legacy library dir, executable)`.
 fn prepare(name: &str) -> (PathBuf, PathBuf, PathBuf, PathBuf) {
-    assert!(
-        profile_dir().join("liburma.so.0").exists(),
-        "no loopback liburma.so.0 in {}",
-        profile_dir().display()
-    );
+    loopback_dir();
     let legacy = legacy_dir();
     assert!(
         legacy.join("libos_transport.so.1").exists(),

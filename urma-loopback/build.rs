@@ -1,9 +1,14 @@
 //! Build script of the loopback provider.
 //!
 //! * gives the cdylib the SONAME `liburma.so.0`;
-//! * creates `<target-dir>/<profile>/liburma.so.0 -> liburma.so` so that the dynamic loader finds
-//!   the loopback through `LD_LIBRARY_PATH=<target-dir>/<profile>`.
-use std::path::{Path, PathBuf};
+//! * creates `$OUT_DIR/lib/liburma.so.0 -> ../../../../deps/liburma.so` (the cdylib as rustc
+//!   writes it into `<target>/<profile>/deps`, whether the loopback is built on its own or as a
+//!   dependency, which cargo does not copy up to `<target>/<profile>`; the link dangles until then)
+//!   and names `$OUT_DIR/lib` as a native search directory. Cargo puts every such directory
+//!   inside the target dir on the loader path of `cargo test` and `cargo run`, so programs run
+//!   by cargo find the loopback as `liburma.so.0`; `cargo xtask` reads the directory from cargo's
+//!   build messages. Nothing is written outside `OUT_DIR`.
+use std::path::PathBuf;
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
@@ -12,27 +17,12 @@ fn main() {
     // symbol itself, so it must not record a NEEDED entry on liburma.so.0 (itself).
     println!("cargo:rustc-cdylib-link-arg=-Wl,--as-needed");
 
-    let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR"));
-    // OUT_DIR = <target>/<profile>/build/<pkg>-<hash>/out
-    if let Some(profile_dir) = out_dir.ancestors().nth(3) {
-        make_link(profile_dir);
-    }
-}
-
-fn make_link(profile_dir: &Path) {
-    let link = profile_dir.join("liburma.so.0");
-    // The link is relative so that the target dir can move; it may dangle until rustc has
-    // written liburma.so at the end of this build.
-    if std::fs::symlink_metadata(&link).is_ok() {
-        if std::fs::read_link(&link)
-            .map(|t| t == Path::new("liburma.so"))
-            .unwrap_or(false)
-        {
-            return;
-        }
-        let _ = std::fs::remove_file(&link);
-    }
-    if let Err(e) = std::os::unix::fs::symlink("liburma.so", &link) {
-        println!("cargo:warning=could not create {}: {e}", link.display());
-    }
+    let dir = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR")).join("lib");
+    std::fs::create_dir_all(&dir).expect("create $OUT_DIR/lib");
+    let link = dir.join("liburma.so.0");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink("../../../../deps/liburma.so", &link)
+        .unwrap_or_else(|e| panic!("symlink {}: {e}", link.display()));
+    // Only liburma.so.0 is there, so `-lurma` (which looks for liburma.so) never resolves to it.
+    println!("cargo:rustc-link-search=native={}", dir.display());
 }

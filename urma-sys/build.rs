@@ -1,5 +1,8 @@
 //! urma-sys build script.
 //!
+//! The selections of 1. and 3. are `ost_build_support::urma`; `cargo xtask` reads their result
+//! (`URMA_SYS_INCLUDE_DIR`, `URMA_SYS_LINK_DIR`) from cargo's build messages, never selects again.
+//!
 //! 1. Header selection: `URMA_INCLUDE_DIR` (a directory holding
 //!    `ub/umdk/urma/urma_api.h`), else the system UMDK headers if
 //!    `/usr/include/ub/umdk/urma/urma_api.h` exists, else the bundled
@@ -18,25 +21,18 @@
 //!    (SONAME liburma.so.0, no `.so.0` file beside it). Published as
 //!    `DEP_URMA_LINK_DIR`.
 
+use ost_build_support::urma::{self, API_H, SYSTEM_INCLUDE};
 use std::env;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 #[cfg(feature = "bindgen")]
 include!("bindgen_config.rs");
-
-const API_H: &str = "ub/umdk/urma/urma_api.h";
-const SYSTEM_INCLUDE: &str = "/usr/include";
 
 fn main() {
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
     let out = PathBuf::from(env::var("OUT_DIR").expect("OUT_DIR"));
 
-    for var in [
-        "URMA_INCLUDE_DIR",
-        "URMA_LIB_DIR",
-        "URMA_SYS_BUNDLED_HEADERS",
-    ] {
+    for var in urma::ENV_VARS {
         println!("cargo:rerun-if-env-changed={var}");
     }
     println!("cargo:rerun-if-changed=build.rs");
@@ -44,12 +40,20 @@ fn main() {
     println!("cargo:rerun-if-changed=src/bindings_x86_64.rs");
     println!("cargo:rerun-if-changed=src/bindings_aarch64.rs");
     println!("cargo:rerun-if-changed=stub/liburma_link_stub.c");
-    println!("cargo:rerun-if-changed={SYSTEM_INCLUDE}/{API_H}");
+    // A system UMDK header decides the selection: watch it, or while there is none the
+    // directory it would appear in (a missing file would make cargo rerun this script, and
+    // rebuild everything above urma-sys, on every build).
+    let system_api_h = Path::new(SYSTEM_INCLUDE).join(API_H);
+    if system_api_h.exists() {
+        println!("cargo:rerun-if-changed={}", system_api_h.display());
+    } else {
+        println!("cargo:rerun-if-changed={SYSTEM_INCLUDE}");
+    }
     println!("cargo:rustc-check-cfg=cfg(urma_sys_generated_bindings)");
 
     // ---- 1. headers ------------------------------------------------------
     let bundled = manifest.join("include");
-    let (include_dir, real_headers) = select_include_dir(&bundled);
+    let (include_dir, real_headers) = urma::select_include_dir(&bundled);
     for h in ["urma_api.h", "urma_types.h", "urma_opcode.h"] {
         println!(
             "cargo:rerun-if-changed={}",
@@ -72,33 +76,26 @@ fn main() {
     }
 
     // ---- 3. linking ------------------------------------------------------
-    let (link_dir, stub) = select_link_dir(&manifest, &out);
+    // The host's UMDK library is only usable when building for the host.
+    let target = env::var("TARGET").expect("TARGET");
+    let native = env::var("HOST").ok().as_deref() == Some(target.as_str());
+    let arch = env::var("CARGO_CFG_TARGET_ARCH").expect("CARGO_CFG_TARGET_ARCH");
+    let compiler = cc::Build::new()
+        .cargo_metadata(false)
+        .cargo_warnings(false)
+        .get_compiler();
+    let (link_dir, stub) = urma::select_link_dir(
+        &manifest.join("stub/liburma_link_stub.c"),
+        &out,
+        native,
+        &arch,
+        &compiler,
+    );
     println!("cargo:rustc-link-search=native={}", link_dir.display());
     println!("cargo:rustc-env=URMA_SYS_LINK_DIR={}", link_dir.display());
     println!("cargo:rustc-env=URMA_SYS_LINK_STUB={}", u8::from(stub));
     println!("cargo:rustc-link-lib=dylib=urma");
     println!("cargo:link_dir={}", link_dir.display());
-}
-
-fn select_include_dir(bundled: &Path) -> (PathBuf, bool) {
-    if env::var_os("URMA_SYS_BUNDLED_HEADERS").is_some_and(|v| !v.is_empty() && v != "0") {
-        return (bundled.to_path_buf(), false);
-    }
-    if let Some(dir) = env::var_os("URMA_INCLUDE_DIR").filter(|v| !v.is_empty()) {
-        let dir = PathBuf::from(dir);
-        if !dir.join(API_H).is_file() {
-            panic!(
-                "urma-sys: URMA_INCLUDE_DIR={} does not contain {API_H}",
-                dir.display()
-            );
-        }
-        let is_bundled = dir.canonicalize().ok() == bundled.canonicalize().ok();
-        return (dir, !is_bundled);
-    }
-    if Path::new(SYSTEM_INCLUDE).join(API_H).is_file() {
-        return (PathBuf::from(SYSTEM_INCLUDE), true);
-    }
-    (bundled.to_path_buf(), false)
 }
 
 /// Returns true if `$OUT_DIR/bindings.rs` was written.
@@ -117,27 +114,6 @@ fn generate_bindings(include_dir: &Path, _real_headers: bool, out: &Path) -> boo
 #[cfg(not(feature = "bindgen"))]
 fn generate_bindings(_include_dir: &Path, _real_headers: bool, _out: &Path) -> bool {
     false
-}
-
-/// The directory to link `-lurma` from, and whether it is the link stub.
-fn select_link_dir(manifest: &Path, out: &Path) -> (PathBuf, bool) {
-    if let Some(dir) = env::var_os("URMA_LIB_DIR").filter(|v| !v.is_empty()) {
-        return (PathBuf::from(dir), false);
-    }
-    // The host's UMDK library is only usable when building for the host.
-    let target = env::var("TARGET").expect("TARGET");
-    if env::var("HOST").ok().as_deref() == Some(target.as_str()) {
-        let arch = env::var("CARGO_CFG_TARGET_ARCH").expect("CARGO_CFG_TARGET_ARCH");
-        for dir in [
-            "/usr/lib64".to_string(),
-            format!("/usr/lib/{arch}-linux-gnu"),
-        ] {
-            if Path::new(&dir).join("liburma.so").exists() {
-                return (PathBuf::from(dir), false);
-            }
-        }
-    }
-    (build_link_stub(manifest, out), true)
 }
 
 /// Compiles abi/abi_static_check.c (generated from the ABI facts: sizes,
@@ -172,29 +148,4 @@ fn check_real_headers(manifest: &Path, include_dir: &Path, out: &Path) {
         "cargo:warning=urma-sys: UMDK headers in {} match the bundled ABI: using the committed bindings",
         include_dir.display()
     );
-}
-
-/// Builds the link-only import library `$OUT_DIR/link/liburma.so`.
-fn build_link_stub(manifest: &Path, out: &Path) -> PathBuf {
-    let dir = out.join("link");
-    std::fs::create_dir_all(&dir).expect("urma-sys: cannot create $OUT_DIR/link");
-    // A liburma.so.0 here would make the stub loadable: make sure there is none.
-    let _ = std::fs::remove_file(dir.join("liburma.so.0"));
-    let src = manifest.join("stub/liburma_link_stub.c");
-    let lib = dir.join("liburma.so");
-    let compiler = cc::Build::new()
-        .cargo_metadata(false)
-        .cargo_warnings(false)
-        .get_compiler();
-    let mut cmd: Command = compiler.to_command();
-    cmd.args(["-shared", "-fPIC", "-O2", "-Wl,-soname,liburma.so.0", "-o"])
-        .arg(&lib)
-        .arg(&src);
-    let status = cmd
-        .status()
-        .unwrap_or_else(|e| panic!("urma-sys: cannot run the C compiler ({cmd:?}): {e}"));
-    if !status.success() {
-        panic!("urma-sys: building the liburma link stub failed: {cmd:?} exited with {status}");
-    }
-    dir
 }

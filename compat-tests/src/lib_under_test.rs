@@ -130,10 +130,11 @@ pub fn rust_lib_path() -> PathBuf {
     profile_dir().join("libos_transport.so")
 }
 
-/// The C reference library: `$LEGACY_LIB`, else `<target>/legacy/libos_transport.so.1`.
+/// The C reference library: `$LEGACY_LIB`, else the one legacy-c's build script built for this
+/// profile (`os_transport_legacy::legacy_lib_path`).
 pub fn legacy_lib_path() -> PathBuf {
     match std::env::var_os("LEGACY_LIB") {
         Some(p) if !p.is_empty() => PathBuf::from(p),
-        _ => target_dir().join("legacy").join("libos_transport.so.1"),
+        _ => os_transport_legacy::legacy_lib_path(),
     }
 }

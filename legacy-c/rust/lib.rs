@@ -1,22 +1,34 @@
-//! Builds the C reference implementation of os_transport 1.0 (`legacy-c/`): this crate's build
-//! script compiles and links it beside the Rust library into `<target>/legacy/`.
+//! Locates the C reference implementation of os_transport 1.0 (`legacy-c/`), which this crate's
+//! build script compiles and links into its `OUT_DIR` (`$OUT_DIR/legacy/`), one per cargo profile.
 //!
-//! The crate exposes no API: tests and the conformance harness find the library at run time
-//! (`compat_tests::legacy_lib_path`: `$LEGACY_LIB`, else `<target>/legacy/` of the running
-//! binary), which also works for the installed harness, where a build-time path would not.
+//! Only the path is exposed: tests and the conformance harness load the library by path with
+//! `dlopen`, so nothing here links against it.
+
+use std::path::PathBuf;
+
+/// Absolute path of `$OUT_DIR/legacy/libos_transport.so.1` (a symlink to
+/// `libos_transport.so.1.0.0`), as built by `legacy-c/build.rs` for this profile.
+pub fn legacy_lib_path() -> PathBuf {
+    PathBuf::from(env!("OST_LEGACY_LIB_PATH"))
+}
+
+/// Absolute path of `$OUT_DIR/legacy/`.
+pub fn legacy_lib_dir() -> PathBuf {
+    PathBuf::from(env!("OST_LEGACY_DIR"))
+}
 
 #[cfg(test)]
 mod tests {
-    use std::path::PathBuf;
+    use super::*;
 
     #[test]
     fn library_is_built_with_its_soname_symlinks() {
-        let path = PathBuf::from(env!("OST_LEGACY_LIB_PATH"));
+        let path = legacy_lib_path();
         assert_eq!(
             path.file_name().and_then(|n| n.to_str()),
             Some("libos_transport.so.1")
         );
-        let dir = PathBuf::from(env!("OST_LEGACY_DIR"));
+        let dir = legacy_lib_dir();
         assert_eq!(path.parent(), Some(dir.as_path()));
         for name in [
             "libos_transport.so.1.0.0",

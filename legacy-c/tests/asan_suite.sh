@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # asan_suite.sh - run the case_legacy tests of compat-tests/tests/behaviour.rs against the
-# ASan/UBSan build of the legacy C reference. Called by `make legacy-asan-suite` (legacy-c/legacy.mk).
+# ASan/UBSan build of the legacy C reference. Called by `make legacy-asan-suite` (`cargo xtask legacy-asan-suite`).
 #
 #   asan_suite.sh <behaviour test binary> <dir of the ASan build> <dir of the loopback liburma.so.0>
 #

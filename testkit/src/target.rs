@@ -47,6 +47,14 @@ pub fn slowdown() -> u32 {
         .unwrap_or(10)
 }
 
+/// The directory of the loopback `liburma.so.0` that programs started from here load: the first
+/// entry of `LD_LIBRARY_PATH` holding a `liburma.so.0`. `cargo test` and `cargo run` put the
+/// loopback's `$OUT_DIR/lib` there (urma-loopback/build.rs), `cargo xtask` the same directory.
+pub fn loopback_dir() -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("LD_LIBRARY_PATH")?;
+    std::env::split_paths(&path).find(|d| d.join("liburma.so.0").exists())
+}
+
 /// Runs `cmd` to completion and returns its stdout; panics with its stdout and stderr when it
 /// cannot start or does not succeed.
 pub fn run(cmd: &mut Command) -> String {

@@ -6,7 +6,7 @@
 //!        [--ledger PATH] [--interpose]
 //! ```
 //! Defaults: the Rust library `<target>/<profile>/libos_transport.so`, the reference C library
-//! `$LEGACY_LIB` or `<target>/legacy/libos_transport.so.1`, `--out <target>/compat`,
+//! `$LEGACY_LIB` or the library legacy-c's build script built, `--out <target>/compat`,
 //! `--random $COMPAT_RANDOM` or 200, `--seed $COMPAT_SEED` or 20250413. Exit status 0 only when
 //! nothing FAILs. See docs/compat.md.
 

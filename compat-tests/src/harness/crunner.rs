@@ -51,16 +51,17 @@ fn lib_dir(out: &Path, name: &str, lib: &Path) -> Result<PathBuf, String> {
     Ok(d)
 }
 
-/// The directory of the loopback `liburma.so.0`: `$COMPAT_URMA_DIR`, else the Rust library's
-/// directory (`<target>/<profile>`).
+/// The directory of the loopback `liburma.so.0`: `$COMPAT_URMA_DIR`, else the one on this
+/// process's loader path ([`crate::target::loopback_dir`]), else the Rust library's directory.
 pub fn urma_dir(opts: &Options) -> PathBuf {
     match std::env::var_os("COMPAT_URMA_DIR") {
         Some(p) if !p.is_empty() => PathBuf::from(p),
-        _ => opts
-            .rust_lib
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|| PathBuf::from(".")),
+        _ => crate::target::loopback_dir().unwrap_or_else(|| {
+            opts.rust_lib
+                .parent()
+                .map(Path::to_path_buf)
+                .unwrap_or_else(|| PathBuf::from("."))
+        }),
     }
 }
 
@@ -102,7 +103,8 @@ pub fn build(opts: &Options) -> Result<(PathBuf, PathBuf, PathBuf), String> {
         .arg(format!("-L{}", legacy_dir.display()))
         .arg("-los_transport")
         .arg(format!("-L{}", ud.display()))
-        .arg("-lurma")
+        // The file by its SONAME: the loopback's directory holds only `liburma.so.0`.
+        .arg("-l:liburma.so.0")
         .arg("-ldl")
         .output()
         .map_err(|e| format!("running {cc}: {e}"))?;

@@ -1,0 +1,39 @@
+//! The one place that knows how the project's C parts are built. Used as a build-dependency by
+//! `urma-sys`, `legacy-c` and `bench`, and as a library by the `xtask` build driver, so that the
+//! sources, flags and output layout exist once.
+//!
+//! * [`urma`]: the URMA header selection and the `-lurma` link directory (with the link-only
+//!   stub), as published by `urma-sys` to its dependents (`DEP_URMA_INCLUDE`, `DEP_URMA_LINK_DIR`).
+//! * [`legacy`]: `legacy-c/`, the C reference implementation, built in one of its [`Flavour`]s
+//!   into its own directory (`<out>/<flavour dir>/libos_transport.so.1.0.0` plus the SONAME and
+//!   development symlinks).
+//!
+//! Everything is written below the output directory the caller passes (a build script's
+//! `OUT_DIR`, or the xtask's directory under the target dir); nothing here writes elsewhere.
+//!
+//! The `cc` crate reads `TARGET`, `HOST`, `OPT_LEVEL` and `DEBUG` from the environment inside a
+//! build script. Outside one (the xtask), [`compiler_for`] fills them in explicitly.
+
+pub mod legacy;
+pub mod urma;
+
+pub use legacy::Flavour;
+
+/// A `cc::Build` that emits no `cargo:` lines and, when `target` is given, does not depend on the
+/// variables cargo sets for build scripts (for use outside a build script).
+pub fn compiler_for(target: Option<&str>) -> cc::Build {
+    let mut b = cc::Build::new();
+    b.cargo_metadata(false).cargo_warnings(false);
+    if let Some(t) = target {
+        b.target(t).host(t).opt_level(0).debug(true);
+    }
+    b
+}
+
+/// Runs `cmd`, panicking with the command line if it cannot start or fails.
+pub(crate) fn run(cmd: &mut std::process::Command, what: &str) {
+    let status = cmd
+        .status()
+        .unwrap_or_else(|e| panic!("{what}: cannot run {cmd:?}: {e}"));
+    assert!(status.success(), "{what} failed ({status}): {cmd:?}");
+}

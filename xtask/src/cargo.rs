@@ -1,0 +1,163 @@
+//! Cargo runs whose results the xtask needs: read from cargo's JSON build messages
+//! (`--message-format=json-render-diagnostics`: diagnostics still go to the terminal), never
+//! from guessed paths.
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// What a cargo build produced that the xtask uses.
+pub struct Built {
+    /// `<target>[/<triple>]/<profile>`: the cdylibs and binaries.
+    pub profile_dir: PathBuf,
+    /// The loopback's `liburma.so.0` directory (`$OUT_DIR/lib` of urma-loopback's build script).
+    pub loopback_dir: PathBuf,
+    /// legacy-c's library directory (`$OUT_DIR/legacy` of its build script), if it was built.
+    pub legacy_dir: Option<PathBuf>,
+    /// The URMA include and `-lurma` directories urma-sys's build script selected
+    /// (`URMA_SYS_INCLUDE_DIR`, `URMA_SYS_LINK_DIR`), for C the xtask builds itself.
+    pub urma: Option<(PathBuf, PathBuf)>,
+    /// Executables, by target name (test binaries from `--tests`/`--no-run`, binaries).
+    pub executables: Vec<(String, PathBuf)>,
+}
+
+impl Built {
+    /// The executable of target `name` (the last one cargo reported).
+    pub fn executable(&self, name: &str) -> &Path {
+        self.executables
+            .iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .map(|(_, p)| p.as_path())
+            .unwrap_or_else(|| crate::fail(format!("cargo built no executable {name:?}")))
+    }
+}
+
+/// The package name in a `package_id` (`path+file:///…/loopback#urma-loopback@0.1.0`, or the
+/// older `urma-loopback 0.1.0 (path+file:///…)`).
+fn package_name(id: &str) -> &str {
+    match id.rsplit_once('#') {
+        Some((url, rest)) => match rest.split_once('@') {
+            Some((name, _)) => name,
+            // `…/name#version`: the name is the last path segment.
+            None => url.rsplit('/').next().unwrap_or(url),
+        },
+        None => id.split(' ').next().unwrap_or(id),
+    }
+}
+
+/// Runs `cmd` (a `cargo build`/`cargo test --no-run` with its arguments) with JSON messages and
+/// collects what [`Built`] holds. The loopback must be part of the build.
+pub fn build(mut cmd: Command) -> Built {
+    cmd.arg("--message-format=json-render-diagnostics")
+        .stdout(Stdio::piped());
+    eprintln!("+ {}", crate::show(&cmd));
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| crate::fail(format!("cannot start cargo: {e}")));
+    let out = child.stdout.take().expect("piped stdout");
+    let mut loopback_dir = None;
+    let mut legacy_dir = None;
+    let mut urma = None;
+    let mut profile_dir = None;
+    let mut executables = Vec::new();
+    for line in BufReader::new(out).lines() {
+        let line = line.unwrap_or_else(|e| crate::fail(format!("reading cargo's output: {e}")));
+        let Ok(msg) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        let package = msg["package_id"].as_str().map(package_name).unwrap_or("");
+        match msg["reason"].as_str() {
+            Some("build-script-executed") => {
+                let out_dir = PathBuf::from(msg["out_dir"].as_str().unwrap_or_default());
+                match package {
+                    "urma-loopback" => loopback_dir = Some(out_dir.join("lib")),
+                    "os-transport-legacy" => legacy_dir = Some(out_dir.join("legacy")),
+                    "urma-sys" => {
+                        let var = |name: &str| {
+                            msg["env"].as_array()?.iter().find_map(|kv| {
+                                if kv[0].as_str()? == name {
+                                    kv[1].as_str().map(PathBuf::from)
+                                } else {
+                                    None
+                                }
+                            })
+                        };
+                        if let (Some(inc), Some(link)) =
+                            (var("URMA_SYS_INCLUDE_DIR"), var("URMA_SYS_LINK_DIR"))
+                        {
+                            urma = Some((inc, link));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            Some("compiler-artifact") => {
+                let name = msg["target"]["name"].as_str().unwrap_or_default();
+                if let Some(exe) = msg["executable"].as_str() {
+                    executables.push((name.to_string(), PathBuf::from(exe)));
+                }
+                if package == "urma-loopback" {
+                    // <profile dir>/liburma.so, or <profile dir>/deps/liburma.so when the
+                    // loopback was built as a dependency only.
+                    profile_dir = msg["filenames"]
+                        .as_array()
+                        .and_then(|f| f.first())
+                        .and_then(Value::as_str)
+                        .and_then(|f| Path::new(f).parent())
+                        .map(|d| match d.file_name() {
+                            Some(n) if n == "deps" => d.parent().unwrap_or(d).to_path_buf(),
+                            _ => d.to_path_buf(),
+                        });
+                }
+            }
+            _ => {}
+        }
+    }
+    let status = child
+        .wait()
+        .unwrap_or_else(|e| crate::fail(format!("waiting for cargo: {e}")));
+    if !status.success() {
+        crate::fail(format!("cargo failed ({status}): {}", crate::show(&cmd)));
+    }
+    let loopback_dir = loopback_dir
+        .unwrap_or_else(|| crate::fail("the build did not run urma-loopback's build script"));
+    let profile_dir =
+        profile_dir.unwrap_or_else(|| crate::fail("the build did not build the loopback cdylib"));
+    if !loopback_dir.join("liburma.so.0").exists() {
+        crate::fail(format!(
+            "{}/liburma.so.0 does not resolve to the loopback",
+            loopback_dir.display()
+        ));
+    }
+    Built {
+        profile_dir,
+        loopback_dir,
+        legacy_dir,
+        urma,
+        executables,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::package_name;
+
+    #[test]
+    fn package_names_of_both_id_formats() {
+        assert_eq!(
+            package_name("path+file:///r/urma-loopback#urma-loopback@0.1.0"),
+            "urma-loopback"
+        );
+        assert_eq!(
+            package_name("path+file:///r/legacy-c#os-transport-legacy@1.0.0"),
+            "os-transport-legacy"
+        );
+        assert_eq!(package_name("path+file:///r/xtask#1.0.0"), "xtask");
+        assert_eq!(
+            package_name("urma-loopback 0.1.0 (path+file:///r/urma-loopback)"),
+            "urma-loopback"
+        );
+    }
+}

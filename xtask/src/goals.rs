@@ -1,0 +1,599 @@
+//! The goals (see [`crate::GOALS`]). Knobs come from the environment, so `make GOAL VAR=value`
+//! and `VAR=value cargo xtask GOAL` are the same: COMPAT_ARGS, BENCH_ARGS, BENCH_OUT,
+//! HELGRIND_STRICT, STRESS_REQS, STRESS_FUZZ_CRS, FUZZ_TIME, FUZZ_SMOKE_RUNS, CLANG, REL_CC,
+//! VALGRIND, RPMBUILD_OPTS, DIST_TREE.
+
+use crate::cargo::{self, Built};
+use crate::{cargo as cargo_cmd, env_or, fail, run, try_run, Ctx};
+use ost_build_support::legacy::{self, Flavour, Inputs};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const AARCH64: &str = "aarch64-unknown-linux-gnu";
+const MSRV: &str = "1.82";
+
+pub fn dispatch(ctx: &mut Ctx, goal: &str, args: &[String]) {
+    match goal {
+        "build" => {
+            build(ctx, goal);
+        }
+        "test" => test(ctx),
+        "compat" => compat(ctx, goal, args),
+        "legacy-asan-suite" => legacy_asan_suite(ctx, goal),
+        "reliability-check" => {
+            reliability_memcheck(ctx, goal);
+            reliability_helgrind(ctx, goal);
+            fuzz(ctx, goal, true);
+        }
+        "reliability-memcheck" => reliability_memcheck(ctx, goal),
+        "reliability-helgrind" => reliability_helgrind(ctx, goal),
+        "stress" => stress(ctx, goal),
+        "fuzz" => fuzz(ctx, goal, false),
+        "fuzz-smoke" => fuzz(ctx, goal, true),
+        "bench" => bench(ctx, goal, "full"),
+        "bench-quick" => bench(ctx, goal, "quick"),
+        "dist" => dist(ctx),
+        "rpm" => rpm(ctx, goal),
+        "rpm-test" => {
+            rpm(ctx, goal);
+            run(Command::new("./packaging/rpm-test.sh").env("TARGET_DIR", &ctx.target));
+        }
+        "rpm-clean" => {
+            for d in ["rpm", "rpm-test"] {
+                let _ = std::fs::remove_dir_all(ctx.target.join(d));
+            }
+        }
+        "stage" => stage(args),
+        "test-aarch64" => test_aarch64(ctx, goal),
+        "test-aarch64-quick" => test_aarch64_quick(ctx, goal),
+        "msrv" => msrv(ctx, goal),
+        "lint" => lint(),
+        "fmt" => run(cargo_cmd().args(["fmt", "--all"])),
+        "deps" => run(Command::new("./packaging/deps.sh").args(["install", "all"])),
+        "clean" => run(cargo_cmd().arg("clean")),
+        _ => unreachable!("GOALS lists {goal}"),
+    }
+}
+
+/// `cargo build --workspace --all-targets` (debug), after the system packages `goal` needs.
+fn build(ctx: &mut Ctx, goal: &str) -> Built {
+    ctx.deps(goal);
+    let mut cmd = cargo_cmd();
+    cmd.args(["build", "--workspace", "--all-targets"]);
+    cargo::build(cmd)
+}
+
+/// Everything a change must pass, in this order; stops at the first failing step.
+fn test(ctx: &mut Ctx) {
+    build(ctx, "test");
+    run(cargo_cmd().args(["test", "--workspace", "--no-fail-fast"]));
+    compat(ctx, "test", &[]);
+    legacy_asan_suite(ctx, "test");
+    reliability_memcheck(ctx, "test");
+    reliability_helgrind(ctx, "test");
+    fuzz(ctx, "test", true);
+    bench(ctx, "test", "quick");
+    rpm(ctx, "test");
+    run(Command::new("./packaging/rpm-test.sh").env("TARGET_DIR", &ctx.target));
+    test_aarch64_quick(ctx, "test");
+}
+
+/// `COMPAT_ARGS` split on white space, then `args`.
+fn compat_args(args: &[String]) -> Vec<String> {
+    env_or("COMPAT_ARGS", "")
+        .split_whitespace()
+        .map(str::to_string)
+        .chain(args.iter().cloned())
+        .collect()
+}
+
+fn compat(ctx: &mut Ctx, goal: &str, args: &[String]) {
+    build(ctx, goal);
+    run(cargo_cmd()
+        .args(["run", "-q", "-p", "compat-tests", "--bin", "compat", "--"])
+        .args(compat_args(args)));
+}
+
+/// The URMA headers and `-lurma` directory for C built here: the ones urma-sys's build script
+/// selected in `built` (the selection exists once, in `ost_build_support::urma`).
+fn urma_inputs(ctx: &Ctx, built: &Built) -> Inputs {
+    let (urma_include, urma_link_dir) = built
+        .urma
+        .clone()
+        .unwrap_or_else(|| fail("the build did not report urma-sys's URMA directories"));
+    Inputs {
+        repo: ctx.repo.clone(),
+        urma_include,
+        urma_link_dir,
+    }
+}
+
+/// The host triple (`rustc -vV`).
+fn host_triple() -> String {
+    let out = Command::new("rustc")
+        .arg("-vV")
+        .output()
+        .unwrap_or_else(|e| fail(format!("rustc -vV: {e}")));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("host: ").map(str::to_string))
+        .unwrap_or_else(|| fail("rustc -vV printed no host"))
+}
+
+/// compat-tests' `case_legacy` tests against the ASan/UBSan flavour of legacy-c (built here by
+/// the one legacy build function, into `<target>/xtask/legacy-asan`), through
+/// legacy-c/tests/asan_suite.sh.
+fn legacy_asan_suite(ctx: &mut Ctx, goal: &str) {
+    let built = build(ctx, goal);
+    let base = ost_build_support::compiler_for(Some(&host_triple()));
+    let inputs = urma_inputs(ctx, &built);
+    let out = ctx.target.join("xtask");
+    let dir = legacy::build(&base, Flavour::Asan, &inputs, &out);
+    // LD_PRELOAD shim: lets the (uninstrumented) test binary dlopen the ASan build with
+    // RTLD_DEEPBIND, which the sanitizer runtime refuses.
+    let mut cmd = base.get_compiler().to_command();
+    cmd.args([
+        "-std=c99", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared", "-o",
+    ])
+    .arg(dir.join("libstrip_deepbind.so"))
+    .arg(ctx.repo.join("legacy-c/tests/strip_deepbind.c"))
+    .arg("-ldl");
+    run(&mut cmd);
+    let mut tests = cargo_cmd();
+    tests.args([
+        "test",
+        "-p",
+        "compat-tests",
+        "--test",
+        "behaviour",
+        "--no-run",
+    ]);
+    let behaviour = cargo::build(tests);
+    let bin = behaviour.executable("behaviour");
+    run(Command::new("legacy-c/tests/asan_suite.sh")
+        .arg(bin)
+        .arg(&dir)
+        .arg(&built.loopback_dir));
+}
+
+/// `<target>/reliability`: the fuzz replayer and the C consumer (against the Rust library under
+/// its SONAME), for valgrind.
+fn reliability_bins(ctx: &mut Ctx, goal: &str) -> (Built, PathBuf) {
+    let built = build(ctx, goal);
+    let rel = ctx.target.join("reliability");
+    let lib = rel.join("lib");
+    std::fs::create_dir_all(&lib).unwrap_or_else(|e| fail(format!("{}: {e}", lib.display())));
+    for name in ["libos_transport.so", "libos_transport.so.1"] {
+        let l = lib.join(name);
+        let _ = std::fs::remove_file(&l);
+        std::os::unix::fs::symlink(built.profile_dir.join("libos_transport.so"), &l)
+            .unwrap_or_else(|e| fail(format!("{}: {e}", l.display())));
+    }
+    let cc = env_or("REL_CC", "cc");
+    let rust_lib = built.profile_dir.join("libos_transport.so");
+    run(Command::new(&cc)
+        .args(["-g", "-O1", "-std=gnu99", "-Wall", "-Werror"])
+        .args([
+            "-Iinclude",
+            "-Iurma-sys/include",
+            "-Iurma-loopback/include",
+            "-Itests/c",
+        ])
+        .arg(format!("-DOST_FUZZ_LIB_DEFAULT=\"{}\"", rust_lib.display()))
+        .args([
+            "fuzz/cr_fuzz.c",
+            "fuzz/replay_main.c",
+            "tests/c/urma_fixture.c",
+        ])
+        .arg(format!("-L{}", built.loopback_dir.display()))
+        .args(["-l:liburma.so.0", "-ldl", "-lpthread", "-o"])
+        .arg(rel.join("replay")));
+    run(Command::new(&cc)
+        .args([
+            "-g",
+            "-std=c99",
+            "-pthread",
+            "-Iinclude",
+            "-Iurma-sys/include",
+            "-Itests/c",
+        ])
+        .args(["tests/c/consumer.c", "tests/c/urma_fixture.c"])
+        .arg(format!("-L{}", lib.display()))
+        .arg("-los_transport")
+        .arg(format!("-L{}", built.loopback_dir.display()))
+        .args(["-l:liburma.so.0", "-lpthread", "-ldl", "-o"])
+        .arg(rel.join("consumer")));
+    (built, rel)
+}
+
+fn valgrind() -> String {
+    env_or("VALGRIND", "valgrind")
+}
+
+/// The C consumer (both modes) and the fuzz seeds under memcheck: fails on any error or any
+/// byte definitely or indirectly lost.
+fn reliability_memcheck(ctx: &mut Ctx, goal: &str) {
+    let (built, rel) = reliability_bins(ctx, goal);
+    let memcheck = |cmd: &mut Command| {
+        cmd.args([
+            "-q",
+            "--leak-check=full",
+            "--show-leak-kinds=definite,indirect",
+            "--errors-for-leak-kinds=definite,indirect",
+            "--error-exitcode=99",
+        ]);
+    };
+    let path = ctx.loader_path(&built, &[&rel.join("lib")]);
+    let mut c = Command::new(valgrind());
+    memcheck(&mut c);
+    run(c.env("LD_LIBRARY_PATH", &path).arg(rel.join("consumer")));
+    let mut c = Command::new(valgrind());
+    memcheck(&mut c);
+    run(c
+        .env("LD_LIBRARY_PATH", &path)
+        .env("URMA_LOOPBACK_KNOBS", "nocopy=1")
+        .arg(rel.join("consumer"))
+        .args(["pattern", "1200"]));
+    let mut c = Command::new(valgrind());
+    memcheck(&mut c);
+    run(c
+        .env("LD_LIBRARY_PATH", ctx.loader_path(&built, &[]))
+        .arg(rel.join("replay"))
+        .arg("fuzz/seeds"));
+    println!(
+        "memcheck: 0 errors, 0 bytes definitely/indirectly lost (consumer, consumer pattern with \
+         1200 uncollected gets, fuzz/seeds replay)"
+    );
+}
+
+/// The fuzz seeds under Helgrind against the `valgrind-annotations` build of the library (its
+/// own target dir, so the normal build keeps plain std::sync). Strict (`HELGRIND_STRICT=1`, the
+/// default): fails when a report has an `os_transport::` frame in an access stack.
+fn reliability_helgrind(ctx: &mut Ctx, goal: &str) {
+    let (built, rel) = reliability_bins(ctx, goal);
+    let dir = ctx.target.join("helgrind");
+    run(cargo_cmd()
+        .args([
+            "build",
+            "-q",
+            "-p",
+            "os-transport",
+            "--features",
+            "valgrind-annotations",
+        ])
+        .env("CARGO_TARGET_DIR", &dir));
+    let lib = dir.join("debug/libos_transport.so");
+    let log_path = rel.join("helgrind.log");
+    let log = std::fs::File::create(&log_path)
+        .unwrap_or_else(|e| fail(format!("{}: {e}", log_path.display())));
+    let mut cmd = Command::new(valgrind());
+    cmd.args([
+        "--tool=helgrind",
+        "--suppressions=tests/reliability_c/helgrind.supp",
+    ])
+    .arg(rel.join("replay"))
+    .arg("fuzz/seeds")
+    .env("OST_FUZZ_LIB", &lib)
+    .env("LD_LIBRARY_PATH", ctx.loader_path(&built, &[]))
+    .stdout(log.try_clone().expect("dup log"))
+    .stderr(log);
+    // Helgrind's exit status is not the verdict: the report below is.
+    let _ = try_run(&mut cmd);
+    let text = std::fs::read_to_string(&log_path)
+        .unwrap_or_else(|e| fail(format!("{}: {e}", log_path.display())));
+    let r = crate::helgrind::parse(&text);
+    println!(
+        "{}",
+        r.summary.as_deref().unwrap_or("helgrind: no ERROR SUMMARY")
+    );
+    if !r.finished {
+        fail(format!(
+            "helgrind: replay did not finish (see {})",
+            log_path.display()
+        ));
+    }
+    println!(
+        "helgrind: {} error contexts left after suppressions, {} with an os_transport:: frame in \
+         the access or conflicting stack (docs/reliability.md; log: {})",
+        r.contexts,
+        r.ours,
+        log_path.display()
+    );
+    for (frame, n) in &r.race_frames {
+        println!("{n:7} {frame}");
+    }
+    if env_or("HELGRIND_STRICT", "1") == "1" && r.ours != 0 {
+        fail("helgrind: reports in the library (HELGRIND_STRICT=0 reports only)");
+    }
+}
+
+/// The long variants of the reliability suites, in the release profile.
+fn stress(ctx: &mut Ctx, goal: &str) {
+    build(ctx, goal);
+    let mut cmd = cargo_cmd();
+    cmd.args(["build", "--release", "-p", "urma-loopback"]);
+    cargo::build(cmd);
+    run(cargo_cmd()
+        .args([
+            "test",
+            "--release",
+            "--test",
+            "reliability_stress",
+            "--",
+            "--nocapture",
+        ])
+        .env("OST_STRESS_REQS", env_or("STRESS_REQS", "10000")));
+    run(cargo_cmd()
+        .args([
+            "test",
+            "--release",
+            "--test",
+            "reliability_fuzz_cr",
+            "--",
+            "--nocapture",
+        ])
+        .env("OST_FUZZ_CRS", env_or("STRESS_FUZZ_CRS", "10000000"))
+        .env("OST_FUZZ_PAIRS", "50000"));
+}
+
+/// Coverage-guided fuzzing of the completion handling: the Rust cdylib rebuilt with sancov
+/// instrumentation, debug assertions and panic=abort in `<target>/fuzz`, and fuzz/cr_fuzz.c
+/// linked with libFuzzer; `smoke`: a short fixed run (part of `test`).
+fn fuzz(ctx: &mut Ctx, goal: &str, smoke: bool) {
+    let built = build(ctx, goal);
+    let dir = ctx.target.join("fuzz");
+    let triple = host_triple();
+    let rustflags = [
+        "-Cpasses=sancov-module",
+        "-Cllvm-args=-sanitizer-coverage-level=3",
+        "-Cllvm-args=-sanitizer-coverage-inline-8bit-counters",
+        "-Cllvm-args=-sanitizer-coverage-pc-table",
+        "-Cllvm-args=-sanitizer-coverage-trace-compares",
+        "-Cdebug-assertions=on",
+        "-Cpanic=abort",
+    ]
+    .join(" ");
+    run(cargo_cmd()
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "os-transport",
+            "--lib",
+            "--target",
+            &triple,
+        ])
+        .arg("--target-dir")
+        .arg(&dir)
+        .env("RUSTFLAGS", rustflags));
+    let lib = dir.join(&triple).join("release/libos_transport.so");
+    let bin = dir.join("cr_fuzz");
+    run(Command::new(env_or("CLANG", "clang"))
+        .args(["-g", "-O1", "-fsanitize=fuzzer,address", "-rdynamic"])
+        .args([
+            "-Iinclude",
+            "-Iurma-sys/include",
+            "-Iurma-loopback/include",
+            "-Itests/c",
+        ])
+        .arg(format!("-DOST_FUZZ_LIB_DEFAULT=\"{}\"", lib.display()))
+        .args(["fuzz/cr_fuzz.c", "tests/c/urma_fixture.c"])
+        .arg(format!("-L{}", built.loopback_dir.display()))
+        .args(["-l:liburma.so.0", "-ldl", "-o"])
+        .arg(&bin));
+    let corpus = dir.join(if smoke { "smoke-corpus" } else { "corpus" });
+    if smoke {
+        let _ = std::fs::remove_dir_all(&corpus);
+    }
+    std::fs::create_dir_all(&corpus).unwrap_or_else(|e| fail(format!("{}: {e}", corpus.display())));
+    let mut cmd = Command::new(&bin);
+    cmd.env("ASAN_OPTIONS", "detect_leaks=0")
+        .env("LD_LIBRARY_PATH", ctx.loader_path(&built, &[]));
+    if smoke {
+        cmd.arg(format!("-runs={}", env_or("FUZZ_SMOKE_RUNS", "20000")))
+            .arg("-seed=9");
+    } else {
+        cmd.arg(format!("-max_total_time={}", env_or("FUZZ_TIME", "600")));
+    }
+    run(cmd
+        .args(["-timeout=10", "-print_final_stats=1"])
+        .arg(format!("-artifact_prefix={}/", dir.display()))
+        .arg(&corpus)
+        .arg("fuzz/seeds"));
+}
+
+/// The benchmark (release profile): `full` or `quick`. Exits non-zero only when a measurement
+/// broke, never on a missed target.
+fn bench(ctx: &mut Ctx, goal: &str, mode: &str) {
+    ctx.deps(goal);
+    let mut cmd = cargo_cmd();
+    cmd.args([
+        "build",
+        "--release",
+        "-p",
+        "os-transport",
+        "-p",
+        "urma-loopback",
+    ])
+    .args(["-p", "os-transport-bench"]);
+    let built = cargo::build(cmd);
+    if mode == "full"
+        && try_run(Command::new("./packaging/deps.sh").args(["check", "bench"])).is_err()
+    {
+        println!("bench: without gnuplot the chart is skipped (make deps)");
+    }
+    let out = env_or("BENCH_OUT", &ctx.target.join("bench").display().to_string());
+    run(Command::new(built.executable("ostbench"))
+        .env("LD_LIBRARY_PATH", ctx.loader_path(&built, &[]))
+        .args([mode, "--out", &out])
+        .args(env_or("BENCH_ARGS", "").split_whitespace()));
+}
+
+fn dist(ctx: &Ctx) {
+    run(Command::new("./packaging/dist.sh").arg(ctx.target.join("rpm/SOURCES")));
+}
+
+/// `rpmbuild -ba openeuler.spec` from the sources of [`dist`] into `<target>/rpm`.
+fn rpm(ctx: &mut Ctx, goal: &str) {
+    if goal == "rpm-test" {
+        // The rpm tools only (rpm-test.sh installs into a root of its own).
+        ctx.deps(goal);
+    }
+    dist(ctx);
+    let top = ctx.target.join("rpm");
+    for d in ["RPMS", "SRPMS", "BUILD", "BUILDROOT"] {
+        let _ = std::fs::remove_dir_all(top.join(d));
+    }
+    run(Command::new("./packaging/build-rpm.sh").arg(&top));
+}
+
+/// `stage --dest DIR [cargo build args]`: `cargo build` with those arguments (the default
+/// members), then `DIR/liburma.so.0` (the loopback) and `DIR/legacy/` (legacy-c's library of
+/// that profile, with its SONAME links) as copies. The packaging takes both from there: build
+/// scripts keep their outputs in their OUT_DIR.
+fn stage(args: &[String]) {
+    let pos = args
+        .iter()
+        .position(|a| a == "--dest")
+        .unwrap_or_else(|| fail("stage: --dest DIR is required"));
+    let dest = PathBuf::from(
+        args.get(pos + 1)
+            .unwrap_or_else(|| fail("stage: --dest needs a directory")),
+    );
+    let cargo_args: Vec<&String> = args
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != pos && *i != pos + 1)
+        .map(|(_, a)| a)
+        .collect();
+    let mut cmd = cargo_cmd();
+    cmd.arg("build").args(cargo_args);
+    let built = cargo::build(cmd);
+    let legacy_dir = built
+        .legacy_dir
+        .as_deref()
+        .unwrap_or_else(|| fail("stage: the build did not build legacy-c"));
+    let copy = |from: &Path, to: &Path| {
+        std::fs::copy(from, to)
+            .unwrap_or_else(|e| fail(format!("copy {} to {}: {e}", from.display(), to.display())));
+    };
+    let dest_legacy = dest.join("legacy");
+    std::fs::create_dir_all(&dest_legacy)
+        .unwrap_or_else(|e| fail(format!("{}: {e}", dest_legacy.display())));
+    copy(
+        &built.loopback_dir.join("liburma.so.0"),
+        &dest.join("liburma.so.0"),
+    );
+    copy(
+        &legacy_dir.join(legacy::REAL_NAME),
+        &dest_legacy.join(legacy::REAL_NAME),
+    );
+    legacy::symlink_replace(legacy::REAL_NAME, &dest_legacy.join(legacy::SONAME));
+    legacy::symlink_replace(legacy::SONAME, &dest_legacy.join(legacy::DEV_NAME));
+    println!("stage: {}", dest.display());
+}
+
+/// cargo with the aarch64 target (the runner and linker of .cargo/config.toml).
+fn a64() -> Command {
+    let mut c = cargo_cmd();
+    c.args(["--config", &format!("build.target=\"{AARCH64}\"")]);
+    c
+}
+
+/// The workspace cross-built for aarch64; its tests and the conformance catalogue under qemu
+/// (natively on an aarch64 host).
+fn test_aarch64(ctx: &mut Ctx, goal: &str) {
+    ctx.deps(goal);
+    run(a64().args(["build", "--workspace", "--all-targets"]));
+    run(a64().args(["test", "--workspace", "--no-fail-fast"]));
+    run(a64()
+        .args(["run", "-q", "-p", "compat-tests", "--bin", "compat", "--"])
+        .args(compat_args(&[])));
+}
+
+/// What differs on aarch64 (part of `test`): the URMA layout against the aarch64 facts, the
+/// library's unit tests, and the C consumer over the aarch64 loopback.
+fn test_aarch64_quick(ctx: &mut Ctx, goal: &str) {
+    ctx.deps(goal);
+    run(a64().args([
+        "build",
+        "-p",
+        "urma-loopback",
+        "-p",
+        "os-transport-legacy",
+        "-p",
+        "os-transport",
+    ]));
+    run(a64().args([
+        "test",
+        "--no-fail-fast",
+        "-p",
+        "urma-sys",
+        "--test",
+        "abi_layout",
+        "--",
+        "--nocapture",
+    ]));
+    run(a64().args([
+        "test",
+        "--no-fail-fast",
+        "-p",
+        "os-transport",
+        "--lib",
+        "--test",
+        "c_consumer",
+    ]));
+}
+
+/// Build and test with Rust 1.82 and the locked dependencies, in `<target>/msrv`. The bindings
+/// freshness test formats bindgen's output with the default toolchain's rustfmt (the minimal
+/// 1.82 toolchain has none; formatting is not a property of the minimum Rust version).
+fn msrv(ctx: &mut Ctx, goal: &str) {
+    ctx.deps(goal);
+    let dir = ctx.target.join("msrv");
+    let toolchain = format!("+{MSRV}");
+    run(cargo_cmd()
+        .args([
+            toolchain.as_str(),
+            "build",
+            "--locked",
+            "--workspace",
+            "--all-targets",
+        ])
+        .arg("--target-dir")
+        .arg(&dir));
+    let rustfmt = Command::new("rustup")
+        .args(["which", "rustfmt"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| fail("msrv: rustup which rustfmt failed"));
+    run(cargo_cmd()
+        .args([
+            toolchain.as_str(),
+            "test",
+            "--locked",
+            "--workspace",
+            "--no-fail-fast",
+        ])
+        .arg("--target-dir")
+        .arg(&dir)
+        .env("RUSTFMT", rustfmt));
+}
+
+fn lint() {
+    // Cargo.lock matches the manifests.
+    run(cargo_cmd()
+        .args(["metadata", "--locked", "--format-version", "1"])
+        .stdout(std::process::Stdio::null()));
+    run(cargo_cmd().args(["fmt", "--all", "--", "--check"]));
+    run(cargo_cmd().args([
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]));
+}
