@@ -4,12 +4,13 @@
 //! with the interposition layer (`urma-interpose`) in front of the loopback recording the trace
 //! and injecting the faults. The verdicts (PASS, or DIVERGES-AS-DOCUMENTED with the same ledger
 //! entries) must be the same, scenario by scenario. Needs the layer built
-//! (`<target>/<profile>/interpose/liburma.so.0`; `make build` or `cargo build -p urma-interpose`).
+//! (`<target>/<profile>/interpose/liburma.so.0`, see `testkit::paths::interpose_dir`; `make build` or `cargo build -p urma-interpose`).
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use compat_tests::lib_under_test::{profile_dir, target_dir};
+use compat_tests::interpose_dir;
+use compat_tests::lib_under_test::target_dir;
 use compat_tests::target;
 use serde_json::Value;
 
@@ -58,7 +59,7 @@ fn interpose_verdicts_equal_builtin() {
         println!("not run under emulation (runs natively)");
         return;
     }
-    let layer = profile_dir().join("interpose").join("liburma.so.0");
+    let layer = interpose_dir().join("liburma.so.0");
     assert!(
         layer.exists(),
         "{} is missing: build it first (cargo build -p urma-interpose)",

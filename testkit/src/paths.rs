@@ -23,6 +23,24 @@ pub fn profile_dir() -> PathBuf {
     }
 }
 
+/// `<target>/<profile>/interpose`: a directory whose only file is `liburma.so.0`, a link to the
+/// interposition layer as rustc writes it (`../deps/liburma_interpose.so`). Put it first on
+/// `LD_LIBRARY_PATH` to load the layer in front of the real `liburma.so.0`. The link is made here,
+/// at run time, by whoever needs it (build scripts write nothing outside their `OUT_DIR`); it
+/// dangles until `urma-interpose` is built, so callers check `liburma.so.0` exists.
+pub fn interpose_dir() -> PathBuf {
+    let dir = profile_dir().join("interpose");
+    let link = dir.join("liburma.so.0");
+    let want = Path::new("../deps/liburma_interpose.so");
+    if std::fs::read_link(&link).ok().as_deref() != Some(want) {
+        let _ = std::fs::create_dir_all(&dir);
+        let _ = std::fs::remove_file(&link);
+        // Another process may make the same link at the same time: its result is as good.
+        let _ = std::os::unix::fs::symlink(want, &link);
+    }
+    dir
+}
+
 /// `<target>` of the running test binary.
 pub fn target_dir() -> PathBuf {
     profile_dir().parent().expect("target dir").to_path_buf()

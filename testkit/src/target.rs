@@ -55,6 +55,15 @@ pub fn loopback_dir() -> Option<std::path::PathBuf> {
     std::env::split_paths(&path).find(|d| d.join("liburma.so.0").exists())
 }
 
+/// The loopback library itself, for a layer that loads it by path (`URMA_INTERPOSE_REAL`):
+/// `liburma.so.0` in [`loopback_dir`], else the cdylib cargo copied to the profile directory.
+/// Call it before putting anything else named `liburma.so.0` on `LD_LIBRARY_PATH`.
+pub fn loopback_lib() -> std::path::PathBuf {
+    loopback_dir()
+        .map(|d| d.join("liburma.so.0"))
+        .unwrap_or_else(|| crate::paths::profile_dir().join("liburma.so"))
+}
+
 /// Runs `cmd` to completion and returns its stdout; panics with its stdout and stderr when it
 /// cannot start or does not succeed.
 pub fn run(cmd: &mut Command) -> String {

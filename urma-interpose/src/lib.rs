@@ -1,7 +1,8 @@
 //! urma-interpose: a provider-independent trace and fault layer for URMA.
 //!
 //! The layer is a `liburma.so.0` of its own (SONAME `liburma.so.0`, built as
-//! `<target>/<profile>/interpose/liburma.so.0`). Found first by the dynamic loader, it is the
+//! `<target>/<profile>/deps/liburma_interpose.so` and presented as
+//! `<target>/<profile>/interpose/liburma.so.0` by `testkit::paths::interpose_dir`). Found first by the dynamic loader, it is the
 //! `liburma.so.0` of the process: of the application and of every library that needs
 //! `liburma.so.0`, including libraries dlopened with `RTLD_DEEPBIND`. It loads the real provider
 //! library by path (`URMA_INTERPOSE_REAL`, see [`real`]) and forwards each of the 49 URMA

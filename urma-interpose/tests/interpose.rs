@@ -1,7 +1,7 @@
 //! The interposition layer in front of the loopback.
 //!
 //! Each case runs in a child process of this binary (`harness = false`: `main` re-executes
-//! itself) with `LD_LIBRARY_PATH=<profile>/interpose:<profile>` and `URMA_INTERPOSE_REAL`
+//! itself) with `LD_LIBRARY_PATH=<profile>/interpose:<the loopback's directory>` and `URMA_INTERPOSE_REAL`
 //! naming the loopback, so the layer is the process's `liburma.so.0`:
 //!
 //! * `trace-equals-loopback`: catalogue scenarios of the conformance harness, on both libraries
@@ -58,7 +58,7 @@ fn main() {
         f();
         return;
     }
-    let layer = profile_dir().join("interpose").join("liburma.so.0");
+    let layer = interpose_dir().join("liburma.so.0");
     assert!(
         layer.exists(),
         "{} is missing: build the workspace first (cargo build -p urma-interpose)",
@@ -97,18 +97,14 @@ fn main() {
 
 /// This binary as the child running `case`, with the layer in front of the loopback.
 fn child(case: &str, extra_env: &[(&str, String)]) -> Command {
-    let profile = profile_dir();
+    let lb = target::loopback_dir().unwrap_or_else(profile_dir);
     let mut c = target::command(std::env::current_exe().expect("current exe"));
     c.env(CHILD_ENV, case)
         .env(
             "LD_LIBRARY_PATH",
-            format!(
-                "{}:{}",
-                profile.join("interpose").display(),
-                profile.display()
-            ),
+            format!("{}:{}", interpose_dir().display(), lb.display()),
         )
-        .env("URMA_INTERPOSE_REAL", profile.join("liburma.so"))
+        .env("URMA_INTERPOSE_REAL", target::loopback_lib())
         .env_remove("URMA_INTERPOSE_TRACE")
         .env_remove("URMA_INTERPOSE_KNOBS");
     for (k, v) in extra_env {
@@ -652,10 +648,10 @@ fn preload_is_bypassed() {
     let dir = std::env::temp_dir().join(format!("urma-interpose-shim-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let so = build_shim(&dir);
-    let profile = profile_dir();
+    let lb = target::loopback_dir().unwrap_or_else(profile_dir);
     let out = Command::new(std::env::current_exe().expect("exe"))
         .env(CHILD_ENV, "preload-shim")
-        .env("LD_LIBRARY_PATH", &profile)
+        .env("LD_LIBRARY_PATH", &lb)
         .env("LD_PRELOAD", &so)
         .output()
         .expect("spawn");

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 
 use compat_tests::harness::{backend, ledger, report};
 use compat_tests::interpose_ctl;
-use compat_tests::lib_under_test::{legacy_lib_path, profile_dir, rust_lib_path, target_dir};
+use compat_tests::lib_under_test::{legacy_lib_path, rust_lib_path, target_dir};
 
 fn usage() -> ! {
     eprintln!(
@@ -101,7 +101,7 @@ const REEXEC_ENV: &str = "COMPAT_INTERPOSE_REEXEC";
 /// `--interpose`: the URMA trace and the faults go through the interposition layer. When the
 /// layer is not this process's liburma.so.0 yet, re-executes the harness with
 /// `LD_LIBRARY_PATH=<profile>/interpose:...` and `URMA_INTERPOSE_REAL` (default: the loopback,
-/// `<profile>/liburma.so`).
+/// `testkit::target::loopback_lib`).
 fn use_interpose() {
     if interpose_ctl::present() {
         if let Err(e) = backend::set(&backend::Interpose) {
@@ -121,8 +121,7 @@ fn use_interpose() {
         );
         std::process::exit(2);
     }
-    let profile = profile_dir();
-    let dir = profile.join("interpose");
+    let dir = compat_tests::interpose_dir();
     if !dir.join("liburma.so.0").exists() {
         eprintln!(
             "compat: --interpose: {} is missing (cargo build -p urma-interpose)",
@@ -140,7 +139,7 @@ fn use_interpose() {
         .env("LD_LIBRARY_PATH", path)
         .env(REEXEC_ENV, "1");
     if std::env::var_os("URMA_INTERPOSE_REAL").is_none() {
-        cmd.env("URMA_INTERPOSE_REAL", profile.join("liburma.so"));
+        cmd.env("URMA_INTERPOSE_REAL", compat_tests::target::loopback_lib());
     }
     let e = std::os::unix::process::CommandExt::exec(&mut cmd);
     eprintln!("compat: --interpose: cannot re-execute the harness: {e}");
