@@ -16,12 +16,12 @@ pub const KNOBS_ENV: &str = "URMA_INTERPOSE_KNOBS";
 pub fn apply_env() {
     if let Ok(p) = std::env::var(TRACE_ENV) {
         if let Err(e) = trace::open_file(Some(&p)) {
-            eprintln!("urma-interpose: {TRACE_ENV}={p}: {e}");
+            crate::say!("urma-interpose: {TRACE_ENV}={p}: {e}");
         }
     }
     if let Ok(spec) = std::env::var(KNOBS_ENV) {
         if let Err(item) = faults::apply_spec(&spec) {
-            eprintln!("urma-interpose: {KNOBS_ENV}: cannot parse {item:?}");
+            crate::say!("urma-interpose: {KNOBS_ENV}: cannot parse {item:?}");
         }
     }
 }
@@ -147,7 +147,7 @@ pub unsafe extern "C" fn urma_interpose_apply_knobs(spec: *const c_char) -> c_in
         match faults::apply_spec(s) {
             Ok(n) => n as c_int,
             Err(item) => {
-                eprintln!("urma-interpose: knob spec: cannot parse {item:?}");
+                crate::say!("urma-interpose: knob spec: cannot parse {item:?}");
                 -1
             }
         }
@@ -189,7 +189,7 @@ pub unsafe extern "C" fn urma_interpose_trace_open(path: *const c_char) -> c_int
         match trace::open_file(p.as_deref()) {
             Ok(()) => 0,
             Err(e) => {
-                eprintln!("urma-interpose: trace file: {e}");
+                crate::say!("urma-interpose: trace file: {e}");
                 -1
             }
         }

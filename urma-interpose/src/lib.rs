@@ -33,7 +33,7 @@ pub(crate) fn guard<R>(default: R, f: impl FnOnce() -> R) -> R {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         Ok(r) => r,
         Err(_) => {
-            eprintln!("urma-interpose: internal panic caught at the C boundary");
+            crate::say!("urma-interpose: internal panic caught at the C boundary");
             default
         }
     }
@@ -53,6 +53,32 @@ pub(crate) fn rlock<T>(m: &RwLock<T>) -> RwLockReadGuard<'_, T> {
 pub(crate) fn wlock<T>(m: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
     m.write().unwrap_or_else(|e| e.into_inner())
 }
+
+/// Writes one line on stderr with plain `write(2)` calls. The layer may speak before `main` (its
+/// load-time constructor runs then): Rust 1.82's standard error stream makes the calling thread
+/// known to `std` on first use, and a Rust program whose runtime then starts on that thread
+/// aborts ("thread::set_current should only be called once per thread"). A plain write has no
+/// such side effect.
+pub(crate) fn say_line(args: std::fmt::Arguments<'_>) {
+    let line = format!("{args}\n");
+    let mut rest = line.as_bytes();
+    while !rest.is_empty() {
+        // SAFETY: writes bytes of a live buffer to file descriptor 2; nothing is retained.
+        let n = unsafe { libc::write(2, rest.as_ptr().cast(), rest.len()) };
+        if n <= 0 {
+            break;
+        }
+        rest = &rest[n as usize..];
+    }
+}
+
+/// `eprintln!` for the layer: see [`say_line`].
+macro_rules! say {
+    ($($t:tt)*) => {
+        $crate::say_line(format_args!($($t)*))
+    };
+}
+pub(crate) use say;
 
 /// Load-time set-up: the real library is loaded before `main` (so that its own extensions, e.g.
 /// the loopback's `urma_loopback_*`, are found by `dlsym(RTLD_DEFAULT, ..)` from the start), the

@@ -164,7 +164,7 @@ pub fn real() -> Option<&'static Real> {
     REAL.get_or_init(|| {
         let r = load();
         if let Err(e) = &r {
-            eprintln!("urma-interpose: {e}; every URMA call fails");
+            crate::say!("urma-interpose: {e}; every URMA call fails");
         }
         r
     })
@@ -176,7 +176,7 @@ pub fn real() -> Option<&'static Real> {
 /// calls are rare enough on that path that printing each time is acceptable).
 pub fn missing(name: &str) {
     if real().is_some() {
-        eprintln!("urma-interpose: {name} is missing from the real library");
+        crate::say!("urma-interpose: {name} is missing from the real library");
     }
 }
 
