@@ -15,21 +15,8 @@ use std::sync::OnceLock;
 
 use crate::loopback_ctl::{as_fn, symbol, CrAction, Knobs};
 
-/// Mirror of `urma_interpose_counters_t`.
-#[repr(C)]
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Counters {
-    pub send_wrs: u64,
-    pub recv_wrs: u64,
-    pub posts_failed_injected: u64,
-    pub crs_from_provider: u64,
-    pub crs_to_app: u64,
-    pub crs_rewritten: u64,
-    pub crs_dropped: u64,
-    pub crs_duplicated: u64,
-    pub crs_in_layer: u64,
-    pub synthetic_events: u64,
-}
+/// `urma_interpose_counters_t` (defined once in the control-plane crate).
+pub use crate::loopback_ctl::interpose::Counters;
 
 struct Api {
     active: unsafe extern "C" fn() -> bool,

@@ -74,21 +74,8 @@ pub static RECV_SEQ: AtomicU64 = AtomicU64::new(0);
 pub static CR_SEQ: AtomicU64 = AtomicU64::new(0);
 pub static RECV_CR_SEQ: AtomicU64 = AtomicU64::new(0);
 
-/// Mirror of `urma_interpose_counters_t`.
-#[repr(C)]
-#[derive(Default, Clone, Copy)]
-pub struct Counters {
-    pub send_wrs: u64,
-    pub recv_wrs: u64,
-    pub posts_failed_injected: u64,
-    pub crs_from_provider: u64,
-    pub crs_to_app: u64,
-    pub crs_rewritten: u64,
-    pub crs_dropped: u64,
-    pub crs_duplicated: u64,
-    pub crs_in_layer: u64,
-    pub synthetic_events: u64,
-}
+/// `urma_interpose_counters_t`, defined once in the control-plane crate.
+pub use urma_loopback_ctl::interpose::Counters;
 
 /// One CR kept by the layer: its JFC handle and the CR.
 type Kept = (usize, u::urma_cr_t);

@@ -492,6 +492,26 @@ pub fn capture_trace<R>(f: impl FnOnce() -> R) -> (R, Vec<String>) {
     (r, trace_take())
 }
 
+/// The interposition layer's counters (`urma_interpose_counters_t` of `urma_interpose.h`), defined
+/// once for the layer (urma-interpose) and for the harness's binding of its control API.
+pub mod interpose {
+    /// `urma_interpose_counters_t`.
+    #[repr(C)]
+    #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+    pub struct Counters {
+        pub send_wrs: u64,
+        pub recv_wrs: u64,
+        pub posts_failed_injected: u64,
+        pub crs_from_provider: u64,
+        pub crs_to_app: u64,
+        pub crs_rewritten: u64,
+        pub crs_dropped: u64,
+        pub crs_duplicated: u64,
+        pub crs_in_layer: u64,
+        pub synthetic_events: u64,
+    }
+}
+
 /// The knob-spec syntax shared by `URMA_LOOPBACK_KNOBS` / `urma_loopback_apply_knobs` and the
 /// interposition layer's `URMA_INTERPOSE_KNOBS` / `urma_interpose_apply_knobs`: items
 /// `key=value` separated by `,` or `;`. Each library matches the keys it knows; the values are
