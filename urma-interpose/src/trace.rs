@@ -11,111 +11,41 @@
 //! Sinks: a file (`URMA_INTERPOSE_TRACE=/path` at load, or `urma_interpose_trace_open`) and an
 //! in-memory capture (`urma_interpose_trace_capture` / `urma_interpose_trace_take`).
 
-use std::fmt::Write as _;
-use std::io::Write as _;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
-
+use urma_loopback_ctl::trace_line::{hex, json_str as js, Sink};
 use urma_sys as u;
 
-use crate::lock;
 use crate::objects::{self, qname};
 
-struct Sinks {
-    file: Option<std::fs::File>,
-    capture: Option<Vec<String>>,
-}
-
-static ON: AtomicBool = AtomicBool::new(false);
-static SINKS: Mutex<Sinks> = Mutex::new(Sinks {
-    file: None,
-    capture: None,
-});
-static STOPPED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+/// The layer's trace sinks (file and capture; `urma_loopback_ctl::trace_line`).
+static SINK: Sink = Sink::new();
 
 /// Whether any sink is active.
 pub fn enabled() -> bool {
-    ON.load(Ordering::Acquire)
-}
-
-fn refresh(s: &Sinks) {
-    ON.store(s.file.is_some() || s.capture.is_some(), Ordering::Release);
+    SINK.enabled()
 }
 
 /// Opens (truncates) a trace file; `None` closes the file sink.
 pub fn open_file(path: Option<&str>) -> std::io::Result<()> {
-    let f = match path {
-        Some(p) => Some(std::fs::File::create(p)?),
-        None => None,
-    };
-    let mut s = lock(&SINKS);
-    s.file = f;
-    refresh(&s);
-    Ok(())
+    SINK.open_file(path)
 }
 
 /// Starts (clearing) or stops the in-memory capture; stopped lines are kept until [`take`].
 pub fn capture(on: bool) {
-    let mut s = lock(&SINKS);
-    if on {
-        s.capture = Some(Vec::new());
-        lock(&STOPPED).clear();
-    } else if let Some(c) = s.capture.take() {
-        lock(&STOPPED).extend(c);
-    }
-    refresh(&s);
+    SINK.capture(on)
 }
 
 /// Takes the captured lines (the capture keeps running if it was on).
 pub fn take() -> Vec<String> {
-    let mut out = std::mem::take(&mut *lock(&STOPPED));
-    if let Some(c) = lock(&SINKS).capture.as_mut() {
-        out.append(c);
-    }
-    out
+    SINK.take()
 }
 
 /// Stops every sink and forgets captured lines.
 pub fn reset() {
-    let mut s = lock(&SINKS);
-    s.capture = None;
-    s.file = None;
-    refresh(&s);
-    lock(&STOPPED).clear();
+    SINK.reset()
 }
 
 fn emit(line: String) {
-    let mut s = lock(&SINKS);
-    if let Some(f) = s.file.as_mut() {
-        let _ = f.write_all(line.as_bytes());
-        let _ = f.write_all(b"\n");
-    }
-    if let Some(c) = s.capture.as_mut() {
-        c.push(line);
-    }
-}
-
-/// `"0x%016x"`.
-fn hex(v: u64) -> String {
-    format!("\"0x{v:016x}\"")
-}
-
-/// A JSON string literal.
-fn js(v: &str) -> String {
-    let mut o = String::with_capacity(v.len() + 2);
-    o.push('"');
-    for ch in v.chars() {
-        match ch {
-            '"' => o.push_str("\\\""),
-            '\\' => o.push_str("\\\\"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(o, "\\u{:04x}", c as u32);
-            }
-            c => o.push(c),
-        }
-    }
-    o.push('"');
-    o
+    SINK.emit(line)
 }
 
 fn opt_name(n: Option<String>) -> String {
@@ -156,29 +86,7 @@ unsafe fn sges(sg: &u::urma_sg_t) -> String {
     format!("[{}]", items.join(","))
 }
 
-/// Name of an opcode (the loopback's spelling).
-pub fn opcode_name(op: u32) -> &'static str {
-    match op {
-        u::URMA_OPC_WRITE => "WRITE",
-        u::URMA_OPC_WRITE_IMM => "WRITE_IMM",
-        u::URMA_OPC_WRITE_NOTIFY => "WRITE_NOTIFY",
-        u::URMA_OPC_READ => "READ",
-        u::URMA_OPC_CAS => "CAS",
-        u::URMA_OPC_SWAP => "SWAP",
-        u::URMA_OPC_FADD => "FADD",
-        u::URMA_OPC_FSUB => "FSUB",
-        u::URMA_OPC_FAND => "FAND",
-        u::URMA_OPC_FOR => "FOR",
-        u::URMA_OPC_FXOR => "FXOR",
-        u::URMA_OPC_SEND => "SEND",
-        u::URMA_OPC_SEND_IMM => "SEND_IMM",
-        u::URMA_OPC_SEND_INVALIDATE => "SEND_INVALIDATE",
-        u::URMA_OPC_NOP => "NOP",
-        u::URMA_OPC_WRITE_ATOMIC => "WRITE_ATOMIC",
-        u::URMA_OPC_FLUSH_DMA => "FLUSH_DMA",
-        _ => "UNKNOWN",
-    }
-}
+pub use urma_loopback_ctl::trace_line::opcode_name;
 
 /// One `post_send` line.
 ///

@@ -494,6 +494,8 @@ pub fn capture_trace<R>(f: impl FnOnce() -> R) -> (R, Vec<String>) {
 
 /// The interposition layer's counters (`urma_interpose_counters_t` of `urma_interpose.h`), defined
 /// once for the layer (urma-interpose) and for the harness's binding of its control API.
+pub mod trace_line;
+
 pub mod interpose {
     /// `urma_interpose_counters_t`.
     #[repr(C)]

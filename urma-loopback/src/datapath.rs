@@ -62,29 +62,7 @@ fn known_opcode(op: u32) -> bool {
         )
 }
 
-/// Name of an opcode for the trace.
-pub fn opcode_name(op: u32) -> &'static str {
-    match op {
-        u::URMA_OPC_WRITE => "WRITE",
-        u::URMA_OPC_WRITE_IMM => "WRITE_IMM",
-        u::URMA_OPC_WRITE_NOTIFY => "WRITE_NOTIFY",
-        u::URMA_OPC_READ => "READ",
-        u::URMA_OPC_CAS => "CAS",
-        u::URMA_OPC_SWAP => "SWAP",
-        u::URMA_OPC_FADD => "FADD",
-        u::URMA_OPC_FSUB => "FSUB",
-        u::URMA_OPC_FAND => "FAND",
-        u::URMA_OPC_FOR => "FOR",
-        u::URMA_OPC_FXOR => "FXOR",
-        u::URMA_OPC_SEND => "SEND",
-        u::URMA_OPC_SEND_IMM => "SEND_IMM",
-        u::URMA_OPC_SEND_INVALIDATE => "SEND_INVALIDATE",
-        u::URMA_OPC_NOP => "NOP",
-        u::URMA_OPC_WRITE_ATOMIC => "WRITE_ATOMIC",
-        u::URMA_OPC_FLUSH_DMA => "FLUSH_DMA",
-        _ => "UNKNOWN",
-    }
-}
+pub use urma_loopback_ctl::trace_line::opcode_name;
 
 /// Reads and handle-checks an SGE list. `Err(())` means post-time EINVAL.
 ///

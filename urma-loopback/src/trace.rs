@@ -7,89 +7,43 @@
 //! documented in `docs/loopback.md`.
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
-use std::io::Write as _;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, RwLock};
+use std::sync::RwLock;
 
-use crate::util::{lock, rlock, wlock};
+use urma_loopback_ctl::trace_line::Sink;
 
-struct Sinks {
-    file: Option<std::fs::File>,
-    capture: Option<Vec<String>>,
-}
+use crate::util::{rlock, wlock};
 
-static ON: AtomicBool = AtomicBool::new(false);
-static SINKS: Mutex<Sinks> = Mutex::new(Sinks {
-    file: None,
-    capture: None,
-});
+/// The loopback's trace sinks (file and capture; `urma_loopback_ctl::trace_line`).
+static SINK: Sink = Sink::new();
 
 /// Whether any sink is active (cheap check before formatting a line).
 pub fn enabled() -> bool {
-    ON.load(Ordering::Acquire)
-}
-
-fn refresh(s: &Sinks) {
-    ON.store(s.file.is_some() || s.capture.is_some(), Ordering::Release);
+    SINK.enabled()
 }
 
 /// Opens (truncates) a trace file; `None` closes the file sink.
 pub fn open_file(path: Option<&str>) -> std::io::Result<()> {
-    let f = match path {
-        Some(p) => Some(std::fs::File::create(p)?),
-        None => None,
-    };
-    let mut s = lock(&SINKS);
-    s.file = f;
-    refresh(&s);
-    Ok(())
+    SINK.open_file(path)
 }
 
-/// Starts (clearing) or stops the in-memory capture. Stopping keeps the captured lines until
-/// [`take`]; starting discards them.
+/// Starts (clearing) or stops the in-memory capture (stopped lines are kept until [`take`]).
 pub fn capture(on: bool) {
-    let mut s = lock(&SINKS);
-    if on {
-        s.capture = Some(Vec::new());
-        lock(&STOPPED).clear();
-    } else if let Some(c) = s.capture.take() {
-        STOPPED.lock().unwrap_or_else(|e| e.into_inner()).extend(c);
-    }
-    refresh(&s);
+    SINK.capture(on)
 }
-
-static STOPPED: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
 /// Takes the captured lines (capture keeps running if it was on).
 pub fn take() -> Vec<String> {
-    let mut out = std::mem::take(&mut *lock(&STOPPED));
-    let mut s = lock(&SINKS);
-    if let Some(c) = s.capture.as_mut() {
-        out.append(c);
-    }
-    out
+    SINK.take()
 }
 
 /// Stops every sink and forgets captured lines.
 pub fn reset() {
-    let mut s = lock(&SINKS);
-    s.capture = None;
-    s.file = None;
-    refresh(&s);
-    lock(&STOPPED).clear();
+    SINK.reset()
 }
 
 /// Emits one line (no trailing newline in `line`).
 pub fn emit(line: String) {
-    let mut s = lock(&SINKS);
-    if let Some(f) = s.file.as_mut() {
-        let _ = f.write_all(line.as_bytes());
-        let _ = f.write_all(b"\n");
-    }
-    if let Some(c) = s.capture.as_mut() {
-        c.push(line);
-    }
+    SINK.emit(line)
 }
 
 // ---- symbolic names of jetty/JFS/JFR ids (shared id space), for CR fields ----
@@ -111,28 +65,7 @@ pub fn qname(id: u32) -> String {
         .unwrap_or_else(|| "unknown".to_string())
 }
 
-/// `"0x%016x"`.
-pub fn hex(v: u64) -> String {
-    format!("\"0x{v:016x}\"")
-}
-
-/// JSON string literal (names are plain ASCII identifiers; still escaped defensively).
-pub fn s(v: &str) -> String {
-    let mut o = String::with_capacity(v.len() + 2);
-    o.push('"');
-    for ch in v.chars() {
-        match ch {
-            '"' => o.push_str("\\\""),
-            '\\' => o.push_str("\\\\"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(o, "\\u{:04x}", c as u32);
-            }
-            c => o.push(c),
-        }
-    }
-    o.push('"');
-    o
-}
+pub use urma_loopback_ctl::trace_line::{hex, json_str as s};
 
 /// The CR fields shared by `cr` and `poll` lines.
 pub fn cr_fields(cr: &urma_sys::urma_cr_t) -> String {
