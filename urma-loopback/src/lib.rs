@@ -27,6 +27,7 @@
 
 pub mod api;
 pub mod cobj;
+pub mod complete;
 pub mod ctl;
 pub mod datapath;
 pub mod engine;
