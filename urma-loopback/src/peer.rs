@@ -37,7 +37,7 @@ pub const K_ACK: u32 = 4;
 /// Highest slot number (uasid) handed out.
 const MAX_SLOT: u32 = 4096;
 /// Longest wait of an import for the owner's answer.
-const RPC_TIMEOUT: Duration = Duration::from_secs(5);
+pub const RPC_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The fixed message header (little-endian on the wire, [`HDR_LEN`] bytes).
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
