@@ -246,6 +246,26 @@ pub fn read_hdr(fd: RawFd) -> Option<Hdr> {
     read_exact(fd, &mut b).then(|| Hdr::decode(&b))
 }
 
+/// Socket buffer size asked for on every connection (the kernel caps it at `wmem_max` /
+/// `rmem_max`): fewer, larger copies for multi-megabyte payloads.
+const SOCK_BUF: libc::c_int = 4 << 20;
+
+/// Asks for [`SOCK_BUF`]-sized send and receive buffers (best effort).
+pub fn size_buffers(fd: RawFd) {
+    for opt in [libc::SO_SNDBUF, libc::SO_RCVBUF] {
+        // SAFETY: setsockopt reads one c_int from a live local.
+        unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                opt,
+                (&SOCK_BUF as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+    }
+}
+
 /// Whether the other end of `fd` has closed (or reset) the connection, without blocking.
 pub fn hung_up(fd: RawFd) -> bool {
     let mut p = libc::pollfd {
@@ -366,6 +386,7 @@ pub fn join(want: u32, serve: fn(UnixStream)) -> Option<u32> {
         .spawn(move || {
             for s in listener.incoming() {
                 let Ok(s) = s else { continue };
+                size_buffers(s.as_raw_fd());
                 let _ = std::thread::Builder::new()
                     .name("urma-lb-rx".into())
                     .spawn(move || serve(s));
@@ -533,6 +554,7 @@ pub fn peer(uasid: u32) -> Option<Arc<Peer>> {
         }
     }
     let s = UnixStream::connect(dir().join(format!("{uasid}.sock"))).ok()?;
+    size_buffers(s.as_raw_fd());
     let r = s.try_clone().ok()?;
     let p = Arc::new(Peer {
         uasid,
