@@ -434,6 +434,9 @@ struct PState {
 /// A connection to a responder process.
 pub struct Peer {
     pub uasid: u32,
+    /// The process that opened the connection: a forked child never writes into its parent's
+    /// connections (it has no reader for them).
+    pid: u32,
     w: Mutex<UnixStream>,
     st: Mutex<PState>,
 }
@@ -465,6 +468,9 @@ impl Peer {
         payload: &[(u64, u64)],
         done: Done,
     ) -> Result<(), Done> {
+        if self.pid != std::process::id() {
+            return Err(done);
+        }
         let w = lock(&self.w);
         {
             let mut st = lock(&self.st);
@@ -549,7 +555,7 @@ pub fn peer(uasid: u32) -> Option<Arc<Peer>> {
     let mut g = lock(&PEERS);
     let m = g.get_or_insert_with(HashMap::new);
     if let Some(p) = m.get(&uasid) {
-        if !p.dead() {
+        if !p.dead() && p.pid == std::process::id() {
             return Some(p.clone());
         }
     }
@@ -558,6 +564,7 @@ pub fn peer(uasid: u32) -> Option<Arc<Peer>> {
     let r = s.try_clone().ok()?;
     let p = Arc::new(Peer {
         uasid,
+        pid: std::process::id(),
         w: Mutex::new(s),
         st: Mutex::new(PState {
             dead: false,

@@ -244,12 +244,43 @@ fn sender_child() {
 
 #[test]
 fn two_processes_write_send_imm_write_imm_send_with_crs_on_both_sides() {
+    two_processes(false);
+}
+
+#[test]
+fn two_processes_event_mode_wakes_the_owner_for_another_process_s_message() {
+    two_processes(true);
+}
+
+/// The owner's recv CRs: polled with a bound, or in event mode (rearm, wait, ack, poll).
+fn owner_crs(cq: &testkit::Cq, n: usize) -> Vec<u::urma_cr_t> {
+    if cq.jfce.is_null() {
+        return cq.poll_n(n, T);
+    }
+    let end = Instant::now() + T;
+    let mut crs = Vec::new();
+    while crs.len() < n && Instant::now() < end {
+        // SAFETY: live JFC/JFCE handles of the fixture context; `got` has room for one JFC.
+        unsafe {
+            assert_eq!(u::urma_rearm_jfc(cq.jfc, false), 0);
+            let mut got = [std::ptr::null_mut(); 1];
+            let k = u::urma_wait_jfc(cq.jfce, 1, 5000, got.as_mut_ptr());
+            assert_eq!(k, 1, "an event for a CR of another process's message");
+            assert_eq!(got[0], cq.jfc);
+            let mut one = 1u32;
+            u::urma_ack_jfc(got.as_mut_ptr(), &mut one, 1);
+        }
+        crs.extend(cq.poll(n - crs.len()));
+    }
+    crs
+}
+
+fn two_processes(event_mode: bool) {
     let _g = serial();
+    let cq = testkit::Cq::new(lb(), 64, event_mode);
+    let rjfc = cq.jfc;
     // SAFETY: the fixture context is live; every handle is checked by the helpers.
-    let (rjfc, rjetty) = unsafe {
-        let c = jfc(64, std::ptr::null_mut());
-        (c, jetty(c, 16))
-    };
+    let rjetty = unsafe { jetty(rjfc, 16) };
     let dst = Seg::rw(64 * 1024);
     let rbuf = Seg::rw(4096);
     for k in 0..3u64 {
@@ -284,7 +315,7 @@ fn two_processes_write_send_imm_write_imm_send_with_crs_on_both_sides() {
     );
     let who = child.hear(); // child uasid, child jfs id
     assert_ne!(who[0], my_uasid(), "each process has its own uasid");
-    let crs = poll_n(rjfc, 3, T);
+    let crs = owner_crs(&cq, 3);
     assert_eq!(crs.len(), 3, "three recv CRs in this process");
     let kinds: Vec<(u32, u64, u64, u32)> = crs
         .iter()
@@ -356,6 +387,9 @@ fn two_processes_write_send_imm_write_imm_send_with_crs_on_both_sides() {
     unsafe {
         assert_eq!(u::urma_delete_jetty(rjetty), 0);
         assert_eq!(u::urma_delete_jfc(rjfc), 0);
+        if event_mode {
+            assert_eq!(u::urma_delete_jfce(cq.jfce), 0);
+        }
     }
 }
 
