@@ -320,22 +320,34 @@ fn wait_recv(end: &RecvEnd<'_>, t: &Target, fd: RawFd) -> Result<RecvWr, u32> {
     let deadline = Instant::now() + Duration::from_millis(to);
     let rq = end.rq;
     let mut st = lock(&rq.q);
+    let mut waited = false;
     loop {
         if !alive() {
             return Err(u::URMA_CR_ACK_TIMEOUT_ERR);
         }
         if st.parked.is_empty() {
             if let Some(w) = st.wrs.pop_front() {
+                if waited {
+                    COUNTERS.rnr_delivered_late.fetch_add(1, Ordering::Relaxed);
+                }
                 return Ok(w);
             }
         }
         let now = Instant::now();
         if now >= deadline {
             COUNTERS.rnr_errors.fetch_add(1, Ordering::Relaxed);
+            if waited {
+                COUNTERS.rnr_expired.fetch_add(1, Ordering::Relaxed);
+            }
             return Err(u::URMA_CR_RNR_RETRY_CNT_EXC_ERR);
         }
         if peer::hung_up(fd) {
             return Err(0);
+        }
+        if !waited {
+            // Counted as the in-process parking is: the message waits for a recv WR.
+            waited = true;
+            COUNTERS.rnr_parked.fetch_add(1, Ordering::Relaxed);
         }
         rq.waiters.fetch_add(1, Ordering::AcqRel);
         st = rq

@@ -136,6 +136,7 @@ fn child_process_entry() {
         Ok("sender") => sender_child(),
         Ok("target") => target_child(),
         Ok("sink") => sink_child(),
+        Ok("rnr") => rnr_child(),
         _ => {}
     }
 }
@@ -540,5 +541,99 @@ fn cross_process_write_bandwidth() {
         assert_eq!(u::urma_unimport_seg(rseg), 0);
         assert_eq!(u::urma_delete_jfs(jfs), 0);
         assert_eq!(u::urma_delete_jfc(jfc), 0);
+    }
+}
+
+/// Two SEND_IMMs to the parent's jetty, the second after the parent says so; prints each status.
+fn rnr_child() {
+    let _g = serial();
+    let j = hear_in(); // jetty uasid, id
+    let tj = import_jetty_from(j[0], j[1], TOKEN);
+    assert!(!tj.is_null());
+    // SAFETY: the fixture context is live.
+    let (jfc, jfs) = unsafe {
+        let c = jfc(64, std::ptr::null_mut());
+        (c, jfs(c))
+    };
+    let src = Seg::rw(64);
+    for k in 1..=2u64 {
+        if k == 2 {
+            let _ = hear_in();
+        }
+        let mut s = sge(src.addr(), 16, src.tseg);
+        let mut wr = send_wr(u::URMA_OPC_SEND_IMM, Some(&mut s), tj, k, 5, true);
+        assert_eq!(post(jfs, &mut wr).0, 0);
+        let crs = poll_n(jfc, 1, T);
+        assert_eq!(crs.len(), 1);
+        say_out(&[u64::from(crs[0].status)]);
+    }
+    let _ = hear_in();
+    // SAFETY: handles created above, released once.
+    unsafe {
+        assert_eq!(u::urma_unimport_jetty(tj), 0);
+        assert_eq!(u::urma_delete_jfs(jfs), 0);
+        assert_eq!(u::urma_delete_jfc(jfc), 0);
+    }
+}
+
+#[test]
+fn receiver_not_ready_across_processes_waits_for_the_owner_s_recv_wr() {
+    let _g = serial();
+    // SAFETY: a control call with a plain value.
+    unsafe { (ctl().set_rnr_timeout)(10_000) };
+    // SAFETY: the fixture context is live.
+    let (rjfc, rjetty) = unsafe {
+        let c = jfc(64, std::ptr::null_mut());
+        (c, jetty(c, 16))
+    };
+    let rbuf = Seg::rw(64);
+    let mut child = Peer::spawn("rnr", "");
+    // SAFETY: rjetty is live.
+    let jid = unsafe { (*rjetty).jetty_id };
+    child.say(&format!("{} {}", jid.uasid, jid.id));
+    // The message waits at this process for a recv WR (bounded poll of the counter).
+    let end = Instant::now() + T;
+    while counters().rnr_parked == 0 && Instant::now() < end {
+        std::thread::yield_now();
+    }
+    assert_eq!(counters().rnr_parked, 1, "the SEND_IMM waits for a recv WR");
+    assert!(poll(rjfc, 1).is_empty());
+    let mut s = sge(rbuf.addr(), 64, rbuf.tseg);
+    let mut wr = u::urma_jfr_wr_t {
+        user_ctx: 77,
+        ..Default::default()
+    };
+    wr.src = u::urma_sg_t {
+        sge: &mut s,
+        num_sge: 1,
+    };
+    let mut bad = std::ptr::null_mut();
+    // SAFETY: wr, s, bad are locals alive for the call; rjetty is live.
+    let r = unsafe { u::urma_post_jetty_recv_wr(rjetty, &mut wr, &mut bad) };
+    assert_eq!(r, 0);
+    let crs = poll_n(rjfc, 1, T);
+    assert_eq!(crs.len(), 1);
+    assert_eq!(
+        (crs[0].user_ctx, imm(&crs[0]), crs[0].completion_len),
+        (77, 5, 16)
+    );
+    assert_eq!(child.hear(), vec![u64::from(u::URMA_CR_SUCCESS)]);
+    assert_eq!(counters().rnr_delivered_late, 1);
+    // With the RNR timeout 0 the owner refuses at once.
+    // SAFETY: a control call with a plain value.
+    unsafe { (ctl().set_rnr_timeout)(0) };
+    child.say("0");
+    assert_eq!(
+        child.hear(),
+        vec![u64::from(u::URMA_CR_RNR_RETRY_CNT_EXC_ERR)]
+    );
+    assert!(poll(rjfc, 1).is_empty(), "no recv CR for a refused message");
+    assert_eq!(counters().rnr_errors, 1);
+    child.say("0");
+    child.finish();
+    // SAFETY: handles created above, deleted once.
+    unsafe {
+        assert_eq!(u::urma_delete_jetty(rjetty), 0);
+        assert_eq!(u::urma_delete_jfc(rjfc), 0);
     }
 }
