@@ -637,3 +637,59 @@ fn receiver_not_ready_across_processes_waits_for_the_owner_s_recv_wr() {
         assert_eq!(u::urma_delete_jfc(rjfc), 0);
     }
 }
+
+#[test]
+fn knobs_of_the_posting_process_apply_to_wrs_towards_another_process() {
+    let _g = serial();
+    let mut child = Peer::spawn("target", "");
+    let m = child.hear();
+    let rseg = import_seg_from(&m[0..4], TOKEN);
+    assert!(!rseg.is_null());
+    // SAFETY: control calls with plain values: the 2nd send WR completes with an injected
+    // status (nothing is sent), the 4th generated CR is dropped.
+    unsafe {
+        assert_eq!((ctl().fail_completion)(2, u::URMA_CR_LOC_OPERATION_ERR), 0);
+        assert_eq!((ctl().cr_action)(4, 1), 0);
+    }
+    // SAFETY: the fixture context is live.
+    let (jfc, jfs) = unsafe {
+        let c = jfc(64, std::ptr::null_mut());
+        (c, jfs(c))
+    };
+    let src = Seg::rw(4096);
+    for k in 1..=5u64 {
+        let mut s = sge(src.addr(), 1024, src.tseg);
+        let mut d = sge(m[1] + 1024 * (k - 1) % m[2], 1024, rseg);
+        let mut wr = rw_wr(
+            u::URMA_OPC_WRITE,
+            &mut s,
+            &mut d,
+            std::ptr::null_mut(),
+            k,
+            true,
+        );
+        assert_eq!(post(jfs, &mut wr).0, 0);
+    }
+    let crs = poll_n(jfc, 4, T);
+    let got: Vec<(u64, u32)> = crs.iter().map(|c| (c.user_ctx, c.status)).collect();
+    assert_eq!(
+        got,
+        vec![
+            (1, u::URMA_CR_SUCCESS),
+            (2, u::URMA_CR_LOC_OPERATION_ERR),
+            (3, u::URMA_CR_SUCCESS),
+            (5, u::URMA_CR_SUCCESS),
+        ],
+        "the injected status completes in post order among acknowledged WRs; CR 4 dropped"
+    );
+    let c = counters();
+    assert_eq!((c.crs_generated, c.crs_dropped), (5, 1));
+    child.child.kill().unwrap();
+    child.child.wait().unwrap();
+    // SAFETY: handles created above, released once.
+    unsafe {
+        assert_eq!(u::urma_unimport_seg(rseg), 0);
+        assert_eq!(u::urma_delete_jfs(jfs), 0);
+        assert_eq!(u::urma_delete_jfc(jfc), 0);
+    }
+}
