@@ -325,6 +325,11 @@ fn wait_recv(end: &RecvEnd<'_>, t: &Target, fd: RawFd) -> Result<RecvWr, u32> {
         if !alive() {
             return Err(u::URMA_CR_ACK_TIMEOUT_ERR);
         }
+        // A message that had to wait is dropped once its requester is gone (nobody to
+        // acknowledge), before it can take a recv WR.
+        if waited && peer::hung_up(fd) {
+            return Err(0);
+        }
         if st.parked.is_empty() {
             if let Some(w) = st.wrs.pop_front() {
                 if waited {
@@ -340,9 +345,6 @@ fn wait_recv(end: &RecvEnd<'_>, t: &Target, fd: RawFd) -> Result<RecvWr, u32> {
                 COUNTERS.rnr_expired.fetch_add(1, Ordering::Relaxed);
             }
             return Err(u::URMA_CR_RNR_RETRY_CNT_EXC_ERR);
-        }
-        if peer::hung_up(fd) {
-            return Err(0);
         }
         if !waited {
             // Counted as the in-process parking is: the message waits for a recv WR.

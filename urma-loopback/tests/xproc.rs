@@ -137,6 +137,7 @@ fn child_process_entry() {
         Ok("target") => target_child(),
         Ok("sink") => sink_child(),
         Ok("rnr") => rnr_child(),
+        Ok("dies") => dying_sender_child(),
         _ => {}
     }
 }
@@ -283,22 +284,9 @@ fn two_processes(event_mode: bool) {
     // SAFETY: the fixture context is live; every handle is checked by the helpers.
     let rjetty = unsafe { jetty(rjfc, 16) };
     let dst = Seg::rw(64 * 1024);
-    let rbuf = Seg::rw(4096);
-    for k in 0..3u64 {
-        let off = (k * 1024) as usize;
-        let mut s = sge(rbuf.addr() + off as u64, 1024, rbuf.tseg);
-        let mut wr = u::urma_jfr_wr_t {
-            user_ctx: 100 + k,
-            ..Default::default()
-        };
-        wr.src = u::urma_sg_t {
-            sge: &mut s,
-            num_sge: 1,
-        };
-        let mut bad = std::ptr::null_mut();
-        // SAFETY: wr, s, bad are locals alive for the call; rjetty is live.
-        let r = unsafe { u::urma_post_jetty_recv_wr(rjetty, &mut wr, &mut bad) };
-        assert_eq!(r, 0);
+    let rbufs: Vec<Seg> = (0..3).map(|_| Seg::rw(1024)).collect();
+    for (k, b) in rbufs.iter().enumerate() {
+        assert_eq!(post_jetty_recv(rjetty, 100 + k as u64, Some((b, 1024))), 0);
     }
     // SAFETY: a control call with a plain value.
     unsafe { (ctl().trace_capture)(true) };
@@ -348,17 +336,17 @@ fn two_processes(event_mode: bool) {
         "WRITE_IMM landed"
     );
     assert!(d[..100].iter().all(|&b| b == 0) && d[4100..8192].iter().all(|&b| b == 0));
-    let r = &rbuf.buf;
+    let r: Vec<&[u8]> = rbufs.iter().map(|b| &b.buf[..]).collect();
     assert!(
-        (0..100).all(|i| r[i] == pattern(4000 + i)),
+        (0..100).all(|i| r[0][i] == pattern(4000 + i)),
         "SEND_IMM payload"
     );
     assert!(
-        r[1024..2048].iter().all(|&b| b == 0),
+        r[1].iter().all(|&b| b == 0),
         "WRITE_IMM consumed a recv WR, no data in it"
     );
     assert!(
-        (0..50).all(|i| r[2048 + i] == pattern(6000 + i)),
+        (0..50).all(|i| r[2][i] == pattern(6000 + i)),
         "SEND payload"
     );
     assert!(
@@ -598,19 +586,7 @@ fn receiver_not_ready_across_processes_waits_for_the_owner_s_recv_wr() {
     }
     assert_eq!(counters().rnr_parked, 1, "the SEND_IMM waits for a recv WR");
     assert!(poll(rjfc, 1).is_empty());
-    let mut s = sge(rbuf.addr(), 64, rbuf.tseg);
-    let mut wr = u::urma_jfr_wr_t {
-        user_ctx: 77,
-        ..Default::default()
-    };
-    wr.src = u::urma_sg_t {
-        sge: &mut s,
-        num_sge: 1,
-    };
-    let mut bad = std::ptr::null_mut();
-    // SAFETY: wr, s, bad are locals alive for the call; rjetty is live.
-    let r = unsafe { u::urma_post_jetty_recv_wr(rjetty, &mut wr, &mut bad) };
-    assert_eq!(r, 0);
+    assert_eq!(post_jetty_recv(rjetty, 77, Some((&rbuf, 64))), 0);
     let crs = poll_n(rjfc, 1, T);
     assert_eq!(crs.len(), 1);
     assert_eq!(
@@ -691,5 +667,79 @@ fn knobs_of_the_posting_process_apply_to_wrs_towards_another_process() {
         assert_eq!(u::urma_unimport_seg(rseg), 0);
         assert_eq!(u::urma_delete_jfs(jfs), 0);
         assert_eq!(u::urma_delete_jfc(jfc), 0);
+    }
+}
+
+/// Sends one SEND_IMM to the parent's jetty, says so, and waits to be killed.
+fn dying_sender_child() {
+    let _g = serial();
+    let j = hear_in();
+    let tj = import_jetty_from(j[0], j[1], TOKEN);
+    assert!(!tj.is_null());
+    // SAFETY: the fixture context is live.
+    let (_jfc, jfs) = unsafe {
+        let c = jfc(64, std::ptr::null_mut());
+        (c, jfs(c))
+    };
+    let src = Seg::rw(64);
+    let mut s = sge(src.addr(), 16, src.tseg);
+    let mut wr = send_wr(u::URMA_OPC_SEND_IMM, Some(&mut s), tj, 1, 5, true);
+    assert_eq!(post(jfs, &mut wr).0, 0);
+    say_out(&[1]);
+    let _ = hear_in(); // blocks until killed
+}
+
+#[test]
+fn an_owner_drops_a_waiting_message_of_a_killed_sender_and_keeps_its_recv_wr() {
+    let _g = serial();
+    // SAFETY: a control call with a plain value.
+    unsafe { (ctl().set_rnr_timeout)(10_000) };
+    // SAFETY: the fixture context is live.
+    let (rjfc, rjetty, sjfc, jfs) = unsafe {
+        let c = jfc(64, std::ptr::null_mut());
+        let sc = jfc(64, std::ptr::null_mut());
+        (c, jetty(c, 16), sc, jfs(sc))
+    };
+    let rbuf = Seg::rw(64);
+    let mut child = Peer::spawn("dies", "");
+    // SAFETY: rjetty is live.
+    let jid = unsafe { (*rjetty).jetty_id };
+    child.say(&format!("{} {}", jid.uasid, jid.id));
+    assert_eq!(child.hear(), vec![1]);
+    let end = Instant::now() + T;
+    while counters().rnr_parked == 0 && Instant::now() < end {
+        std::thread::yield_now();
+    }
+    assert_eq!(
+        counters().rnr_parked,
+        1,
+        "the SEND_IMM waits for a recv WR here"
+    );
+    child.child.kill().unwrap();
+    child.child.wait().unwrap();
+    // The recv WR posted now is not given to the dead sender's message...
+    assert_eq!(post_jetty_recv(rjetty, 77, Some((&rbuf, 64))), 0);
+    // ...so this process's own SEND consumes it.
+    // SAFETY: rjetty is a live jetty of the fixture context.
+    let tj = unsafe { import_jetty(rjetty, TOKEN) };
+    assert!(!tj.is_null());
+    let mut s = sge(rbuf.addr() + 32, 8, rbuf.tseg);
+    let mut wr = send_wr(u::URMA_OPC_SEND_IMM, Some(&mut s), tj, 9, 6, true);
+    assert_eq!(post(jfs, &mut wr).0, 0);
+    let crs = poll_n(rjfc, 1, T);
+    assert_eq!(crs.len(), 1);
+    assert_eq!(
+        (crs[0].user_ctx, imm(&crs[0]), crs[0].completion_len),
+        (77, 6, 8),
+        "the recv WR stayed posted for this process's message"
+    );
+    assert_eq!(poll_n(sjfc, 1, T).len(), 1);
+    // SAFETY: handles created above, deleted once.
+    unsafe {
+        assert_eq!(u::urma_unimport_jetty(tj), 0);
+        assert_eq!(u::urma_delete_jfs(jfs), 0);
+        assert_eq!(u::urma_delete_jetty(rjetty), 0);
+        assert_eq!(u::urma_delete_jfc(rjfc), 0);
+        assert_eq!(u::urma_delete_jfc(sjfc), 0);
     }
 }
