@@ -246,8 +246,14 @@ fn find_seg(token_id: u32, addr: u64, len: u64) -> Option<Arc<Seg>> {
 }
 
 fn answer_import_seg(fd: RawFd, h: &Hdr) -> bool {
-    let (status, access, policy, len) = match find_seg(h.a as u32, h.b, 0) {
-        Some(s) if s.va == h.b && h.c <= s.len => {
+    // As the in-process import: a live segment with that token id, that VA, and not shorter.
+    let found = reg::with_reg(|r| {
+        r.segs_by_token_id
+            .get(&(h.a as u32))
+            .and_then(|v| v.iter().find(|s| s.va == h.b && h.c <= s.len).cloned())
+    });
+    let (status, access, policy, len) = match found {
+        Some(s) => {
             if token_ok(s.token_policy != u::URMA_TOKEN_NONE, s.token, h) {
                 (0, s.access, s.token_policy, s.len)
             } else {
