@@ -555,7 +555,10 @@ pub fn peer(uasid: u32) -> Option<Arc<Peer>> {
     let mut g = lock(&PEERS);
     let m = g.get_or_insert_with(HashMap::new);
     if let Some(p) = m.get(&uasid) {
-        if !p.dead() && p.pid == std::process::id() {
+        // A process that died a moment ago may not have been noticed by the reader yet, and
+        // its slot (uasid) may already belong to a new process: ask the socket.
+        let closed = hung_up(lock(&p.w).as_raw_fd());
+        if !p.dead() && !closed && p.pid == std::process::id() {
             return Some(p.clone());
         }
     }
