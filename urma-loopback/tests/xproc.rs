@@ -743,3 +743,65 @@ fn an_owner_drops_a_waiting_message_of_a_killed_sender_and_keeps_its_recv_wr() {
         assert_eq!(u::urma_delete_jfc(sjfc), 0);
     }
 }
+
+#[test]
+fn four_threads_write_to_another_process_without_losing_or_reordering_a_cr() {
+    const THREADS: u64 = 4;
+    const PER: u64 = 2000;
+    let _g = serial();
+    let mut child = Peer::spawn("target", "");
+    let m = child.hear();
+    let rseg = testkit::SendPtr(import_seg_from(&m[0..4], TOKEN));
+    assert!(!rseg.0.is_null());
+    // SAFETY: the fixture context is live.
+    let jfc = testkit::SendPtr(unsafe { jfc(1 << 16, std::ptr::null_mut()) });
+    let src = Seg::rw(4096);
+    let (base, len) = (m[1], m[2]);
+    let queues: Vec<usize> = std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let (src, rseg, jfc) = (&src, &rseg, &jfc);
+                sc.spawn(move || {
+                    // SAFETY: the fixture context and the shared JFC are live.
+                    let q = unsafe { jfs(jfc.0) };
+                    for i in 0..PER {
+                        let off = (i * 64) % len;
+                        let mut s = sge(src.addr(), 64, src.tseg);
+                        let mut d = sge(base + off, 64, rseg.0);
+                        let mut wr = rw_wr(
+                            u::URMA_OPC_WRITE,
+                            &mut s,
+                            &mut d,
+                            std::ptr::null_mut(),
+                            (t << 32) | i,
+                            true,
+                        );
+                        assert_eq!(post(q, &mut wr).0, 0);
+                    }
+                    q as usize
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let crs = poll_n(jfc.0, (THREADS * PER) as usize, T);
+    assert_eq!(crs.len() as u64, THREADS * PER, "no CR lost");
+    let mut next = [0u64; THREADS as usize];
+    for c in &crs {
+        assert_eq!(c.status, u::URMA_CR_SUCCESS);
+        let (t, i) = ((c.user_ctx >> 32) as usize, c.user_ctx & 0xffff_ffff);
+        assert_eq!(i, next[t], "thread {t}: CRs in post order, none duplicated");
+        next[t] += 1;
+    }
+    assert!(poll(jfc.0, 1).is_empty());
+    child.child.kill().unwrap();
+    child.child.wait().unwrap();
+    // SAFETY: handles created above, released once.
+    unsafe {
+        for q in queues {
+            assert_eq!(u::urma_delete_jfs(q as *mut u::urma_jfs_t), 0);
+        }
+        assert_eq!(u::urma_unimport_seg(rseg.0), 0);
+        assert_eq!(u::urma_delete_jfc(jfc.0), 0);
+    }
+}
