@@ -805,3 +805,37 @@ fn four_threads_write_to_another_process_without_losing_or_reordering_a_cr() {
         assert_eq!(u::urma_delete_jfc(jfc.0), 0);
     }
 }
+
+#[test]
+fn deleting_a_jfs_waits_for_its_wrs_at_another_process() {
+    let _g = serial();
+    let mut child = Peer::spawn("target", "rnr_timeout_ms=100");
+    let m = child.hear();
+    let tj = import_jetty_from(m[0], m[4], TOKEN);
+    assert!(!tj.is_null());
+    // SAFETY: the fixture context is live.
+    let (jfc, jfs) = unsafe {
+        let c = jfc(64, std::ptr::null_mut());
+        (c, jfs(c))
+    };
+    let src = Seg::rw(64);
+    let mut s = sge(src.addr(), 16, src.tseg);
+    let mut wr = send_wr(u::URMA_OPC_SEND, Some(&mut s), tj, 1, 0, true);
+    assert_eq!(post(jfs, &mut wr).0, 0);
+    // The target has no recv WR: its RNR timeout (100 ms) answers, before the delete returns.
+    // SAFETY: jfs is live and deleted once.
+    assert_eq!(unsafe { u::urma_delete_jfs(jfs) }, 0);
+    let crs = poll(jfc, 2);
+    assert_eq!(crs.len(), 1, "the CR came before the delete returned");
+    assert_eq!(
+        (crs[0].user_ctx, crs[0].status),
+        (1, u::URMA_CR_RNR_RETRY_CNT_EXC_ERR)
+    );
+    child.child.kill().unwrap();
+    child.child.wait().unwrap();
+    // SAFETY: handles created above, released once.
+    unsafe {
+        assert_eq!(u::urma_unimport_jetty(tj), 0);
+        assert_eq!(u::urma_delete_jfc(jfc), 0);
+    }
+}
