@@ -385,7 +385,11 @@ pub fn join(want: u32, serve: fn(UnixStream)) -> Option<u32> {
         .name("urma-lb-accept".into())
         .spawn(move || {
             for s in listener.incoming() {
-                let Ok(s) = s else { continue };
+                let Ok(s) = s else {
+                    // Out of descriptors or memory: try again a little later, never spin.
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
+                };
                 size_buffers(s.as_raw_fd());
                 let _ = std::thread::Builder::new()
                     .name("urma-lb-rx".into())
