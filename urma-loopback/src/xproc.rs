@@ -489,6 +489,22 @@ pub struct RemoteSeg {
     pub len: u64,
 }
 
+/// Sends an import request (`h` with the token presented) to process `uasid`: its connection
+/// and the owner's answer when the owner said yes.
+fn ask(uasid: u32, h: Hdr, token: Option<u32>) -> Option<(Arc<Peer>, Hdr)> {
+    let p = peer::peer(uasid)?;
+    let a = p.rpc(&Hdr {
+        token: token.unwrap_or(0),
+        token_given: u32::from(token.is_some()),
+        ..h
+    })?;
+    if a.status != 0 {
+        return None;
+    }
+    IMPORTED.store(true, Ordering::Release);
+    Some((p, a))
+}
+
 /// Asks process `uasid` for its segment (`token_id`, `va`, at least `len` bytes), presenting
 /// `token`. `None`: no such process or segment, or a wrong token.
 pub fn import_seg(
@@ -498,21 +514,16 @@ pub fn import_seg(
     len: u64,
     token: Option<u32>,
 ) -> Option<RemoteSeg> {
-    let p = peer::peer(uasid)?;
-    let a = p.rpc(&Hdr {
+    let h = Hdr {
         kind: K_IMPORT_SEG,
         a: u64::from(token_id),
         b: va,
         c: len,
-        token: token.unwrap_or(0),
-        token_given: u32::from(token.is_some()),
         ..Hdr::default()
-    })?;
-    if a.status == 0 {
-        IMPORTED.store(true, Ordering::Release);
-    }
-    (a.status == 0).then(|| RemoteSeg {
-        peer: p,
+    };
+    let (peer, a) = ask(uasid, h, token)?;
+    Some(RemoteSeg {
+        peer,
         access: a.a as u32,
         token_policy: a.b as u32,
         len: a.c,
@@ -521,17 +532,12 @@ pub fn import_seg(
 
 /// Asks process `uasid` for its jetty (`jfr` false) or JFR `id`, presenting `token`.
 pub fn import_queue(uasid: u32, id: u32, jfr: bool, token: Option<u32>) -> Option<Target> {
-    let p = peer::peer(uasid)?;
-    let a = p.rpc(&Hdr {
+    let h = Hdr {
         kind: K_IMPORT_JETTY,
         target_kind: if jfr { 2 } else { 1 },
         target_id: id,
-        token: token.unwrap_or(0),
-        token_given: u32::from(token.is_some()),
         ..Hdr::default()
-    })?;
-    if a.status == 0 {
-        IMPORTED.store(true, Ordering::Release);
-    }
-    (a.status == 0).then_some(Target::Remote { peer: p, id, jfr })
+    };
+    let (peer, _) = ask(uasid, h, token)?;
+    Some(Target::Remote { peer, id, jfr })
 }

@@ -130,6 +130,20 @@ fn import_jetty_from(uasid: u64, id: u64, token: u32) -> *mut u::urma_target_jet
     unsafe { u::urma_import_jetty(lb().ctx, &mut r, &mut t) }
 }
 
+/// Posts a one-SGE WRITE or READ `(opcode, bytes, user_ctx)` with a send CR, from the SGE
+/// `from` (address, segment handle) to `to`; returns the post status.
+fn post_rw(
+    jfs: *mut u::urma_jfs_t,
+    (op, len, ctx): (u32, u32, u64),
+    from: (u64, *mut u::urma_target_seg_t),
+    to: (u64, *mut u::urma_target_seg_t),
+) -> i32 {
+    let mut s = sge(from.0, len, from.1);
+    let mut d = sge(to.0, len, to.1);
+    let mut wr = rw_wr(op, &mut s, &mut d, std::ptr::null_mut(), ctx, true);
+    post(jfs, &mut wr).0
+}
+
 fn my_uasid() -> u64 {
     // SAFETY: lb().ctx is the live fixture context.
     u64::from(unsafe { (*lb().ctx).uasid })
@@ -179,10 +193,11 @@ fn sender_child() {
     };
     let base = seg[1];
     // WRITE 4000 bytes at +100.
-    let mut s = sge(src.addr(), 4000, src.tseg);
-    let mut d = sge(base + 100, 4000, rseg);
-    let mut wr = rw_wr(u::URMA_OPC_WRITE, &mut s, &mut d, tj, 1, true);
-    assert_eq!(post(jfs, &mut wr).0, 0);
+    let w = (u::URMA_OPC_WRITE, 4000, 1);
+    assert_eq!(
+        post_rw(jfs, w, (src.addr(), src.tseg), (base + 100, rseg)),
+        0
+    );
     // SEND_IMM 100 bytes from src+4000.
     let mut s2 = sge(src.addr() + 4000, 100, src.tseg);
     let mut wr = send_wr(u::URMA_OPC_SEND_IMM, Some(&mut s2), tj, 2, 0xabc, true);
@@ -198,22 +213,13 @@ fn sender_child() {
     let mut wr = send_wr(u::URMA_OPC_SEND, Some(&mut s4), tj, 4, 0, true);
     assert_eq!(post(jfs, &mut wr).0, 0);
     // WRITE past the end of the remote segment: the owner refuses it.
-    let mut s5 = sge(src.addr(), 64, src.tseg);
-    let mut d5 = sge(base + seg[2] - 32, 64, rseg);
-    let mut wr = rw_wr(u::URMA_OPC_WRITE, &mut s5, &mut d5, tj, 5, true);
-    assert_eq!(post(jfs, &mut wr).0, 0);
+    let w = (u::URMA_OPC_WRITE, 64, 5);
+    let end = (base + seg[2] - 32, rseg);
+    assert_eq!(post_rw(jfs, w, (src.addr(), src.tseg), end), 0);
     // READ 256 bytes back from +100 (what the WRITE put there).
-    let mut d6 = sge(src.addr() + 8192, 256, src.tseg);
-    let mut s6 = sge(base + 100, 256, rseg);
-    let mut wr = rw_wr(
-        u::URMA_OPC_READ,
-        &mut s6,
-        &mut d6,
-        std::ptr::null_mut(),
-        6,
-        true,
-    );
-    assert_eq!(post(jfs, &mut wr).0, 0);
+    let w = (u::URMA_OPC_READ, 256, 6);
+    let to = (src.addr() + 8192, src.tseg);
+    assert_eq!(post_rw(jfs, w, (base + 100, rseg), to), 0);
 
     let crs = poll_n(jfc, 6, t());
     let got: Vec<(u64, u32, u32)> = crs
@@ -437,10 +443,8 @@ fn a_killed_peer_fails_outstanding_wrs_within_the_bound() {
     println!("peer death to error CR: {took:?}");
     assert!(took < death_bound(), "took {took:?}");
     // Later WRs to the dead process fail at once, WRITE and SEND alike.
-    let mut d = sge(seg[1], 64, rseg);
-    let mut s2 = sge(src.addr(), 64, src.tseg);
-    let mut wr = rw_wr(u::URMA_OPC_WRITE, &mut s2, &mut d, tj, 2, true);
-    assert_eq!(post(jfs, &mut wr).0, 0);
+    let w = (u::URMA_OPC_WRITE, 64, 2);
+    assert_eq!(post_rw(jfs, w, (src.addr(), src.tseg), (seg[1], rseg)), 0);
     let mut s3 = sge(src.addr(), 8, src.tseg);
     let mut wr = send_wr(u::URMA_OPC_SEND_IMM, Some(&mut s3), tj, 3, 9, false);
     assert_eq!(post(jfs, &mut wr).0, 0);
@@ -505,17 +509,9 @@ fn cross_process_write_bandwidth() {
     let t0 = Instant::now();
     for k in 0..BULK / CHUNK {
         let off = (k * CHUNK) as u64;
-        let mut s = sge(src.addr() + off, CHUNK as u32, src.tseg);
-        let mut d = sge(seg[1] + off, CHUNK as u32, rseg);
-        let mut wr = rw_wr(
-            u::URMA_OPC_WRITE,
-            &mut s,
-            &mut d,
-            std::ptr::null_mut(),
-            k as u64,
-            true,
-        );
-        assert_eq!(post(jfs, &mut wr).0, 0);
+        let w = (u::URMA_OPC_WRITE, CHUNK as u32, k as u64);
+        let from = (src.addr() + off, src.tseg);
+        assert_eq!(post_rw(jfs, w, from, (seg[1] + off, rseg)), 0);
     }
     let crs = poll_n(jfc, BULK / CHUNK, t());
     let took = t0.elapsed();
@@ -641,17 +637,9 @@ fn knobs_of_the_posting_process_apply_to_wrs_towards_another_process() {
     };
     let src = Seg::rw(4096);
     for k in 1..=5u64 {
-        let mut s = sge(src.addr(), 1024, src.tseg);
-        let mut d = sge(m[1] + 1024 * (k - 1) % m[2], 1024, rseg);
-        let mut wr = rw_wr(
-            u::URMA_OPC_WRITE,
-            &mut s,
-            &mut d,
-            std::ptr::null_mut(),
-            k,
-            true,
-        );
-        assert_eq!(post(jfs, &mut wr).0, 0);
+        let to = (m[1] + 1024 * (k - 1) % m[2], rseg);
+        let w = (u::URMA_OPC_WRITE, 1024, k);
+        assert_eq!(post_rw(jfs, w, (src.addr(), src.tseg), to), 0);
     }
     let crs = poll_n(jfc, 4, t());
     let got: Vec<(u64, u32)> = crs.iter().map(|c| (c.user_ctx, c.status)).collect();
@@ -773,17 +761,9 @@ fn four_threads_write_to_another_process_without_losing_or_reordering_a_cr() {
                     let q = unsafe { jfs(jfc.0) };
                     for i in 0..PER {
                         let off = (i * 64) % len;
-                        let mut s = sge(src.addr(), 64, src.tseg);
-                        let mut d = sge(base + off, 64, rseg.0);
-                        let mut wr = rw_wr(
-                            u::URMA_OPC_WRITE,
-                            &mut s,
-                            &mut d,
-                            std::ptr::null_mut(),
-                            (t << 32) | i,
-                            true,
-                        );
-                        assert_eq!(post(q, &mut wr).0, 0);
+                        let w = (u::URMA_OPC_WRITE, 64, (t << 32) | i);
+                        let to = (base + off, rseg.0);
+                        assert_eq!(post_rw(q, w, (src.addr(), src.tseg), to), 0);
                     }
                     q as usize
                 })
