@@ -144,6 +144,15 @@ fn post_rw(
     post(jfs, &mut wr).0
 }
 
+/// A JFC (depth 64) and a JFS completing to it, on the fixture context.
+fn send_queue() -> (*mut u::urma_jfc_t, *mut u::urma_jfs_t) {
+    // SAFETY: the fixture context is live; the helpers check every handle they create.
+    unsafe {
+        let c = jfc(64, std::ptr::null_mut());
+        (c, jfs(c))
+    }
+}
+
 fn my_uasid() -> u64 {
     // SAFETY: lb().ctx is the live fixture context.
     u64::from(unsafe { (*lb().ctx).uasid })
@@ -421,11 +430,7 @@ fn a_killed_peer_fails_outstanding_wrs_within_the_bound() {
     let rseg = import_seg_from(seg, TOKEN);
     let tj = import_jetty_from(seg[0], jid, TOKEN);
     assert!(!rseg.is_null() && !tj.is_null());
-    // SAFETY: the fixture context is live.
-    let (jfc, jfs) = unsafe {
-        let c = jfc(64, std::ptr::null_mut());
-        (c, jfs(c))
-    };
+    let (jfc, jfs) = send_queue();
     let src = Seg::rw(4096);
     // A SEND the target keeps waiting for a recv WR (its RNR timeout is 60 s).
     let mut s = sge(src.addr(), 64, src.tseg);
@@ -496,11 +501,7 @@ fn cross_process_write_bandwidth() {
     let seg = child.hear();
     let rseg = import_seg_from(&seg, TOKEN);
     assert!(!rseg.is_null());
-    // SAFETY: the fixture context is live.
-    let (jfc, jfs) = unsafe {
-        let c = jfc(64, std::ptr::null_mut());
-        (c, jfs(c))
-    };
+    let (jfc, jfs) = send_queue();
     let mut src = Seg::rw(BULK);
     src.buf
         .iter_mut()
@@ -541,11 +542,7 @@ fn rnr_child() {
     let j = hear_in(); // jetty uasid, id
     let tj = import_jetty_from(j[0], j[1], TOKEN);
     assert!(!tj.is_null());
-    // SAFETY: the fixture context is live.
-    let (jfc, jfs) = unsafe {
-        let c = jfc(64, std::ptr::null_mut());
-        (c, jfs(c))
-    };
+    let (jfc, jfs) = send_queue();
     let src = Seg::rw(64);
     for k in 1..=2u64 {
         if k == 2 {
@@ -630,11 +627,7 @@ fn knobs_of_the_posting_process_apply_to_wrs_towards_another_process() {
         assert_eq!((ctl().fail_completion)(2, u::URMA_CR_LOC_OPERATION_ERR), 0);
         assert_eq!((ctl().cr_action)(4, 1), 0);
     }
-    // SAFETY: the fixture context is live.
-    let (jfc, jfs) = unsafe {
-        let c = jfc(64, std::ptr::null_mut());
-        (c, jfs(c))
-    };
+    let (jfc, jfs) = send_queue();
     let src = Seg::rw(4096);
     for k in 1..=5u64 {
         let to = (m[1] + 1024 * (k - 1) % m[2], rseg);
@@ -671,11 +664,7 @@ fn dying_sender_child() {
     let j = hear_in();
     let tj = import_jetty_from(j[0], j[1], TOKEN);
     assert!(!tj.is_null());
-    // SAFETY: the fixture context is live.
-    let (_jfc, jfs) = unsafe {
-        let c = jfc(64, std::ptr::null_mut());
-        (c, jfs(c))
-    };
+    let (_jfc, jfs) = send_queue();
     let src = Seg::rw(64);
     let mut s = sge(src.addr(), 16, src.tseg);
     let mut wr = send_wr(u::URMA_OPC_SEND_IMM, Some(&mut s), tj, 1, 5, true);
@@ -800,11 +789,7 @@ fn deleting_a_jfs_waits_for_its_wrs_at_another_process() {
     let m = child.hear();
     let tj = import_jetty_from(m[0], m[4], TOKEN);
     assert!(!tj.is_null());
-    // SAFETY: the fixture context is live.
-    let (jfc, jfs) = unsafe {
-        let c = jfc(64, std::ptr::null_mut());
-        (c, jfs(c))
-    };
+    let (jfc, jfs) = send_queue();
     let src = Seg::rw(64);
     let mut s = sge(src.addr(), 16, src.tseg);
     let mut wr = send_wr(u::URMA_OPC_SEND, Some(&mut s), tj, 1, 0, true);
