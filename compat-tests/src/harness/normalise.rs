@@ -43,6 +43,7 @@ impl Normalised {
         let mut names: Vec<&String> = self.sections.keys().collect();
         names.sort_by_key(|n| {
             let base = n.split(':').next().unwrap_or(n);
+            // `api:recv` before `api:send`, every api section before the notify ones.
             (
                 ORDER.iter().position(|o| *o == base).unwrap_or(99),
                 n.to_string(),
@@ -208,22 +209,23 @@ pub fn normalise(events: &[Value], lib_names: &[(u64, &str)]) -> Normalised {
     let mut malformed: BTreeMap<String, usize> = BTreeMap::new();
     for e in events {
         let k = e.get("k").and_then(|x| x.as_str()).unwrap_or("");
+        // Events of a two-process run carry their process; its sections stay apart.
+        let sec = |base: &str| match e.get("proc").and_then(|x| x.as_str()) {
+            Some(p) => format!("{base}:{p}"),
+            None => base.to_string(),
+        };
         match k {
-            "api" | "data" | "note" => n
-                .sections
-                .entry(k.to_string())
-                .or_default()
-                .push(s(e, "line")),
+            "api" | "data" | "note" => n.sections.entry(sec(k)).or_default().push(s(e, "line")),
             "notify" => {
                 let rid = e.get("rid").and_then(|x| x.as_u64()).unwrap_or(0);
                 streams
-                    .entry(("notify".into(), format!("req:0x{rid:x}")))
+                    .entry((sec("notify"), format!("req:0x{rid:x}")))
                     .or_default()
                     .push(s(e, "line"));
             }
             "wake" => {
                 streams
-                    .entry(("wake".into(), s(e, "key")))
+                    .entry((sec("wake"), s(e, "key")))
                     .or_default()
                     .push(s(e, "line"));
             }
@@ -235,7 +237,7 @@ pub fn normalise(events: &[Value], lib_names: &[(u64, &str)]) -> Normalised {
                         } else {
                             key
                         };
-                        streams.entry(("urma".into(), key)).or_default().push(line);
+                        streams.entry((sec("urma"), key)).or_default().push(line);
                     }
                 }
             }
@@ -247,9 +249,9 @@ pub fn normalise(events: &[Value], lib_names: &[(u64, &str)]) -> Normalised {
                     .map(|(_, n)| *n)
                     .unwrap_or("lib");
                 let sec = if lib_names.len() > 1 {
-                    format!("log:{name}")
+                    sec(&format!("log:{name}"))
                 } else {
-                    "log".to_string()
+                    sec("log")
                 };
                 let lvl = e.get("level").and_then(|x| x.as_i64()).unwrap_or(0);
                 *levels
@@ -336,6 +338,26 @@ mod tests {
         assert_eq!(k, "req:0xabcde12345");
         assert!(!l.contains("uctx"));
         assert!(urma_line(&json!({"ev":"poll"})).is_none());
+    }
+
+    #[test]
+    fn processes_of_a_split_run_keep_their_own_sections() {
+        let a = vec![
+            json!({"k":"api","line":"init","proc":"recv"}),
+            json!({"k":"api","line":"init","proc":"send"}),
+            json!({"k":"notify","rid":1,"line":"n","proc":"recv"}),
+            json!({"k":"log","lib":0,"level":65280,"ok":true,"proc":"send"}),
+        ];
+        let n = normalise(&a, &[(0, "x")]);
+        let keys: Vec<&str> = n.sections.keys().map(String::as_str).collect();
+        assert_eq!(keys, ["api:recv", "api:send", "log:send", "notify:recv"]);
+        // The order in which the two processes' events were concatenated does not matter.
+        let mut b = a.clone();
+        b.swap(0, 1);
+        assert_eq!(normalise(&b, &[(0, "x")]), n);
+        assert!(n
+            .render()
+            .contains("## api:recv\ninit\n## api:send\ninit\n"));
     }
 
     #[test]

@@ -210,7 +210,8 @@ pub fn load(opts: &Options) -> Result<Loaded, String> {
     })
 }
 
-fn line(o: &Outcome) -> String {
+/// The report line of one outcome (verdict, id, description, and why for a FAIL).
+pub fn line(o: &Outcome) -> String {
     let w = o.verdict.word();
     let mut s = format!("{w:<28} {:<22} {}", o.id, o.desc);
     if let Verdict::Fail(why) = &o.verdict {
