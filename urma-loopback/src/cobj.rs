@@ -46,3 +46,10 @@ pub struct Ctx {
     /// Objects created on this context and still alive.
     pub users: AtomicU64,
 }
+
+/// The single EID of loopback0: `::ffff:127.0.0.1` (every process of the host shares it).
+pub fn loopback_eid() -> urma_sys::urma_eid_t {
+    let mut e: urma_sys::urma_eid_t = crate::util::zeroed();
+    e.raw = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1];
+    e
+}

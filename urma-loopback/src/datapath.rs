@@ -323,7 +323,7 @@ fn trace_post_raw(sq: &SendQ, w: &u::urma_jfs_wr_t, wflags: u32, ret: i32) {
 
 /// Checks SGEs against their segments. `remote` = the SGEs address imported segments and need
 /// `access` (URMA_ACCESS_READ / _WRITE); local SGEs must address registered segments.
-fn check_sges(v: &[Sge], remote: bool, access: u32) -> bool {
+pub(crate) fn check_sges(v: &[Sge], remote: bool, access: u32) -> bool {
     v.iter().all(|e| {
         let Some(s) = &e.seg else { return e.len == 0 };
         if e.len == 0 {
@@ -350,7 +350,7 @@ fn check_sges(v: &[Sge], remote: bool, access: u32) -> bool {
     })
 }
 
-fn total(v: &[Sge]) -> u64 {
+pub(crate) fn total(v: &[Sge]) -> u64 {
     v.iter().map(|e| e.len as u64).sum()
 }
 
@@ -394,16 +394,17 @@ fn sg_copy(src: &[Sge], dst: &[Sge], n: u64) {
 }
 
 /// Information about the receiving end of a two-sided operation.
-struct RecvEnd<'a> {
-    id: u32,
-    is_jetty: bool,
-    obj: usize,
-    rq: &'a Arc<RecvQ>,
-    alive: bool,
+pub(crate) struct RecvEnd<'a> {
+    pub id: u32,
+    pub is_jetty: bool,
+    pub obj: usize,
+    pub rq: &'a Arc<RecvQ>,
+    pub alive: bool,
 }
 
-fn recv_end(t: &TJetty) -> RecvEnd<'_> {
-    match &t.target {
+/// The receiving end of a local target (`None`: the target is in another process).
+pub(crate) fn recv_end(t: &Target) -> Option<RecvEnd<'_>> {
+    Some(match t {
         Target::Jetty(j) => RecvEnd {
             id: j.sq.id,
             is_jetty: true,
@@ -418,7 +419,8 @@ fn recv_end(t: &TJetty) -> RecvEnd<'_> {
             rq: &r.rq,
             alive: r.alive.load(Ordering::Acquire),
         },
-    }
+        Target::Remote { .. } => return None,
+    })
 }
 
 fn execute(sq: &Arc<SendQ>, p: &Plan, injected: Option<u32>) {
@@ -438,6 +440,12 @@ fn execute(sq: &Arc<SendQ>, p: &Plan, injected: Option<u32>) {
                     status = u::URMA_CR_REM_ACCESS_ABORT_ERR;
                 } else if n > total(&p.dst) {
                     status = u::URMA_CR_LOC_LEN_ERR;
+                } else if let Some(r) = crate::xproc::route(p) {
+                    // The target is in another process: its owner completes the WR.
+                    match r {
+                        Ok(peer) => return crate::xproc::request(sq, p, &peer, n),
+                        Err(st) => status = st,
+                    }
                 } else if p.opcode == u::URMA_OPC_WRITE {
                     sg_copy(&p.src, &p.dst, n);
                     bytes = n as u32;
@@ -458,6 +466,11 @@ fn execute(sq: &Arc<SendQ>, p: &Plan, injected: Option<u32>) {
                     status = u::URMA_CR_REM_ACCESS_ABORT_ERR;
                 } else if n > total(&p.dst) {
                     status = u::URMA_CR_LOC_LEN_ERR;
+                } else if let Some(r) = crate::xproc::route(p) {
+                    match r {
+                        Ok(peer) => return crate::xproc::request(sq, p, &peer, n),
+                        Err(st) => status = st,
+                    }
                 } else {
                     sg_copy(&p.src, &p.dst, n);
                     bytes = n as u32;
@@ -467,6 +480,11 @@ fn execute(sq: &Arc<SendQ>, p: &Plan, injected: Option<u32>) {
                 let n = total(&p.src);
                 if !check_sges(&p.src, false, 0) {
                     status = u::URMA_CR_LOC_ACCESS_ERR;
+                } else if let Some(r) = crate::xproc::route(p) {
+                    match r {
+                        Ok(peer) => return crate::xproc::request(sq, p, &peer, n),
+                        Err(st) => status = st,
+                    }
                 } else {
                     let Some(st) = two_sided(sq, p, n) else {
                         return; // parked: completes on a later recv post or expires
@@ -478,11 +496,18 @@ fn execute(sq: &Arc<SendQ>, p: &Plan, injected: Option<u32>) {
             _ => {} // NOP
         }
     }
-    finish_send(sq, p, status, bytes);
+    if sq.order.is_idle() {
+        finish_send(sq, p, status, bytes);
+    } else {
+        // WRs of this queue are outstanding at another process: this CR comes after theirs.
+        let (sq2, p2) = (Arc::clone(sq), p.clone());
+        sq.order
+            .local(move || finish_send(&sq2, &p2, status, bytes));
+    }
 }
 
 /// Generates the send-side CR of a WR whose execution ended with `status`.
-fn finish_send(sq: &SendQ, p: &Plan, status: u32, mut bytes: u32) {
+pub(crate) fn finish_send(sq: &SendQ, p: &Plan, status: u32, mut bytes: u32) {
     if status != u::URMA_CR_SUCCESS {
         bytes = 0;
     }
@@ -584,7 +609,9 @@ fn register_parked(rq: &Arc<RecvQ>) {
 fn deliver_parked(m: Parked, recv: RecvWr) {
     COUNTERS.rnr_delivered_late.fetch_add(1, Ordering::Relaxed);
     let t = m.plan.tjetty.as_ref().expect("validated");
-    let end = recv_end(t);
+    let Some(end) = recv_end(&t.target) else {
+        return finish_send(&m.sq, &m.plan, u::URMA_CR_ACK_TIMEOUT_ERR, 0);
+    };
     let st = complete_recv(&m.sq, &m.plan, &end, recv, m.n);
     finish_send(&m.sq, &m.plan, st, m.n as u32);
 }
@@ -594,10 +621,9 @@ fn deliver_parked(m: Parked, recv: RecvWr) {
 /// `None` = parked (the sender's CR comes later).
 fn two_sided(sq: &Arc<SendQ>, p: &Plan, n: u64) -> Option<u32> {
     let t = p.tjetty.as_ref().expect("validated");
-    let end = recv_end(t);
-    if !end.alive {
+    let Some(end) = recv_end(&t.target).filter(|e| e.alive) else {
         return Some(u::URMA_CR_ACK_TIMEOUT_ERR);
-    }
+    };
     let recv = {
         let mut st = lock(&end.rq.q);
         // Per-queue order: while messages are parked, newcomers queue behind them.
@@ -635,10 +661,36 @@ fn two_sided(sq: &Arc<SendQ>, p: &Plan, n: u64) -> Option<u32> {
 /// Moves the data into `recv`, emits the recv CR, returns the sender-side status.
 fn complete_recv(sq: &SendQ, p: &Plan, end: &RecvEnd<'_>, recv: RecvWr, n: u64) -> u32 {
     let rstatus = move_data(p, &recv, n);
+    let from = u::urma_jetty_id_t {
+        eid: sq.eid,
+        uasid: sq.uasid,
+        id: sq.id,
+    };
+    recv_cr(end, &recv, rstatus, n, p.opcode, p.imm, p.flags, from);
+    if rstatus == u::URMA_CR_SUCCESS {
+        u::URMA_CR_SUCCESS
+    } else {
+        u::URMA_CR_REM_OPERATION_ERR
+    }
+}
+
+/// Emits the recv CR of a two-sided message (`opcode`, `imm`, `flags` of the sender's WR) that
+/// consumed `recv` with `rstatus`; `from` is the sending JFS/jetty.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn recv_cr(
+    end: &RecvEnd<'_>,
+    recv: &RecvWr,
+    rstatus: u32,
+    n: u64,
+    opcode: u32,
+    imm: u64,
+    wflags: u32,
+    from: u::urma_jetty_id_t,
+) {
     let mut cr: u::urma_cr_t = zeroed();
     cr.status = rstatus;
     cr.user_ctx = recv.user_ctx;
-    cr.opcode = match p.opcode {
+    cr.opcode = match opcode {
         u::URMA_OPC_SEND => u::URMA_CR_OPC_SEND,
         u::URMA_OPC_SEND_IMM => u::URMA_CR_OPC_SEND_WITH_IMM,
         _ => u::URMA_CR_OPC_WRITE_WITH_IMM,
@@ -655,22 +707,11 @@ fn complete_recv(sq: &SendQ, p: &Plan, end: &RecvEnd<'_>, recv: RecvWr, n: u64) 
         0
     };
     cr.local_id = end.id;
-    cr.remote_id.eid = sq.eid;
-    cr.remote_id.uasid = sq.uasid;
-    cr.remote_id.id = sq.id;
-    cr.__bindgen_anon_1.imm_data = if p.opcode == u::URMA_OPC_SEND {
-        0
-    } else {
-        p.imm
-    };
+    cr.remote_id = from;
+    cr.__bindgen_anon_1.imm_data = if opcode == u::URMA_OPC_SEND { 0 } else { imm };
     cr.user_data = end.obj;
-    let solicited = p.flags & flags::JFS_WR_FLAG_SOLICITED_ENABLE != 0;
+    let solicited = wflags & flags::JFS_WR_FLAG_SOLICITED_ENABLE != 0;
     emit_cr(&end.rq.jfc, cr, solicited);
-    if rstatus == u::URMA_CR_SUCCESS {
-        u::URMA_CR_SUCCESS
-    } else {
-        u::URMA_CR_REM_OPERATION_ERR
-    }
 }
 
 /// Generates one CR: counters, drop/dup knobs, trace, then delivery (hold/delay aware).

@@ -7,11 +7,12 @@
 //! depends only on the floors below: the queues, the C object owner and the helpers.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
 use crate::cobj::{CBox, Ctx};
+use crate::peer::Peer;
 use crate::queues::{Jfc, Jfce};
 use crate::util::lock;
 
@@ -29,6 +30,9 @@ pub struct Seg {
     pub ctx: Arc<Ctx>,
     /// Explicit token id object (urma_alloc_token_id) this segment uses, if any.
     pub token_obj: Option<Arc<TokenIdObj>>,
+    /// Set on the stand-in of a segment registered in another process (the import's target):
+    /// the connection to its owner, which checks every access again.
+    pub remote: Option<Arc<Peer>>,
 }
 
 /// Imported (remote) segment.
@@ -60,6 +64,70 @@ pub struct SendQ {
     pub obj_addr: usize,
     pub eid: urma_sys::urma_eid_t,
     pub uasid: u32,
+    /// Keeps the send CRs in post order while WRs wait for another process.
+    pub order: Arc<Order>,
+}
+
+/// A send CR that waits for its turn.
+type Completion = Box<dyn FnOnce() + Send>;
+
+/// The send CRs of a queue that has WRs outstanding at another process: each such WR holds a
+/// ticket; a CR is generated once every earlier ticket's CR was, so a queue's CRs keep their post
+/// order even though another process acknowledges its WRs later than local WRs complete. A queue
+/// with nothing outstanding pays one atomic load per WR.
+#[derive(Default)]
+pub struct Order {
+    /// Entries in `q` (0: nothing outstanding, a CR is generated at once).
+    waiting: AtomicU64,
+    /// Ticket of `q[0]`, and the completions in ticket order (`None`: not ready yet).
+    q: Mutex<(u64, VecDeque<Option<Completion>>)>,
+}
+
+impl Order {
+    /// A place in the order for a WR sent to another process.
+    pub fn ticket(&self) -> u64 {
+        let mut g = lock(&self.q);
+        let t = g.0 + g.1.len() as u64;
+        g.1.push_back(None);
+        self.waiting.fetch_add(1, Ordering::AcqRel);
+        t
+    }
+
+    /// The WR of ticket `t` completed: runs its completion and every ready one after it, once
+    /// every earlier one ran.
+    pub fn complete(&self, t: u64, f: Completion) {
+        let mut g = lock(&self.q);
+        let i = (t - g.0) as usize;
+        if let Some(e) = g.1.get_mut(i) {
+            *e = Some(f);
+        }
+        while matches!(g.1.front(), Some(Some(_))) {
+            if let Some(Some(f)) = g.1.pop_front() {
+                f();
+            }
+            g.0 += 1;
+            self.waiting.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Whether nothing is outstanding (the CR of a local WR can be generated at once).
+    pub fn is_idle(&self) -> bool {
+        self.waiting.load(Ordering::Acquire) == 0
+    }
+
+    /// A WR that completed here: its CR now, or after the outstanding ones before it.
+    pub fn local(&self, f: impl FnOnce() + Send + 'static) {
+        if self.waiting.load(Ordering::Acquire) == 0 {
+            return f();
+        }
+        let mut g = lock(&self.q);
+        if g.1.is_empty() {
+            f();
+        } else {
+            g.1.push_back(Some(Box::new(f)));
+            self.waiting.fetch_add(1, Ordering::AcqRel);
+        }
+    }
 }
 
 /// Jetty For Send.
@@ -106,6 +174,12 @@ pub struct Jetty {
 pub enum Target {
     Jetty(Arc<Jetty>),
     Jfr(Arc<Jfr>),
+    /// A jetty (`jfr` false) or JFR of another process.
+    Remote {
+        peer: Arc<Peer>,
+        id: u32,
+        jfr: bool,
+    },
 }
 
 /// Imported jetty or JFR (`urma_target_jetty_t`).
@@ -114,16 +188,6 @@ pub struct TJetty {
     pub name: String,
     pub target: Target,
     pub ctx: Arc<Ctx>,
-}
-
-impl TJetty {
-    /// Receive queue of the target and its symbolic name, plus whether it is still alive.
-    pub fn recv_side(&self) -> (&Arc<RecvQ>, bool) {
-        match &self.target {
-            Target::Jetty(j) => (&j.rq, j.alive.load(Ordering::Acquire)),
-            Target::Jfr(r) => (&r.rq, r.alive.load(Ordering::Acquire)),
-        }
-    }
 }
 
 /// A tracked array returned by `urma_get_device_list` / `urma_get_eid_list`.
@@ -253,6 +317,10 @@ pub struct RecvQ {
     pub max_sge: u32,
     pub jfc: Arc<Jfc>,
     pub q: Mutex<RecvState>,
+    /// Signalled by a recv post while `waiters` > 0 (a responder thread of another process's
+    /// message waits for a recv WR, see [`crate::xproc`]).
+    pub posted: Condvar,
+    pub waiters: AtomicU32,
 }
 
 impl RecvQ {
@@ -266,6 +334,9 @@ impl RecvQ {
             return RecvPost::Full;
         }
         q.wrs.push_back(wr);
+        if self.waiters.load(Ordering::Acquire) > 0 {
+            self.posted.notify_all();
+        }
         RecvPost::Posted
     }
 }

@@ -67,13 +67,21 @@ pub fn qname(id: u32) -> String {
 
 pub use urma_loopback_ctl::trace_line::{hex, json_str as s};
 
+/// This process's uasid once it joined the host (0: in-process only), so that a recv CR from a
+/// sender in another process names it `uasid<u>:<id>` instead of one of our own queues.
+pub static LOCAL_UASID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
 /// The CR fields shared by `cr` and `poll` lines.
 pub fn cr_fields(cr: &urma_sys::urma_cr_t) -> String {
     // SAFETY: the CR flag union is a plain u8.
     let flag = unsafe { cr.flag.value };
     let s_r = flag & 1;
     let local = qname(cr.local_id);
-    let remote = if s_r == 1 {
+    let mine = LOCAL_UASID.load(std::sync::atomic::Ordering::Relaxed);
+    let remote = if s_r == 1 && mine != 0 && cr.remote_id.uasid != mine {
+        // A sender in another process: its ids are not ours to name.
+        s(&format!("uasid{}:{}", cr.remote_id.uasid, cr.remote_id.id))
+    } else if s_r == 1 {
         s(&qname(cr.remote_id.id))
     } else {
         "null".to_string()

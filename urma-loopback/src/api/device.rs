@@ -210,7 +210,10 @@ pub unsafe extern "C" fn urma_create_context(
         c.async_fd = -1;
         c.eid = eid();
         c.eid_index = 0;
-        c.uasid = reg::UASID.load(Ordering::Acquire);
+        // The host-unique uasid of this process (its multi-process slot), or, when the process
+        // cannot join the host, the one given to urma_init as before.
+        let want = reg::UASID.load(Ordering::Acquire);
+        c.uasid = crate::xproc::join(want).unwrap_or(want);
         let ctx = Arc::new(Ctx {
             c: CBox::new(c),
             uasid: c.uasid,

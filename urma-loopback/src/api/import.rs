@@ -54,7 +54,11 @@ pub unsafe extern "C" fn urma_import_jetty(
         // SAFETY: non-NULL caller-owned rjetty.
         let rj = unsafe { *rjetty };
         let id = rj.jetty_id.id;
-        let target = if rj.type_ == u::URMA_JFR {
+        let target = if foreign(rj.jetty_id.uasid, &c) {
+            let jfr = rj.type_ == u::URMA_JFR;
+            crate::xproc::import_queue(rj.jetty_id.uasid, id, jfr, given_token(token_value))
+                .map(|t| (t, true))
+        } else if rj.type_ == u::URMA_JFR {
             reg::with_reg(|r| r.jfr_by_id.get(&id).cloned()).map(|j| {
                 let ok = token_ok(j.token_checked, j.token, token_value);
                 (Target::Jfr(j), ok)
@@ -118,6 +122,25 @@ pub unsafe extern "C" fn urma_import_jfr(
         }
         // SAFETY: non-NULL caller-owned rjfr.
         let rj = unsafe { *rjfr };
+        if foreign(rj.jfr_id.uasid, &c) {
+            let t = rj.jfr_id;
+            let Some(target) =
+                crate::xproc::import_queue(t.uasid, t.id, true, given_token(token_value))
+            else {
+                return null("urma_import_jfr: no such jfr in that process, or token mismatch");
+            };
+            return make_tjetty(
+                ctx,
+                &c,
+                target,
+                rj.jfr_id,
+                rj.trans_mode,
+                rj.flag.value,
+                rj.tp_type,
+                0,
+                u::URMA_JFR,
+            );
+        }
         let Some(j) = reg::with_reg(|r| r.jfr_by_id.get(&rj.jfr_id.id).cloned()) else {
             return null("urma_import_jfr: no such jfr");
         };

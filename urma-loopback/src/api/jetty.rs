@@ -74,6 +74,7 @@ pub unsafe extern "C" fn urma_create_jfs(
                 obj_addr: cb.key(),
                 eid: c.eid,
                 uasid: c.uasid,
+                order: Default::default(),
             }),
             c: cb,
             ctx: c.clone(),
@@ -138,6 +139,8 @@ fn make_rq(name: &str, cfg: &u::urma_jfr_cfg_t) -> Option<Arc<RecvQ>> {
         max_sge,
         jfc,
         q: Mutex::new(Default::default()),
+        posted: Condvar::new(),
+        waiters: AtomicU32::new(0),
     }))
 }
 
@@ -309,6 +312,7 @@ pub unsafe extern "C" fn urma_create_jetty(
                 obj_addr: cb.key(),
                 eid: c.eid,
                 uasid: c.uasid,
+                order: Default::default(),
             }),
             c: cb,
             rq: rq.clone(),

@@ -10,7 +10,7 @@
 
 use std::collections::VecDeque;
 use std::ffi::{c_char, c_int, CStr};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Once};
 use std::time::Duration;
 
@@ -40,10 +40,7 @@ pub const MAX_MSG: u32 = u32::MAX;
 
 /// The single EID of loopback0: ::ffff:127.0.0.1.
 pub fn eid() -> u::urma_eid_t {
-    let mut e: u::urma_eid_t = zeroed();
-    let raw = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1];
-    e.raw = raw;
-    e
+    crate::cobj::loopback_eid()
 }
 
 struct Device(CBox<u::urma_device_t>);
@@ -86,6 +83,17 @@ pub(crate) fn entry<R>(default: R, f: impl FnOnce() -> R) -> R {
         datapath::settle();
         f()
     })
+}
+
+/// The token an import presents (`None` for a NULL pointer).
+fn given_token(t: *mut u::urma_token_t) -> Option<u32> {
+    // SAFETY: a non-NULL token pointer is caller-owned and readable.
+    (!t.is_null()).then(|| unsafe { (*t).token })
+}
+
+/// Whether an id or address names another process: a uasid other than 0 and our context's.
+fn foreign(uasid: u32, c: &Ctx) -> bool {
+    uasid != 0 && uasid != c.uasid
 }
 
 /// Whether an import presents the right token (`checked`: the object has a token policy).

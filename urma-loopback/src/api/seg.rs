@@ -110,6 +110,7 @@ pub unsafe extern "C" fn urma_register_seg(
             alive: AtomicBool::new(true),
             ctx: c.clone(),
             token_obj: token_obj.clone(),
+            remote: None,
         });
         if let Some(o) = &token_obj {
             o.users.fetch_add(1, Ordering::AcqRel);
@@ -150,6 +151,8 @@ pub unsafe extern "C" fn urma_unregister_seg(
             return einval("urma_unregister_seg");
         };
         s.alive.store(false, Ordering::Release);
+        // A responder thread serving another process may be inside this segment right now.
+        crate::peer::quiesce();
         if let Some(o) = &s.token_obj {
             o.users.fetch_sub(1, Ordering::AcqRel);
         }
@@ -179,6 +182,9 @@ pub unsafe extern "C" fn urma_import_seg(
         let sd = unsafe { *seg };
         let va = sd.ubva.va;
         let tid = sd.token_id;
+        if foreign(sd.ubva.uasid, &c) {
+            return import_remote_seg(ctx, &c, &sd, token_value, addr);
+        }
         let target = reg::with_reg(|r| {
             r.segs_by_token_id
                 .get(&tid)
@@ -219,6 +225,60 @@ pub unsafe extern "C" fn urma_import_seg(
         reg::insert(p as usize, Obj::ISeg(is));
         p
     })
+}
+
+/// `urma_import_seg` of a segment registered in another process: the owner checks the token
+/// and answers with the segment's attributes; the import's target is a stand-in [`Seg`] naming
+/// the owner (which checks every access again).
+fn import_remote_seg(
+    ctx: *mut u::urma_context_t,
+    c: &Arc<Ctx>,
+    sd: &u::urma_seg_t,
+    token_value: *mut u::urma_token_t,
+    addr: u64,
+) -> *mut u::urma_target_seg_t {
+    let token = given_token(token_value);
+    let Some(r) = crate::xproc::import_seg(sd.ubva.uasid, sd.token_id, sd.ubva.va, sd.len, token)
+    else {
+        return null("urma_import_seg: no such segment in that process, or token mismatch");
+    };
+    let name = next_name(Kind::ISeg);
+    let mut t: u::urma_target_seg_t = zeroed();
+    t.seg = *sd;
+    t.seg.len = r.len;
+    // SAFETY: plain u32 attribute union.
+    let attr = unsafe { sd.attr.value };
+    t.seg.attr.value = attr;
+    t.mva = if addr != 0 { addr } else { sd.ubva.va };
+    t.urma_ctx = ctx;
+    let stand_in = Arc::new(Seg {
+        c: CBox::new(t),
+        name: name.clone(),
+        va: sd.ubva.va,
+        len: r.len,
+        access: r.access,
+        token_policy: r.token_policy,
+        token: token.unwrap_or(0),
+        token_id: sd.token_id,
+        alive: AtomicBool::new(true),
+        ctx: c.clone(),
+        token_obj: None,
+        remote: Some(r.peer),
+    });
+    let cb = CBox::new(t);
+    // SAFETY: our own fresh allocation.
+    unsafe { (*cb.ptr()).handle = cb.key() as u64 };
+    let is = Arc::new(ISeg {
+        c: cb,
+        name,
+        target: stand_in,
+        token: token.unwrap_or(0),
+        ctx: c.clone(),
+    });
+    c.users.fetch_add(1, Ordering::AcqRel);
+    let p = is.c.ptr();
+    reg::insert(p as usize, Obj::ISeg(is));
+    p
 }
 
 #[no_mangle]

@@ -1,0 +1,503 @@
+//! Work requests between processes: the requester half (runs on the DMA engine: checks the local
+//! side, sends the request with its payload, turns the acknowledgement into the send CR) and the
+//! responder half (one `urma-lb-rx` thread per connection: checks token, access, bounds and the
+//! target's recv WR, moves the payload between the socket and the registered memory, generates
+//! the recv CR and acknowledges). The transport is [`crate::peer`]; docs/loopback.md,
+//! "Multiple processes", describes the protocol.
+
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use urma_sys as u;
+
+use crate::datapath::{check_sges, finish_send, recv_cr, recv_end, total, RecvEnd};
+use crate::knobs;
+use crate::objects::{AnySeg, Plan, RecvWr, SendQ, Sge, Target};
+use crate::peer::{
+    self, discard, read_exact, read_hdr, read_raw, write_all, write_raw, Hdr, Peer, Piece, K_ACK,
+    K_DATA, K_IMPORT_JETTY, K_IMPORT_SEG, PIECE_LEN,
+};
+use crate::registry::{self as reg, Seg};
+use crate::stats::COUNTERS;
+use crate::util::{lock, rlock};
+
+/// Most remote pieces (SGEs) one request may carry.
+const MAX_PIECES: u32 = 256;
+/// Longest sleep of a responder waiting for a recv WR before it re-checks its target and peer.
+const RECV_SLICE: Duration = Duration::from_millis(20);
+
+/// Joins the host (see [`peer::join`]); the uasid of this process, or `None` (in-process only).
+pub fn join(want: u32) -> Option<u32> {
+    let u = peer::join(want, serve)?;
+    crate::trace::LOCAL_UASID.store(u, Ordering::Relaxed);
+    Some(u)
+}
+
+fn remote_of(s: &Sge) -> Option<&Arc<Peer>> {
+    s.seg.as_ref().and_then(|g| g.seg().remote.as_ref())
+}
+
+/// Whether `p` involves another process: `None` = all local (the in-process path);
+/// `Some(Ok(peer))` = every remote part is owned by `peer`; `Some(Err(status))` = the WR mixes
+/// processes (local and remote targets, or two remote processes), which fails.
+pub fn route(p: &Plan) -> Option<Result<Arc<Peer>, u32>> {
+    let remote_sges: &[Sge] = match p.opcode {
+        u::URMA_OPC_READ => &p.src,
+        u::URMA_OPC_WRITE | u::URMA_OPC_WRITE_IMM => &p.dst,
+        _ => &[],
+    };
+    let mut owner: Option<&Arc<Peer>> = None;
+    let mut local = false;
+    for e in remote_sges.iter().filter(|e| e.len > 0) {
+        match remote_of(e) {
+            Some(r) => {
+                if owner.is_some_and(|o| !Arc::ptr_eq(o, r)) {
+                    return Some(Err(u::URMA_CR_REM_ACCESS_ABORT_ERR));
+                }
+                owner = Some(r);
+            }
+            None => local = true,
+        }
+    }
+    let two_sided = matches!(
+        p.opcode,
+        u::URMA_OPC_SEND | u::URMA_OPC_SEND_IMM | u::URMA_OPC_WRITE_IMM
+    );
+    if two_sided {
+        let target = p.tjetty.as_ref().map(|t| &t.target);
+        match target {
+            Some(Target::Remote { peer, .. }) => {
+                if local || owner.is_some_and(|o| !Arc::ptr_eq(o, peer)) {
+                    return Some(Err(u::URMA_CR_REM_ACCESS_ABORT_ERR));
+                }
+                owner = Some(peer);
+            }
+            _ if owner.is_some() => return Some(Err(u::URMA_CR_REM_ACCESS_ABORT_ERR)),
+            _ => {}
+        }
+    }
+    let o = owner?;
+    if local {
+        return Some(Err(u::URMA_CR_REM_ACCESS_ABORT_ERR));
+    }
+    Some(Ok(o.clone()))
+}
+
+fn ranges(v: &[Sge]) -> Vec<(u64, u64)> {
+    v.iter()
+        .filter(|e| e.len > 0)
+        .map(|e| (e.addr, u64::from(e.len)))
+        .collect()
+}
+
+fn pieces_of(v: &[Sge]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for e in v.iter().filter(|e| e.len > 0) {
+        let Some(AnySeg::Imported(i)) = &e.seg else {
+            continue;
+        };
+        Piece {
+            token_id: i.target.token_id,
+            token: i.token,
+            addr: e.addr,
+            len: u64::from(e.len),
+        }
+        .encode_into(&mut out);
+    }
+    out
+}
+
+/// Reads `n` bytes from `fd` into the ranges in order (or throws them away in no-copy mode).
+///
+/// # Safety
+/// Every range must be writable memory for the duration of the call.
+unsafe fn scatter(fd: RawFd, to: &[(u64, u64)], mut n: u64) -> bool {
+    COUNTERS.bytes_transferred.fetch_add(n, Ordering::Relaxed);
+    if knobs::NOCOPY.load(Ordering::Relaxed) {
+        return discard(fd, n);
+    }
+    let all = n;
+    for &(a, l) in to {
+        let k = l.min(n);
+        // SAFETY: the caller guarantees the range is writable; k <= its length.
+        if k > 0 && !unsafe { read_raw(fd, a as usize as *mut u8, k as usize) } {
+            return false;
+        }
+        n -= k;
+    }
+    COUNTERS.bytes_copied.fetch_add(all - n, Ordering::Relaxed);
+    n == 0 || discard(fd, n)
+}
+
+/// Sends a WR whose target is in another process; its send CR comes with the acknowledgement
+/// (or with "peer gone": `URMA_CR_ACK_TIMEOUT_ERR`).
+pub fn request(sq: &Arc<SendQ>, p: &Plan, peer: &Arc<Peer>, n: u64) {
+    let (target_kind, target_id) = match p.tjetty.as_ref().map(|t| &t.target) {
+        Some(Target::Remote { id, jfr, .. }) => (if *jfr { 2 } else { 1 }, *id),
+        _ => (0, 0),
+    };
+    let is_read = p.opcode == u::URMA_OPC_READ;
+    let (pieces, payload) = if is_read {
+        (pieces_of(&p.src), Vec::new())
+    } else {
+        (pieces_of(&p.dst), ranges(&p.src))
+    };
+    let h = Hdr {
+        kind: K_DATA,
+        opcode: p.opcode,
+        flags: p.flags,
+        src_uasid: sq.uasid,
+        src_id: sq.id,
+        src_jetty: u32::from(sq.is_jetty),
+        target_kind,
+        target_id,
+        ndst: (pieces.len() / PIECE_LEN) as u32,
+        imm: p.imm,
+        len: n,
+        ..Hdr::default()
+    };
+    let ticket = sq.order.ticket();
+    let (sq2, p2) = (sq.clone(), p.clone());
+    let done: peer::Done = Box::new(move |ack, fd| {
+        let (mut status, mut bytes, mut ok) = (u::URMA_CR_ACK_TIMEOUT_ERR, 0, true);
+        if let Some(a) = ack {
+            (status, bytes) = (a.status, a.len as u32);
+            if is_read && a.status == u::URMA_CR_SUCCESS {
+                // SAFETY: the local destination SGEs were checked against live registered
+                // segments, which the plan's Arcs pin; the application keeps the buffer until
+                // this WR's CR, as with a NIC.
+                ok = unsafe { scatter(fd, &ranges(&p2.dst), a.len) };
+                if !ok {
+                    (status, bytes) = (u::URMA_CR_ACK_TIMEOUT_ERR, 0);
+                }
+            }
+        }
+        let sq3 = sq2.clone();
+        sq2.order.complete(
+            ticket,
+            Box::new(move || finish_send(&sq3, &p2, status, bytes)),
+        );
+        ok
+    });
+    // SAFETY: the payload ranges are the WR's local source SGEs, checked against live
+    // registered segments (pinned by the plan's Arcs) before routing.
+    if let Err(done) = unsafe { peer.send(&h, &pieces, &payload, done) } {
+        done(None, -1);
+    }
+}
+
+// ---- responder ----
+
+fn ack(fd: RawFd, status: u32, len: u64) -> bool {
+    let h = Hdr {
+        kind: K_ACK,
+        status,
+        len,
+        ..Hdr::default()
+    };
+    write_all(fd, &h.encode())
+}
+
+/// Serves one connection from a requester process until it closes.
+pub fn serve(s: UnixStream) {
+    let fd = s.as_raw_fd();
+    while let Some(h) = read_hdr(fd) {
+        if h.ndst > MAX_PIECES {
+            break;
+        }
+        let mut raw = vec![0u8; h.ndst as usize * PIECE_LEN];
+        if !read_exact(fd, &mut raw) {
+            break;
+        }
+        let pieces: Vec<Piece> = raw.chunks(PIECE_LEN).map(Piece::decode).collect();
+        let ok = match h.kind {
+            K_IMPORT_SEG => answer_import_seg(fd, &h),
+            K_IMPORT_JETTY => answer_import_queue(fd, &h),
+            K_DATA => answer_data(fd, &h, &pieces),
+            _ => false,
+        };
+        if !ok {
+            break;
+        }
+    }
+    let _ = s.shutdown(std::net::Shutdown::Both);
+}
+
+fn token_ok(policy_checked: bool, expected: u32, h: &Hdr) -> bool {
+    !policy_checked || (h.token_given != 0 && h.token == expected)
+}
+
+fn find_seg(token_id: u32, addr: u64, len: u64) -> Option<Arc<Seg>> {
+    reg::with_reg(|r| {
+        r.segs_by_token_id.get(&token_id).and_then(|v| {
+            v.iter()
+                .find(|s| {
+                    addr >= s.va
+                        && u128::from(addr) + u128::from(len)
+                            <= u128::from(s.va) + u128::from(s.len)
+                })
+                .cloned()
+        })
+    })
+}
+
+fn answer_import_seg(fd: RawFd, h: &Hdr) -> bool {
+    let (status, access, policy, len) = match find_seg(h.a as u32, h.b, 0) {
+        Some(s) if s.va == h.b && h.c <= s.len => {
+            if token_ok(s.token_policy != u::URMA_TOKEN_NONE, s.token, h) {
+                (0, s.access, s.token_policy, s.len)
+            } else {
+                (2, 0, 0, 0)
+            }
+        }
+        _ => (1, 0, 0, 0),
+    };
+    let a = Hdr {
+        kind: K_ACK,
+        status,
+        a: u64::from(access),
+        b: u64::from(policy),
+        c: len,
+        ..Hdr::default()
+    };
+    write_all(fd, &a.encode())
+}
+
+fn local_target(kind: u32, id: u32) -> Option<Target> {
+    reg::with_reg(|r| match kind {
+        1 => r.jetty_by_id.get(&id).cloned().map(Target::Jetty),
+        2 => r.jfr_by_id.get(&id).cloned().map(Target::Jfr),
+        _ => None,
+    })
+}
+
+fn answer_import_queue(fd: RawFd, h: &Hdr) -> bool {
+    let status = match local_target(h.target_kind, h.target_id) {
+        Some(Target::Jetty(j)) => u32::from(!token_ok(j.token_checked, j.token, h)) * 2,
+        Some(Target::Jfr(j)) => u32::from(!token_ok(j.token_checked, j.token, h)) * 2,
+        _ => 1,
+    };
+    let a = Hdr {
+        kind: K_ACK,
+        status,
+        ..Hdr::default()
+    };
+    write_all(fd, &a.encode())
+}
+
+/// The local segments of a request's pieces, checked as the in-process provider checks an
+/// imported segment (alive, token, access, not LOCAL_ONLY, in bounds).
+fn resolve(pieces: &[Piece], access: u32) -> Option<Vec<(u64, u64)>> {
+    let mut out = Vec::with_capacity(pieces.len());
+    for pc in pieces {
+        let s = find_seg(pc.token_id, pc.addr, pc.len)?;
+        if !s.alive.load(Ordering::Acquire)
+            || (s.token_policy != u::URMA_TOKEN_NONE && pc.token != s.token)
+            || s.access & u::URMA_ACCESS_LOCAL_ONLY != 0
+            || s.access & access == 0
+        {
+            return None;
+        }
+        out.push((pc.addr, pc.len));
+    }
+    Some(out)
+}
+
+/// Waits (receiver-not-ready retry, up to this process's RNR timeout) for a recv WR on the
+/// target. `Err(status)` for the sender: target deleted or no recv WR in time; `Err(0)`: the
+/// requester is gone.
+fn wait_recv(end: &RecvEnd<'_>, t: &Target, fd: RawFd) -> Result<RecvWr, u32> {
+    let alive = || match t {
+        Target::Jetty(j) => j.alive.load(Ordering::Acquire),
+        Target::Jfr(r) => r.alive.load(Ordering::Acquire),
+        Target::Remote { .. } => false,
+    };
+    let to = knobs::RNR_TIMEOUT_MS.load(Ordering::Acquire);
+    let deadline = Instant::now() + Duration::from_millis(to);
+    let rq = end.rq;
+    let mut st = lock(&rq.q);
+    loop {
+        if !alive() {
+            return Err(u::URMA_CR_ACK_TIMEOUT_ERR);
+        }
+        if st.parked.is_empty() {
+            if let Some(w) = st.wrs.pop_front() {
+                return Ok(w);
+            }
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            COUNTERS.rnr_errors.fetch_add(1, Ordering::Relaxed);
+            return Err(u::URMA_CR_RNR_RETRY_CNT_EXC_ERR);
+        }
+        if peer::hung_up(fd) {
+            return Err(0);
+        }
+        rq.waiters.fetch_add(1, Ordering::AcqRel);
+        st = rq
+            .posted
+            .wait_timeout(st, (deadline - now).min(RECV_SLICE))
+            .map(|x| x.0)
+            .unwrap_or_else(|e| e.into_inner().0);
+        rq.waiters.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+fn answer_data(fd: RawFd, h: &Hdr, pieces: &[Piece]) -> bool {
+    let n = h.len;
+    match h.opcode {
+        u::URMA_OPC_WRITE => {
+            let _io = rlock(&peer::MEM_IO);
+            let Some(dst) = resolve(pieces, u::URMA_ACCESS_WRITE) else {
+                return discard(fd, n) && ack(fd, u::URMA_CR_REM_ACCESS_ABORT_ERR, 0);
+            };
+            // SAFETY: the ranges lie in live registered segments of this process, which
+            // cannot be unregistered while MEM_IO is read-held.
+            let landed = unsafe { scatter(fd, &dst, n) };
+            landed && ack(fd, u::URMA_CR_SUCCESS, n)
+        }
+        u::URMA_OPC_READ => {
+            let _io = rlock(&peer::MEM_IO);
+            let src = resolve(pieces, u::URMA_ACCESS_READ)
+                .filter(|v| v.iter().map(|r| r.1).sum::<u64>() >= n);
+            let Some(src) = src else {
+                return ack(fd, u::URMA_CR_REM_ACCESS_ABORT_ERR, 0);
+            };
+            if !ack(fd, u::URMA_CR_SUCCESS, n) {
+                return false;
+            }
+            let mut left = n;
+            for (a, l) in src {
+                let k = l.min(left);
+                // SAFETY: the range lies in a live registered segment (MEM_IO read-held).
+                if k > 0 && !unsafe { write_raw(fd, a as usize as *const u8, k as usize) } {
+                    return false;
+                }
+                left -= k;
+            }
+            true
+        }
+        u::URMA_OPC_WRITE_IMM | u::URMA_OPC_SEND | u::URMA_OPC_SEND_IMM => two_sided(fd, h, pieces),
+        _ => discard(fd, n) && ack(fd, u::URMA_CR_UNSUPPORTED_OPCODE_ERR, 0),
+    }
+}
+
+fn two_sided(fd: RawFd, h: &Hdr, pieces: &[Piece]) -> bool {
+    let n = h.len;
+    let write_imm = h.opcode == u::URMA_OPC_WRITE_IMM;
+    if write_imm && resolve(pieces, u::URMA_ACCESS_WRITE).is_none() {
+        return discard(fd, n) && ack(fd, u::URMA_CR_REM_ACCESS_ABORT_ERR, 0);
+    }
+    let Some(t) = local_target(h.target_kind, h.target_id) else {
+        return discard(fd, n) && ack(fd, u::URMA_CR_ACK_TIMEOUT_ERR, 0);
+    };
+    let Some(end) = recv_end(&t) else {
+        return discard(fd, n) && ack(fd, u::URMA_CR_ACK_TIMEOUT_ERR, 0);
+    };
+    let recv = match wait_recv(&end, &t, fd) {
+        Ok(w) => w,
+        Err(0) => return false,
+        Err(st) => return discard(fd, n) && ack(fd, st, 0),
+    };
+    let from = u::urma_jetty_id_t {
+        eid: crate::cobj::loopback_eid(),
+        uasid: h.src_uasid,
+        id: h.src_id,
+    };
+    let io = rlock(&peer::MEM_IO);
+    let dst = if write_imm {
+        resolve(pieces, u::URMA_ACCESS_WRITE).ok_or(u::URMA_CR_REM_ACCESS_ABORT_ERR)
+    } else if !check_sges(&recv.sges, false, 0) {
+        Err(u::URMA_CR_LOC_ACCESS_ERR)
+    } else if n > total(&recv.sges) {
+        Err(u::URMA_CR_LOC_LEN_ERR)
+    } else {
+        Ok(ranges(&recv.sges))
+    };
+    let dst = match dst {
+        Ok(d) => d,
+        Err(u::URMA_CR_REM_ACCESS_ABORT_ERR) => {
+            // The segment died while we waited: the recv WR stays posted.
+            lock(&end.rq.q).wrs.push_front(recv);
+            drop(io);
+            return discard(fd, n) && ack(fd, u::URMA_CR_REM_ACCESS_ABORT_ERR, 0);
+        }
+        Err(rst) => {
+            drop(io);
+            recv_cr(&end, &recv, rst, n, h.opcode, h.imm, h.flags, from);
+            return discard(fd, n) && ack(fd, u::URMA_CR_REM_OPERATION_ERR, 0);
+        }
+    };
+    // SAFETY: the ranges lie in live registered segments of this process (MEM_IO read-held).
+    if !unsafe { scatter(fd, &dst, n) } {
+        // The requester died mid-message: nothing was delivered, the recv WR stays posted.
+        lock(&end.rq.q).wrs.push_front(recv);
+        return false;
+    }
+    drop(io);
+    recv_cr(
+        &end,
+        &recv,
+        u::URMA_CR_SUCCESS,
+        n,
+        h.opcode,
+        h.imm,
+        h.flags,
+        from,
+    );
+    ack(fd, u::URMA_CR_SUCCESS, n)
+}
+
+// ---- imports (the importing process's side) ----
+
+/// What the owner said about a segment imported from it.
+pub struct RemoteSeg {
+    pub peer: Arc<Peer>,
+    pub access: u32,
+    pub token_policy: u32,
+    pub len: u64,
+}
+
+/// Asks process `uasid` for its segment (`token_id`, `va`, at least `len` bytes), presenting
+/// `token`. `None`: no such process or segment, or a wrong token.
+pub fn import_seg(
+    uasid: u32,
+    token_id: u32,
+    va: u64,
+    len: u64,
+    token: Option<u32>,
+) -> Option<RemoteSeg> {
+    let p = peer::peer(uasid)?;
+    let a = p.rpc(&Hdr {
+        kind: K_IMPORT_SEG,
+        a: u64::from(token_id),
+        b: va,
+        c: len,
+        token: token.unwrap_or(0),
+        token_given: u32::from(token.is_some()),
+        ..Hdr::default()
+    })?;
+    (a.status == 0).then(|| RemoteSeg {
+        peer: p,
+        access: a.a as u32,
+        token_policy: a.b as u32,
+        len: a.c,
+    })
+}
+
+/// Asks process `uasid` for its jetty (`jfr` false) or JFR `id`, presenting `token`.
+pub fn import_queue(uasid: u32, id: u32, jfr: bool, token: Option<u32>) -> Option<Target> {
+    let p = peer::peer(uasid)?;
+    let a = p.rpc(&Hdr {
+        kind: K_IMPORT_JETTY,
+        target_kind: if jfr { 2 } else { 1 },
+        target_id: id,
+        token: token.unwrap_or(0),
+        token_given: u32::from(token.is_some()),
+        ..Hdr::default()
+    })?;
+    (a.status == 0).then_some(Target::Remote { peer: p, id, jfr })
+}

@@ -1,0 +1,436 @@
+//! Two processes on one host share `loopback0`: the test process and a copy of this test binary
+//! re-executed as a child (`child_process_entry` with `XPROC_ROLE` set). They exchange their ids
+//! over the child's stdin/stdout, as applications exchange them out of band.
+#![allow(clippy::field_reassign_with_default)]
+
+mod common;
+use common::*;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const T: Duration = Duration::from_secs(10);
+/// The documented bound for a dead peer's outstanding WRs to fail.
+const DEATH_BOUND: Duration = Duration::from_millis(100);
+
+fn pattern(i: usize) -> u8 {
+    (i * 7 + 3) as u8
+}
+
+/// A child process running one role of this binary.
+struct Peer {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Peer {
+    fn spawn(role: &str, knobs: &str) -> Peer {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "child_process_entry", "--nocapture"])
+            .env("XPROC_ROLE", role)
+            .env("URMA_LOOPBACK_KNOBS", knobs)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn the child test process");
+        let out = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(out).lines().map_while(Result::ok) {
+                if let Some(rest) = l.strip_prefix("XPROC ") {
+                    if tx.send(rest.to_string()).is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        Peer { child, lines }
+    }
+
+    fn say(&mut self, line: &str) {
+        let i = self.child.stdin.as_mut().unwrap();
+        writeln!(i, "{line}").unwrap();
+        i.flush().unwrap();
+    }
+
+    /// The child's next message, as numbers (bounded wait).
+    fn hear(&self) -> Vec<u64> {
+        let l = self
+            .lines
+            .recv_timeout(T)
+            .expect("the child answered in time");
+        l.split_whitespace().map(|w| w.parse().unwrap()).collect()
+    }
+
+    fn finish(mut self) {
+        drop(self.child.stdin.take());
+        let st = self.child.wait().unwrap();
+        assert!(st.success(), "the child failed: {st}");
+    }
+}
+
+fn say_out(v: &[u64]) {
+    let s: Vec<String> = v.iter().map(|x| x.to_string()).collect();
+    println!("XPROC {}", s.join(" "));
+}
+
+fn hear_in() -> Vec<u64> {
+    let mut l = String::new();
+    std::io::stdin().read_line(&mut l).unwrap();
+    l.split_whitespace().map(|w| w.parse().unwrap()).collect()
+}
+
+/// What a process publishes about its segment: ubva (uasid, va), length, token id.
+fn seg_info(s: &Seg) -> [u64; 4] {
+    // SAFETY: s.tseg is a live registered segment handle.
+    let g = unsafe { (*s.tseg).seg };
+    [
+        u64::from(g.ubva.uasid),
+        g.ubva.va,
+        g.len,
+        u64::from(g.token_id),
+    ]
+}
+
+fn import_seg_from(info: &[u64], token: u32) -> *mut u::urma_target_seg_t {
+    let mut g = u::urma_seg_t::default();
+    g.ubva.eid = testkit_eid();
+    g.ubva.uasid = info[0] as u32;
+    g.ubva.va = info[1];
+    g.len = info[2];
+    g.token_id = info[3] as u32;
+    g.attr.value = u::URMA_TOKEN_PLAIN_TEXT;
+    let mut t = u::urma_token_t { token };
+    // SAFETY: g and t are locals alive for the call; the loopback copies them.
+    unsafe { u::urma_import_seg(lb().ctx, &mut g, &mut t, 0, Default::default()) }
+}
+
+fn testkit_eid() -> u::urma_eid_t {
+    // SAFETY: lb().ctx is the live fixture context.
+    unsafe { (*lb().ctx).eid }
+}
+
+fn import_jetty_from(uasid: u64, id: u64, token: u32) -> *mut u::urma_target_jetty_t {
+    let mut r: u::urma_rjetty_t = Default::default();
+    r.jetty_id.eid = testkit_eid();
+    r.jetty_id.uasid = uasid as u32;
+    r.jetty_id.id = id as u32;
+    r.type_ = u::URMA_JETTY;
+    r.trans_mode = u::URMA_TM_RM;
+    let mut t = u::urma_token_t { token };
+    // SAFETY: r and t are locals alive for the call.
+    unsafe { u::urma_import_jetty(lb().ctx, &mut r, &mut t) }
+}
+
+fn my_uasid() -> u64 {
+    // SAFETY: lb().ctx is the live fixture context.
+    u64::from(unsafe { (*lb().ctx).uasid })
+}
+
+/// Entry of the child processes (does nothing unless started by a test below with
+/// `XPROC_ROLE`).
+#[test]
+fn child_process_entry() {
+    match std::env::var("XPROC_ROLE").as_deref() {
+        Ok("sender") => sender_child(),
+        Ok("target") => target_child(),
+        _ => {}
+    }
+}
+
+/// Imports the parent's segment and jetty, then WRITE, SEND_IMM, WRITE_IMM, SEND to them.
+fn sender_child() {
+    let _g = serial();
+    let p = hear_in(); // parent: seg info (4), jetty uasid, jetty id
+    let (seg, juasid, jid) = (&p[0..4], p[4], p[5]);
+    assert!(
+        import_seg_from(seg, TOKEN ^ 1).is_null(),
+        "a wrong token is refused by the owner"
+    );
+    assert!(import_jetty_from(juasid, jid, TOKEN ^ 1).is_null());
+    assert!(
+        import_jetty_from(juasid, jid + 1000, TOKEN).is_null(),
+        "no such jetty in that process"
+    );
+    let rseg = import_seg_from(seg, TOKEN);
+    assert!(!rseg.is_null());
+    let tj = import_jetty_from(juasid, jid, TOKEN);
+    assert!(!tj.is_null());
+    let mut src = Seg::rw(16384);
+    src.buf
+        .iter_mut()
+        .enumerate()
+        .for_each(|(i, b)| *b = pattern(i));
+    // SAFETY: the fixture context is live; the handles are checked by the helpers.
+    let (jfc, jfs) = unsafe {
+        let c = jfc(64, std::ptr::null_mut());
+        (c, jfs(c))
+    };
+    let base = seg[1];
+    // WRITE 4000 bytes at +100.
+    let mut s = sge(src.addr(), 4000, src.tseg);
+    let mut d = sge(base + 100, 4000, rseg);
+    let mut wr = rw_wr(u::URMA_OPC_WRITE, &mut s, &mut d, tj, 1, true);
+    assert_eq!(post(jfs, &mut wr).0, 0);
+    // SEND_IMM 100 bytes from src+4000.
+    let mut s2 = sge(src.addr() + 4000, 100, src.tseg);
+    let mut wr = send_wr(u::URMA_OPC_SEND_IMM, Some(&mut s2), tj, 2, 0xabc, true);
+    assert_eq!(post(jfs, &mut wr).0, 0);
+    // WRITE_IMM 512 bytes at +8192 with notify data.
+    let mut s3 = sge(src.addr() + 5000, 512, src.tseg);
+    let mut d3 = sge(base + 8192, 512, rseg);
+    let mut wr = rw_wr(u::URMA_OPC_WRITE_IMM, &mut s3, &mut d3, tj, 3, true);
+    wr.__bindgen_anon_1.rw.notify_data = 0x77;
+    assert_eq!(post(jfs, &mut wr).0, 0);
+    // SEND 50 bytes.
+    let mut s4 = sge(src.addr() + 6000, 50, src.tseg);
+    let mut wr = send_wr(u::URMA_OPC_SEND, Some(&mut s4), tj, 4, 0, true);
+    assert_eq!(post(jfs, &mut wr).0, 0);
+    // WRITE past the end of the remote segment: the owner refuses it.
+    let mut s5 = sge(src.addr(), 64, src.tseg);
+    let mut d5 = sge(base + seg[2] - 32, 64, rseg);
+    let mut wr = rw_wr(u::URMA_OPC_WRITE, &mut s5, &mut d5, tj, 5, true);
+    assert_eq!(post(jfs, &mut wr).0, 0);
+    // READ 256 bytes back from +100 (what the WRITE put there).
+    let mut d6 = sge(src.addr() + 8192, 256, src.tseg);
+    let mut s6 = sge(base + 100, 256, rseg);
+    let mut wr = rw_wr(
+        u::URMA_OPC_READ,
+        &mut s6,
+        &mut d6,
+        std::ptr::null_mut(),
+        6,
+        true,
+    );
+    assert_eq!(post(jfs, &mut wr).0, 0);
+
+    let crs = poll_n(jfc, 6, T);
+    let got: Vec<(u64, u32, u32)> = crs
+        .iter()
+        .map(|c| (c.user_ctx, c.status, c.completion_len))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (1, u::URMA_CR_SUCCESS, 4000),
+            (2, u::URMA_CR_SUCCESS, 100),
+            (3, u::URMA_CR_SUCCESS, 512),
+            (4, u::URMA_CR_SUCCESS, 50),
+            (5, u::URMA_CR_REM_ACCESS_ABORT_ERR, 0),
+            (6, u::URMA_CR_SUCCESS, 256),
+        ],
+        "send CRs in post order, with the owner's statuses"
+    );
+    assert!(
+        src.buf[8192..8192 + 256]
+            .iter()
+            .enumerate()
+            .all(|(i, &b)| b == pattern(i)),
+        "READ brought the written bytes back"
+    );
+    // SAFETY: the jfs handle is live.
+    say_out(&[my_uasid(), u64::from(unsafe { (*jfs).jfs_id.id })]);
+    let _ = hear_in(); // wait until the parent checked, then leave (stdin closes)
+                       // SAFETY: handles created above, deleted once.
+    unsafe {
+        assert_eq!(u::urma_unimport_jetty(tj), 0);
+        assert_eq!(u::urma_unimport_seg(rseg), 0);
+        assert_eq!(u::urma_delete_jfs(jfs), 0);
+        assert_eq!(u::urma_delete_jfc(jfc), 0);
+    }
+}
+
+#[test]
+fn two_processes_write_send_imm_write_imm_send_with_crs_on_both_sides() {
+    let _g = serial();
+    // SAFETY: the fixture context is live; every handle is checked by the helpers.
+    let (rjfc, rjetty) = unsafe {
+        let c = jfc(64, std::ptr::null_mut());
+        (c, jetty(c, 16))
+    };
+    let dst = Seg::rw(64 * 1024);
+    let rbuf = Seg::rw(4096);
+    for k in 0..3u64 {
+        let off = (k * 1024) as usize;
+        let mut s = sge(rbuf.addr() + off as u64, 1024, rbuf.tseg);
+        let mut wr = u::urma_jfr_wr_t {
+            user_ctx: 100 + k,
+            ..Default::default()
+        };
+        wr.src = u::urma_sg_t {
+            sge: &mut s,
+            num_sge: 1,
+        };
+        let mut bad = std::ptr::null_mut();
+        // SAFETY: wr, s, bad are locals alive for the call; rjetty is live.
+        let r = unsafe { u::urma_post_jetty_recv_wr(rjetty, &mut wr, &mut bad) };
+        assert_eq!(r, 0);
+    }
+    // SAFETY: a control call with a plain value.
+    unsafe { (ctl().trace_capture)(true) };
+    let mut child = Peer::spawn("sender", "");
+    let mut msg = seg_info(&dst).to_vec();
+    // SAFETY: rjetty is live.
+    let jid = unsafe { (*rjetty).jetty_id };
+    assert_eq!(u64::from(jid.uasid), my_uasid());
+    msg.extend([u64::from(jid.uasid), u64::from(jid.id)]);
+    child.say(
+        &msg.iter()
+            .map(|x| x.to_string())
+            .collect::<Vec<_>>()
+            .join(" "),
+    );
+    let who = child.hear(); // child uasid, child jfs id
+    assert_ne!(who[0], my_uasid(), "each process has its own uasid");
+    let crs = poll_n(rjfc, 3, T);
+    assert_eq!(crs.len(), 3, "three recv CRs in this process");
+    let kinds: Vec<(u32, u64, u64, u32)> = crs
+        .iter()
+        .map(|c| (c.opcode, c.user_ctx, imm(c), c.completion_len))
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            (u::URMA_CR_OPC_SEND_WITH_IMM, 100, 0xabc, 100),
+            (u::URMA_CR_OPC_WRITE_WITH_IMM, 101, 0x77, 512),
+            (u::URMA_CR_OPC_SEND, 102, 0, 50),
+        ]
+    );
+    for c in &crs {
+        assert_eq!(c.status, u::URMA_CR_SUCCESS);
+        assert_eq!(s_r(c), 1);
+        assert_eq!(jetty_bit(c), 1);
+        assert_eq!(c.local_id, jid.id);
+        assert_eq!(
+            (u64::from(c.remote_id.uasid), u64::from(c.remote_id.id)),
+            (who[0], who[1]),
+            "remote_id names the sending process and its JFS"
+        );
+    }
+    let d = &dst.buf;
+    assert!((0..4000).all(|i| d[100 + i] == pattern(i)), "WRITE landed");
+    assert!(
+        (0..512).all(|i| d[8192 + i] == pattern(5000 + i)),
+        "WRITE_IMM landed"
+    );
+    assert!(d[..100].iter().all(|&b| b == 0) && d[4100..8192].iter().all(|&b| b == 0));
+    let r = &rbuf.buf;
+    assert!(
+        (0..100).all(|i| r[i] == pattern(4000 + i)),
+        "SEND_IMM payload"
+    );
+    assert!(
+        r[1024..2048].iter().all(|&b| b == 0),
+        "WRITE_IMM consumed a recv WR, no data in it"
+    );
+    assert!(
+        (0..50).all(|i| r[2048 + i] == pattern(6000 + i)),
+        "SEND payload"
+    );
+    assert!(
+        poll(rjfc, 4).is_empty(),
+        "no CR for WRITE/READ at the target"
+    );
+    let c = counters();
+    assert_eq!(
+        c.bytes_copied,
+        4000 + 100 + 512 + 50,
+        "the bytes written into this process's registered memory (the READ counts in the child)"
+    );
+    let lines = trace_take();
+    let cr_lines: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.contains("\"ev\":\"cr\""))
+        .collect();
+    assert_eq!(cr_lines.len(), 3, "{lines:?}");
+    let sender = format!("\"remote\":\"uasid{}:{}\"", who[0], who[1]);
+    assert!(
+        cr_lines.iter().all(|l| l.contains(&sender)),
+        "a sender in another process is named by uasid and id: {cr_lines:?}"
+    );
+    child.say("0");
+    child.finish();
+    // SAFETY: handles created above, deleted once.
+    unsafe {
+        assert_eq!(u::urma_delete_jetty(rjetty), 0);
+        assert_eq!(u::urma_delete_jfc(rjfc), 0);
+    }
+}
+
+/// Registers a jetty with no recv WR and a segment, publishes them and waits to be killed.
+fn target_child() {
+    let _g = serial();
+    // SAFETY: the fixture context is live.
+    let (c, j) = unsafe {
+        let c = jfc(64, std::ptr::null_mut());
+        (c, jetty(c, 16))
+    };
+    let s = Seg::rw(4096);
+    let mut m = seg_info(&s).to_vec();
+    // SAFETY: j is live.
+    m.push(u64::from(unsafe { (*j).jetty_id.id }));
+    say_out(&m);
+    let _ = hear_in(); // blocks until killed
+    let _ = (c, s);
+}
+
+#[test]
+fn a_killed_peer_fails_outstanding_wrs_within_the_bound() {
+    let _g = serial();
+    let mut child = Peer::spawn("target", "rnr_timeout_ms=60000");
+    let m = child.hear();
+    let (seg, jid) = (&m[0..4], m[4]);
+    let rseg = import_seg_from(seg, TOKEN);
+    let tj = import_jetty_from(seg[0], jid, TOKEN);
+    assert!(!rseg.is_null() && !tj.is_null());
+    // SAFETY: the fixture context is live.
+    let (jfc, jfs) = unsafe {
+        let c = jfc(64, std::ptr::null_mut());
+        (c, jfs(c))
+    };
+    let src = Seg::rw(4096);
+    // A SEND the target keeps waiting for a recv WR (its RNR timeout is 60 s).
+    let mut s = sge(src.addr(), 64, src.tseg);
+    let mut wr = send_wr(u::URMA_OPC_SEND, Some(&mut s), tj, 1, 0, true);
+    assert_eq!(post(jfs, &mut wr).0, 0);
+    assert!(poll(jfc, 1).is_empty(), "outstanding at the peer");
+    child.child.kill().unwrap(); // SIGKILL
+    let t0 = Instant::now();
+    let crs = poll_n(jfc, 1, T);
+    let took = t0.elapsed();
+    child.child.wait().unwrap();
+    assert_eq!(crs.len(), 1);
+    assert_eq!(crs[0].user_ctx, 1);
+    assert_eq!(crs[0].status, u::URMA_CR_ACK_TIMEOUT_ERR);
+    println!("peer death to error CR: {took:?}");
+    assert!(took < DEATH_BOUND, "took {took:?}");
+    // Later WRs to the dead process fail at once, WRITE and SEND alike.
+    let mut d = sge(seg[1], 64, rseg);
+    let mut s2 = sge(src.addr(), 64, src.tseg);
+    let mut wr = rw_wr(u::URMA_OPC_WRITE, &mut s2, &mut d, tj, 2, true);
+    assert_eq!(post(jfs, &mut wr).0, 0);
+    let mut s3 = sge(src.addr(), 8, src.tseg);
+    let mut wr = send_wr(u::URMA_OPC_SEND_IMM, Some(&mut s3), tj, 3, 9, false);
+    assert_eq!(post(jfs, &mut wr).0, 0);
+    let crs = poll_n(jfc, 2, T);
+    let got: Vec<(u64, u32)> = crs.iter().map(|c| (c.user_ctx, c.status)).collect();
+    assert_eq!(
+        got,
+        vec![
+            (2, u::URMA_CR_ACK_TIMEOUT_ERR),
+            (3, u::URMA_CR_ACK_TIMEOUT_ERR)
+        ]
+    );
+    assert!(
+        import_seg_from(seg, TOKEN).is_null(),
+        "nothing to import from a dead process"
+    );
+    // SAFETY: handles created above, released once.
+    unsafe {
+        assert_eq!(u::urma_unimport_jetty(tj), 0);
+        assert_eq!(u::urma_unimport_seg(rseg), 0);
+        assert_eq!(u::urma_delete_jfs(jfs), 0);
+        assert_eq!(u::urma_delete_jfc(jfc), 0);
+    }
+}
