@@ -201,6 +201,26 @@ fn at_poll_key(key: String, raw: &Value) -> String {
     format!("{key}/{sub}")
 }
 
+/// `uasid<n>:<id>` (an object of another process, as the loopback names it) -> `peer:<id>`.
+fn peer_names(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some(i) = rest.find("uasid") {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 5..];
+        let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+        if digits > 0 && after[digits..].starts_with(':') {
+            out.push_str("peer:");
+            rest = &after[digits + 1..];
+        } else {
+            out.push_str("uasid");
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Normalises a raw trace. `lib_names` maps log slots to section names.
 pub fn normalise(events: &[Value], lib_names: &[(u64, &str)]) -> Normalised {
     let mut n = Normalised::default();
@@ -232,10 +252,22 @@ pub fn normalise(events: &[Value], lib_names: &[(u64, &str)]) -> Normalised {
             "urma" => {
                 if let Some(raw) = e.get("raw") {
                     if let Some((key, line)) = urma_line(raw) {
-                        let key = if e.get("at_poll") == Some(&Value::Bool(true)) {
+                        // Across processes a WR's CR comes with the peer's acknowledgement,
+                        // after later posts of the same queue or before them: as for the
+                        // layer's lines, posts and CRs are streams of their own.
+                        let key = if e.get("at_poll") == Some(&Value::Bool(true))
+                            || e.get("proc").is_some()
+                        {
                             at_poll_key(key, raw)
                         } else {
                             key
+                        };
+                        // The other process's objects are named by its uasid, which the
+                        // provider hands out per run.
+                        let line = if e.get("proc").is_some() {
+                            peer_names(&line)
+                        } else {
+                            line
                         };
                         streams.entry((sec("urma"), key)).or_default().push(line);
                     }
@@ -338,6 +370,14 @@ mod tests {
         assert_eq!(k, "req:0xabcde12345");
         assert!(!l.contains("uctx"));
         assert!(urma_line(&json!({"ev":"poll"})).is_none());
+    }
+
+    #[test]
+    fn other_processes_objects_lose_their_uasid() {
+        assert_eq!(
+            peer_names("local=jetty1 remote=uasid3:2 x=uasid q=uasid7"),
+            "local=jetty1 remote=peer:2 x=uasid q=uasid7"
+        );
     }
 
     #[test]
