@@ -873,6 +873,9 @@ pub fn judge_peer_death(pr: &PairRun) -> Result<(Duration, u64), String> {
     Ok((lat, ret))
 }
 
+/// A peer-death run of one library: Ok((verdict word, detail)) or Err(why: FAIL or NOT RUN).
+type DeathResult = Result<(String, String), String>;
+
 /// One cell of the interop matrix with both columns.
 #[derive(Debug, Clone)]
 pub struct Cell2 {
@@ -1010,7 +1013,7 @@ pub fn run(opts: &report::Options) -> i32 {
         print!("{}", render(&cells));
     }
     // Peer death, each library sending to itself.
-    let mut deaths: Vec<(String, Result<(String, String), String>)> = Vec::new();
+    let mut deaths: Vec<(String, DeathResult)> = Vec::new();
     if wanted("peer-death") {
         if let Some(p) = all.iter().find(|p| matches!(p.kind, PlanKind::PeerDeath)) {
             for l in [&c, &r] {
@@ -1137,7 +1140,7 @@ pub fn render(cells: &[Cell2]) -> String {
 fn render_md(
     outcomes: &[report::Outcome],
     cells: &[Cell2],
-    deaths: &[(String, Result<(String, String), String>)],
+    deaths: &[(String, DeathResult)],
     not_run: &[String],
     secs: f64,
 ) -> String {
