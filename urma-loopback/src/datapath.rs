@@ -19,16 +19,17 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use urma_sys as u;
-use urma_sys::flags;
 
+pub use crate::complete::emit_cr;
+use crate::complete::{check_sges, finish_send, recv_cr, recv_end, total, RecvEnd};
 use crate::engine::{Batch, Engine};
-use crate::knobs::{self, Fate};
+use crate::knobs;
 use crate::objects::{Parked, Plan, RecvPost, RecvQ, RecvWr, Sge, SgeList};
 use crate::queues::Jfc;
-use crate::registry::{get_any_seg, get_tjetty, AnySeg, Seg, SendQ, TJetty, Target};
+use crate::registry::{get_any_seg, get_tjetty, AnySeg, SendQ, TJetty};
 use crate::stats::COUNTERS;
 use crate::trace;
-use crate::util::{lock, zeroed};
+use crate::util::lock;
 
 fn is_rw(op: u32) -> bool {
     matches!(
@@ -321,39 +322,6 @@ fn trace_post_raw(sq: &SendQ, w: &u::urma_jfs_wr_t, wflags: u32, ret: i32) {
     ));
 }
 
-/// Checks SGEs against their segments. `remote` = the SGEs address imported segments and need
-/// `access` (URMA_ACCESS_READ / _WRITE); local SGEs must address registered segments.
-pub(crate) fn check_sges(v: &[Sge], remote: bool, access: u32) -> bool {
-    v.iter().all(|e| {
-        let Some(s) = &e.seg else { return e.len == 0 };
-        if e.len == 0 {
-            return true;
-        }
-        let seg: &Arc<Seg> = s.seg();
-        if !seg.alive.load(Ordering::Acquire) {
-            return false;
-        }
-        match (s, remote) {
-            (AnySeg::Local(_), false) => {}
-            (AnySeg::Imported(i), true) => {
-                if seg.token_policy != u::URMA_TOKEN_NONE && i.token != seg.token {
-                    return false;
-                }
-                if seg.access & u::URMA_ACCESS_LOCAL_ONLY != 0 || seg.access & access == 0 {
-                    return false;
-                }
-            }
-            _ => return false,
-        }
-        let end = e.addr as u128 + e.len as u128;
-        e.addr >= seg.va && end <= seg.va as u128 + seg.len as u128
-    })
-}
-
-pub(crate) fn total(v: &[Sge]) -> u64 {
-    v.iter().map(|e| e.len as u64).sum()
-}
-
 /// Copies `n` bytes from the `src` SGE list to the `dst` SGE list (memmove semantics per piece).
 fn sg_copy(src: &[Sge], dst: &[Sge], n: u64) {
     COUNTERS.bytes_transferred.fetch_add(n, Ordering::Relaxed);
@@ -391,36 +359,6 @@ fn sg_copy(src: &[Sge], dst: &[Sge], n: u64) {
         }
     }
     COUNTERS.bytes_copied.fetch_add(n - left, Ordering::Relaxed);
-}
-
-/// Information about the receiving end of a two-sided operation.
-pub(crate) struct RecvEnd<'a> {
-    pub id: u32,
-    pub is_jetty: bool,
-    pub obj: usize,
-    pub rq: &'a Arc<RecvQ>,
-    pub alive: bool,
-}
-
-/// The receiving end of a local target (`None`: the target is in another process).
-pub(crate) fn recv_end(t: &Target) -> Option<RecvEnd<'_>> {
-    Some(match t {
-        Target::Jetty(j) => RecvEnd {
-            id: j.sq.id,
-            is_jetty: true,
-            obj: j.c.key(),
-            rq: &j.rq,
-            alive: j.alive.load(Ordering::Acquire),
-        },
-        Target::Jfr(r) => RecvEnd {
-            id: r.id,
-            is_jetty: false,
-            obj: r.c.key(),
-            rq: &r.rq,
-            alive: r.alive.load(Ordering::Acquire),
-        },
-        Target::Remote { .. } => return None,
-    })
 }
 
 fn execute(sq: &Arc<SendQ>, p: &Plan, injected: Option<u32>) {
@@ -503,26 +441,6 @@ fn execute(sq: &Arc<SendQ>, p: &Plan, injected: Option<u32>) {
         let (sq2, p2) = (Arc::clone(sq), p.clone());
         sq.order
             .local(move || finish_send(&sq2, &p2, status, bytes));
-    }
-}
-
-/// Generates the send-side CR of a WR whose execution ended with `status`.
-pub(crate) fn finish_send(sq: &SendQ, p: &Plan, status: u32, mut bytes: u32) {
-    if status != u::URMA_CR_SUCCESS {
-        bytes = 0;
-    }
-    if status != u::URMA_CR_SUCCESS || p.flags & flags::JFS_WR_FLAG_COMPLETE_ENABLE != 0 {
-        let mut cr: u::urma_cr_t = zeroed();
-        cr.status = status;
-        cr.user_ctx = p.user_ctx;
-        // Send CRs carry opcode 0 (URMA_CR_OPC_SEND) deterministically: the field is
-        // meaningless on the send side.
-        cr.opcode = u::URMA_CR_OPC_SEND;
-        cr.flag.value = if sq.is_jetty { flags::CR_FLAG_JETTY } else { 0 };
-        cr.completion_len = bytes;
-        cr.local_id = sq.id;
-        cr.user_data = sq.obj_addr;
-        emit_cr(&sq.jfc, cr, false);
     }
 }
 
@@ -671,75 +589,6 @@ fn complete_recv(sq: &SendQ, p: &Plan, end: &RecvEnd<'_>, recv: RecvWr, n: u64) 
         u::URMA_CR_SUCCESS
     } else {
         u::URMA_CR_REM_OPERATION_ERR
-    }
-}
-
-/// Emits the recv CR of a two-sided message (`opcode`, `imm`, `flags` of the sender's WR) that
-/// consumed `recv` with `rstatus`; `from` is the sending JFS/jetty.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn recv_cr(
-    end: &RecvEnd<'_>,
-    recv: &RecvWr,
-    rstatus: u32,
-    n: u64,
-    opcode: u32,
-    imm: u64,
-    wflags: u32,
-    from: u::urma_jetty_id_t,
-) {
-    let mut cr: u::urma_cr_t = zeroed();
-    cr.status = rstatus;
-    cr.user_ctx = recv.user_ctx;
-    cr.opcode = match opcode {
-        u::URMA_OPC_SEND => u::URMA_CR_OPC_SEND,
-        u::URMA_OPC_SEND_IMM => u::URMA_CR_OPC_SEND_WITH_IMM,
-        _ => u::URMA_CR_OPC_WRITE_WITH_IMM,
-    };
-    cr.flag.value = flags::CR_FLAG_S_R
-        | if end.is_jetty {
-            flags::CR_FLAG_JETTY
-        } else {
-            0
-        };
-    cr.completion_len = if rstatus == u::URMA_CR_SUCCESS {
-        n as u32
-    } else {
-        0
-    };
-    cr.local_id = end.id;
-    cr.remote_id = from;
-    cr.__bindgen_anon_1.imm_data = if opcode == u::URMA_OPC_SEND { 0 } else { imm };
-    cr.user_data = end.obj;
-    let solicited = wflags & flags::JFS_WR_FLAG_SOLICITED_ENABLE != 0;
-    emit_cr(&end.rq.jfc, cr, solicited);
-}
-
-/// Generates one CR: counters, drop/dup knobs, trace, then delivery (hold/delay aware).
-pub fn emit_cr(jfc: &Arc<Jfc>, cr: u::urma_cr_t, solicited: bool) {
-    let nth = knobs::CR_SEQ.fetch_add(1, Ordering::Relaxed) + 1;
-    COUNTERS.crs_generated.fetch_add(1, Ordering::Relaxed);
-    if cr.status != u::URMA_CR_SUCCESS {
-        COUNTERS.crs_error.fetch_add(1, Ordering::Relaxed);
-    }
-    let fate = knobs::cr_fate(nth);
-    if trace::enabled() {
-        trace::emit(format!(
-            "{{\"ev\":\"cr\",\"jfc\":{},{},\"fate\":{}}}",
-            trace::s(&jfc.name),
-            trace::cr_fields(&cr),
-            trace::s(fate.as_str())
-        ));
-    }
-    match fate {
-        Fate::Drop => {
-            COUNTERS.crs_dropped.fetch_add(1, Ordering::Relaxed);
-        }
-        Fate::Deliver => crate::hold::deliver(jfc, cr, solicited),
-        Fate::Dup => {
-            COUNTERS.crs_duplicated.fetch_add(1, Ordering::Relaxed);
-            crate::hold::deliver(jfc, cr, solicited);
-            crate::hold::deliver(jfc, cr, solicited);
-        }
     }
 }
 

@@ -1,20 +1,23 @@
 //! Software loopback URMA provider.
 //!
 //! This crate builds `liburma.so` (SONAME `liburma.so.0`), a drop-in replacement for the openEuler
-//! UMDK `liburma` that keeps every object inside the current process. It exports the 49 URMA
+//! UMDK `liburma`. Objects live in the process that created them; processes of one host share
+//! the device and reach each other's objects through [`peer`] and [`xproc`]. It exports the 49 URMA
 //! functions of the URMA ABI (urma-sys, `tests/data/urma_abi_*.json`) with the real prototypes and C layouts (types from `urma-sys`), plus
 //! a test-control API (`urma_loopback_*`, declared in `include/urma_loopback.h`).
 //!
 //! Design (see `docs/loopback.md` for the user view and the layer table); each module uses only
 //! modules listed before it:
 //! * floor: [`util`], [`stats`] (counters), [`knobs`] (every tunable), [`trace`], [`cobj`] (C
-//!   allocation owner, context), [`events`] (async events);
+//!   allocation owner, context), [`events`] (async events), [`engine`] (the DMA engine),
+//!   [`peer`] (the transport between processes);
 //! * [`queues`]: JFC completion queues and JFCE event channels (eventfd);
 //! * [`objects`]: the state behind each handle, the receive queues and the WR types they carry;
 //!   [`hold`]: held and delayed CRs;
 //! * [`registry`]: every object handed to C is a real allocation with the real C layout; its
 //!   private state lives in a process-wide registry keyed by the object's address. Every handle
 //!   argument is looked up there first, so unknown or deleted handles give an error, not a crash;
+//! * [`complete`]: SGE checks and CR generation; [`xproc`]: work requests between processes;
 //! * [`datapath`]: posting and executing work requests;
 //! * [`api`] (the URMA exports, one file per object family) and [`ctl`] (the control exports, a
 //!   thin shim; types from `urma-loopback-ctl`).
@@ -27,6 +30,7 @@
 
 pub mod api;
 pub mod cobj;
+pub mod complete;
 pub mod ctl;
 pub mod datapath;
 pub mod engine;

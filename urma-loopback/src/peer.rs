@@ -37,7 +37,7 @@ pub const K_ACK: u32 = 4;
 /// Highest slot number (uasid) handed out.
 const MAX_SLOT: u32 = 4096;
 /// Longest wait of an import for the owner's answer.
-const RPC_TIMEOUT: Duration = Duration::from_secs(5);
+pub const RPC_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The fixed message header (little-endian on the wire, [`HDR_LEN`] bytes).
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
@@ -246,6 +246,26 @@ pub fn read_hdr(fd: RawFd) -> Option<Hdr> {
     read_exact(fd, &mut b).then(|| Hdr::decode(&b))
 }
 
+/// Socket buffer size asked for on every connection (the kernel caps it at `wmem_max` /
+/// `rmem_max`): fewer, larger copies for multi-megabyte payloads.
+const SOCK_BUF: libc::c_int = 4 << 20;
+
+/// Asks for [`SOCK_BUF`]-sized send and receive buffers (best effort).
+pub fn size_buffers(fd: RawFd) {
+    for opt in [libc::SO_SNDBUF, libc::SO_RCVBUF] {
+        // SAFETY: setsockopt reads one c_int from a live local.
+        unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                opt,
+                (&SOCK_BUF as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+    }
+}
+
 /// Whether the other end of `fd` has closed (or reset) the connection, without blocking.
 pub fn hung_up(fd: RawFd) -> bool {
     let mut p = libc::pollfd {
@@ -366,6 +386,7 @@ pub fn join(want: u32, serve: fn(UnixStream)) -> Option<u32> {
         .spawn(move || {
             for s in listener.incoming() {
                 let Ok(s) = s else { continue };
+                size_buffers(s.as_raw_fd());
                 let _ = std::thread::Builder::new()
                     .name("urma-lb-rx".into())
                     .spawn(move || serve(s));
@@ -413,6 +434,9 @@ struct PState {
 /// A connection to a responder process.
 pub struct Peer {
     pub uasid: u32,
+    /// The process that opened the connection: a forked child never writes into its parent's
+    /// connections (it has no reader for them).
+    pid: u32,
     w: Mutex<UnixStream>,
     st: Mutex<PState>,
 }
@@ -444,6 +468,9 @@ impl Peer {
         payload: &[(u64, u64)],
         done: Done,
     ) -> Result<(), Done> {
+        if self.pid != std::process::id() {
+            return Err(done);
+        }
         let w = lock(&self.w);
         {
             let mut st = lock(&self.st);
@@ -528,14 +555,16 @@ pub fn peer(uasid: u32) -> Option<Arc<Peer>> {
     let mut g = lock(&PEERS);
     let m = g.get_or_insert_with(HashMap::new);
     if let Some(p) = m.get(&uasid) {
-        if !p.dead() {
+        if !p.dead() && p.pid == std::process::id() {
             return Some(p.clone());
         }
     }
     let s = UnixStream::connect(dir().join(format!("{uasid}.sock"))).ok()?;
+    size_buffers(s.as_raw_fd());
     let r = s.try_clone().ok()?;
     let p = Arc::new(Peer {
         uasid,
+        pid: std::process::id(),
         w: Mutex::new(s),
         st: Mutex::new(PState {
             dead: false,

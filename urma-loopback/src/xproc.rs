@@ -13,14 +13,15 @@ use std::time::{Duration, Instant};
 
 use urma_sys as u;
 
-use crate::datapath::{check_sges, finish_send, recv_cr, recv_end, total, RecvEnd};
+use crate::complete::{check_sges, finish_send, recv_cr, recv_end, total, RecvEnd};
 use crate::knobs;
+use crate::objects::Seg;
 use crate::objects::{AnySeg, Plan, RecvWr, SendQ, Sge, Target};
 use crate::peer::{
     self, discard, read_exact, read_hdr, read_raw, write_all, write_raw, Hdr, Peer, Piece, K_ACK,
     K_DATA, K_IMPORT_JETTY, K_IMPORT_SEG, PIECE_LEN,
 };
-use crate::registry::{self as reg, Seg};
+use crate::registry as reg;
 use crate::stats::COUNTERS;
 use crate::util::{lock, rlock};
 

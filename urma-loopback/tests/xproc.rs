@@ -135,6 +135,7 @@ fn child_process_entry() {
     match std::env::var("XPROC_ROLE").as_deref() {
         Ok("sender") => sender_child(),
         Ok("target") => target_child(),
+        Ok("sink") => sink_child(),
         _ => {}
     }
 }
@@ -243,12 +244,43 @@ fn sender_child() {
 
 #[test]
 fn two_processes_write_send_imm_write_imm_send_with_crs_on_both_sides() {
+    two_processes(false);
+}
+
+#[test]
+fn two_processes_event_mode_wakes_the_owner_for_another_process_s_message() {
+    two_processes(true);
+}
+
+/// The owner's recv CRs: polled with a bound, or in event mode (rearm, wait, ack, poll).
+fn owner_crs(cq: &testkit::Cq, n: usize) -> Vec<u::urma_cr_t> {
+    if cq.jfce.is_null() {
+        return cq.poll_n(n, T);
+    }
+    let end = Instant::now() + T;
+    let mut crs = Vec::new();
+    while crs.len() < n && Instant::now() < end {
+        // SAFETY: live JFC/JFCE handles of the fixture context; `got` has room for one JFC.
+        unsafe {
+            assert_eq!(u::urma_rearm_jfc(cq.jfc, false), 0);
+            let mut got = [std::ptr::null_mut(); 1];
+            let k = u::urma_wait_jfc(cq.jfce, 1, 5000, got.as_mut_ptr());
+            assert_eq!(k, 1, "an event for a CR of another process's message");
+            assert_eq!(got[0], cq.jfc);
+            let mut one = 1u32;
+            u::urma_ack_jfc(got.as_mut_ptr(), &mut one, 1);
+        }
+        crs.extend(cq.poll(n - crs.len()));
+    }
+    crs
+}
+
+fn two_processes(event_mode: bool) {
     let _g = serial();
+    let cq = testkit::Cq::new(lb(), 64, event_mode);
+    let rjfc = cq.jfc;
     // SAFETY: the fixture context is live; every handle is checked by the helpers.
-    let (rjfc, rjetty) = unsafe {
-        let c = jfc(64, std::ptr::null_mut());
-        (c, jetty(c, 16))
-    };
+    let rjetty = unsafe { jetty(rjfc, 16) };
     let dst = Seg::rw(64 * 1024);
     let rbuf = Seg::rw(4096);
     for k in 0..3u64 {
@@ -283,7 +315,7 @@ fn two_processes_write_send_imm_write_imm_send_with_crs_on_both_sides() {
     );
     let who = child.hear(); // child uasid, child jfs id
     assert_ne!(who[0], my_uasid(), "each process has its own uasid");
-    let crs = poll_n(rjfc, 3, T);
+    let crs = owner_crs(&cq, 3);
     assert_eq!(crs.len(), 3, "three recv CRs in this process");
     let kinds: Vec<(u32, u64, u64, u32)> = crs
         .iter()
@@ -355,6 +387,9 @@ fn two_processes_write_send_imm_write_imm_send_with_crs_on_both_sides() {
     unsafe {
         assert_eq!(u::urma_delete_jetty(rjetty), 0);
         assert_eq!(u::urma_delete_jfc(rjfc), 0);
+        if event_mode {
+            assert_eq!(u::urma_delete_jfce(cq.jfce), 0);
+        }
     }
 }
 
@@ -429,6 +464,79 @@ fn a_killed_peer_fails_outstanding_wrs_within_the_bound() {
     // SAFETY: handles created above, released once.
     unsafe {
         assert_eq!(u::urma_unimport_jetty(tj), 0);
+        assert_eq!(u::urma_unimport_seg(rseg), 0);
+        assert_eq!(u::urma_delete_jfs(jfs), 0);
+        assert_eq!(u::urma_delete_jfc(jfc), 0);
+    }
+}
+
+const BULK: usize = 32 << 20;
+const CHUNK: usize = 2 << 20;
+
+fn fnv(b: &[u8]) -> u64 {
+    b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &x| {
+        (h ^ u64::from(x)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// Registers a large segment, publishes it, and answers with the checksum of its contents.
+fn sink_child() {
+    let _g = serial();
+    let s = Seg::rw(BULK);
+    say_out(&seg_info(&s));
+    let _ = hear_in(); // the parent's writes completed
+    say_out(&[fnv(&s.buf)]);
+    let _ = hear_in();
+}
+
+#[test]
+fn cross_process_write_bandwidth() {
+    let _g = serial();
+    let mut child = Peer::spawn("sink", "");
+    let seg = child.hear();
+    let rseg = import_seg_from(&seg, TOKEN);
+    assert!(!rseg.is_null());
+    // SAFETY: the fixture context is live.
+    let (jfc, jfs) = unsafe {
+        let c = jfc(64, std::ptr::null_mut());
+        (c, jfs(c))
+    };
+    let mut src = Seg::rw(BULK);
+    src.buf
+        .iter_mut()
+        .enumerate()
+        .for_each(|(i, b)| *b = pattern(i / 3));
+    let t0 = Instant::now();
+    for k in 0..BULK / CHUNK {
+        let off = (k * CHUNK) as u64;
+        let mut s = sge(src.addr() + off, CHUNK as u32, src.tseg);
+        let mut d = sge(seg[1] + off, CHUNK as u32, rseg);
+        let mut wr = rw_wr(
+            u::URMA_OPC_WRITE,
+            &mut s,
+            &mut d,
+            std::ptr::null_mut(),
+            k as u64,
+            true,
+        );
+        assert_eq!(post(jfs, &mut wr).0, 0);
+    }
+    let crs = poll_n(jfc, BULK / CHUNK, T);
+    let took = t0.elapsed();
+    assert_eq!(crs.len(), BULK / CHUNK);
+    assert!(crs.iter().all(|c| c.status == u::URMA_CR_SUCCESS));
+    println!(
+        "cross-process WRITE: {} MiB in {:?} = {:.0} MiB/s",
+        BULK >> 20,
+        took,
+        (BULK >> 20) as f64 / took.as_secs_f64()
+    );
+    child.say("0");
+    assert_eq!(child.hear(), vec![fnv(&src.buf)], "every byte landed");
+    child.say("0");
+    child.finish();
+    // SAFETY: handles created above, released once.
+    unsafe {
         assert_eq!(u::urma_unimport_seg(rseg), 0);
         assert_eq!(u::urma_delete_jfs(jfs), 0);
         assert_eq!(u::urma_delete_jfc(jfc), 0);
