@@ -39,7 +39,6 @@ use urma_sys as u;
 use super::backend;
 use super::ctx::{Ctx, Delivery, Lib, Order, SendVia, Setup, Side};
 use super::interop;
-use super::ledger::Ledger;
 use super::report::{self, Verdict};
 use super::scenario::{self, Body, Flow, Xfer, MIB};
 use crate::fixture::{import_receiver, import_seg_desc, ImportedSeg, Loopback, RecvKind, TOKEN};
@@ -894,12 +893,8 @@ pub struct Cell2 {
 /// (nothing failed, but nothing ran across processes either).
 pub fn run(opts: &report::Options) -> i32 {
     let t0 = Instant::now();
-    let ledger = match Ledger::load(&opts.ledger) {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("compat: cannot load the ledger: {e}");
-            return 2;
-        }
+    let Some(ledger) = report::ledger_of(opts) else {
+        return 2;
     };
     let exe = match std::env::current_exe() {
         Ok(e) => e,
@@ -1055,18 +1050,7 @@ pub fn run(opts: &report::Options) -> i32 {
             }
         }
     }
-    let pass = outcomes
-        .iter()
-        .filter(|o| o.verdict == Verdict::Pass)
-        .count();
-    let div = outcomes
-        .iter()
-        .filter(|o| matches!(o.verdict, Verdict::Diverges(_)))
-        .count();
-    let fail = outcomes
-        .iter()
-        .filter(|o| matches!(o.verdict, Verdict::Fail(_)))
-        .count();
+    let (pass, div, fail) = report::counts(&outcomes);
     let cell_fail = cells
         .iter()
         .filter(|x| {
@@ -1107,6 +1091,17 @@ pub fn run(opts: &report::Options) -> i32 {
     }
 }
 
+impl Cell2 {
+    /// The one-process column's word.
+    fn one_word(&self) -> &'static str {
+        match &self.one {
+            Some(o) if o.ok => "OK",
+            Some(_) => "FAIL",
+            None => "-",
+        }
+    }
+}
+
 fn two_word(t: &Option<Result<String, String>>) -> (&'static str, String) {
     match t {
         None => ("-", String::new()),
@@ -1123,11 +1118,7 @@ pub fn render(cells: &[Cell2]) -> String {
         "direction", "length", "one process", "two processes"
     );
     for x in cells {
-        let one = match &x.one {
-            Some(o) if o.ok => "OK",
-            Some(_) => "FAIL",
-            None => "-",
-        };
+        let one = x.one_word();
         let (two, detail) = two_word(&x.two);
         s.push_str(&format!(
             "  {:<10} {:>9} B  {:<12} {two}  {detail}\n",
@@ -1160,11 +1151,7 @@ fn render_md(
     }
     s.push_str("\n## Interop matrix\n\n| direction | length | one process | two processes | detail |\n|---|---|---|---|---|\n");
     for x in cells {
-        let one = match &x.one {
-            Some(o) if o.ok => "OK",
-            Some(_) => "FAIL",
-            None => "-",
-        };
+        let one = x.one_word();
         let (two, detail) = two_word(&x.two);
         s.push_str(&format!(
             "| {} | {} | {one} | {two} | {detail} |\n",
