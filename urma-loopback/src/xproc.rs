@@ -246,8 +246,14 @@ fn find_seg(token_id: u32, addr: u64, len: u64) -> Option<Arc<Seg>> {
 }
 
 fn answer_import_seg(fd: RawFd, h: &Hdr) -> bool {
-    let (status, access, policy, len) = match find_seg(h.a as u32, h.b, 0) {
-        Some(s) if s.va == h.b && h.c <= s.len => {
+    // As the in-process import: a live segment with that token id, that VA, and not shorter.
+    let found = reg::with_reg(|r| {
+        r.segs_by_token_id
+            .get(&(h.a as u32))
+            .and_then(|v| v.iter().find(|s| s.va == h.b && h.c <= s.len).cloned())
+    });
+    let (status, access, policy, len) = match found {
+        Some(s) => {
             if token_ok(s.token_policy != u::URMA_TOKEN_NONE, s.token, h) {
                 (0, s.access, s.token_policy, s.len)
             } else {
@@ -320,22 +326,36 @@ fn wait_recv(end: &RecvEnd<'_>, t: &Target, fd: RawFd) -> Result<RecvWr, u32> {
     let deadline = Instant::now() + Duration::from_millis(to);
     let rq = end.rq;
     let mut st = lock(&rq.q);
+    let mut waited = false;
     loop {
         if !alive() {
             return Err(u::URMA_CR_ACK_TIMEOUT_ERR);
         }
+        // A message that had to wait is dropped once its requester is gone (nobody to
+        // acknowledge), before it can take a recv WR.
+        if waited && peer::hung_up(fd) {
+            return Err(0);
+        }
         if st.parked.is_empty() {
             if let Some(w) = st.wrs.pop_front() {
+                if waited {
+                    COUNTERS.rnr_delivered_late.fetch_add(1, Ordering::Relaxed);
+                }
                 return Ok(w);
             }
         }
         let now = Instant::now();
         if now >= deadline {
             COUNTERS.rnr_errors.fetch_add(1, Ordering::Relaxed);
+            if waited {
+                COUNTERS.rnr_expired.fetch_add(1, Ordering::Relaxed);
+            }
             return Err(u::URMA_CR_RNR_RETRY_CNT_EXC_ERR);
         }
-        if peer::hung_up(fd) {
-            return Err(0);
+        if !waited {
+            // Counted as the in-process parking is: the message waits for a recv WR.
+            waited = true;
+            COUNTERS.rnr_parked.fetch_add(1, Ordering::Relaxed);
         }
         rq.waiters.fetch_add(1, Ordering::AcqRel);
         st = rq

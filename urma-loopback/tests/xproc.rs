@@ -136,6 +136,8 @@ fn child_process_entry() {
         Ok("sender") => sender_child(),
         Ok("target") => target_child(),
         Ok("sink") => sink_child(),
+        Ok("rnr") => rnr_child(),
+        Ok("dies") => dying_sender_child(),
         _ => {}
     }
 }
@@ -282,22 +284,9 @@ fn two_processes(event_mode: bool) {
     // SAFETY: the fixture context is live; every handle is checked by the helpers.
     let rjetty = unsafe { jetty(rjfc, 16) };
     let dst = Seg::rw(64 * 1024);
-    let rbuf = Seg::rw(4096);
-    for k in 0..3u64 {
-        let off = (k * 1024) as usize;
-        let mut s = sge(rbuf.addr() + off as u64, 1024, rbuf.tseg);
-        let mut wr = u::urma_jfr_wr_t {
-            user_ctx: 100 + k,
-            ..Default::default()
-        };
-        wr.src = u::urma_sg_t {
-            sge: &mut s,
-            num_sge: 1,
-        };
-        let mut bad = std::ptr::null_mut();
-        // SAFETY: wr, s, bad are locals alive for the call; rjetty is live.
-        let r = unsafe { u::urma_post_jetty_recv_wr(rjetty, &mut wr, &mut bad) };
-        assert_eq!(r, 0);
+    let rbufs: Vec<Seg> = (0..3).map(|_| Seg::rw(1024)).collect();
+    for (k, b) in rbufs.iter().enumerate() {
+        assert_eq!(post_jetty_recv(rjetty, 100 + k as u64, Some((b, 1024))), 0);
     }
     // SAFETY: a control call with a plain value.
     unsafe { (ctl().trace_capture)(true) };
@@ -347,17 +336,17 @@ fn two_processes(event_mode: bool) {
         "WRITE_IMM landed"
     );
     assert!(d[..100].iter().all(|&b| b == 0) && d[4100..8192].iter().all(|&b| b == 0));
-    let r = &rbuf.buf;
+    let r: Vec<&[u8]> = rbufs.iter().map(|b| &b.buf[..]).collect();
     assert!(
-        (0..100).all(|i| r[i] == pattern(4000 + i)),
+        (0..100).all(|i| r[0][i] == pattern(4000 + i)),
         "SEND_IMM payload"
     );
     assert!(
-        r[1024..2048].iter().all(|&b| b == 0),
+        r[1].iter().all(|&b| b == 0),
         "WRITE_IMM consumed a recv WR, no data in it"
     );
     assert!(
-        (0..50).all(|i| r[2048 + i] == pattern(6000 + i)),
+        (0..50).all(|i| r[2][i] == pattern(6000 + i)),
         "SEND payload"
     );
     assert!(
@@ -540,5 +529,217 @@ fn cross_process_write_bandwidth() {
         assert_eq!(u::urma_unimport_seg(rseg), 0);
         assert_eq!(u::urma_delete_jfs(jfs), 0);
         assert_eq!(u::urma_delete_jfc(jfc), 0);
+    }
+}
+
+/// Two SEND_IMMs to the parent's jetty, the second after the parent says so; prints each status.
+fn rnr_child() {
+    let _g = serial();
+    let j = hear_in(); // jetty uasid, id
+    let tj = import_jetty_from(j[0], j[1], TOKEN);
+    assert!(!tj.is_null());
+    // SAFETY: the fixture context is live.
+    let (jfc, jfs) = unsafe {
+        let c = jfc(64, std::ptr::null_mut());
+        (c, jfs(c))
+    };
+    let src = Seg::rw(64);
+    for k in 1..=2u64 {
+        if k == 2 {
+            let _ = hear_in();
+        }
+        let mut s = sge(src.addr(), 16, src.tseg);
+        let mut wr = send_wr(u::URMA_OPC_SEND_IMM, Some(&mut s), tj, k, 5, true);
+        assert_eq!(post(jfs, &mut wr).0, 0);
+        let crs = poll_n(jfc, 1, T);
+        assert_eq!(crs.len(), 1);
+        say_out(&[u64::from(crs[0].status)]);
+    }
+    let _ = hear_in();
+    // SAFETY: handles created above, released once.
+    unsafe {
+        assert_eq!(u::urma_unimport_jetty(tj), 0);
+        assert_eq!(u::urma_delete_jfs(jfs), 0);
+        assert_eq!(u::urma_delete_jfc(jfc), 0);
+    }
+}
+
+#[test]
+fn receiver_not_ready_across_processes_waits_for_the_owner_s_recv_wr() {
+    let _g = serial();
+    // SAFETY: a control call with a plain value.
+    unsafe { (ctl().set_rnr_timeout)(10_000) };
+    // SAFETY: the fixture context is live.
+    let (rjfc, rjetty) = unsafe {
+        let c = jfc(64, std::ptr::null_mut());
+        (c, jetty(c, 16))
+    };
+    let rbuf = Seg::rw(64);
+    let mut child = Peer::spawn("rnr", "");
+    // SAFETY: rjetty is live.
+    let jid = unsafe { (*rjetty).jetty_id };
+    child.say(&format!("{} {}", jid.uasid, jid.id));
+    // The message waits at this process for a recv WR (bounded poll of the counter).
+    let end = Instant::now() + T;
+    while counters().rnr_parked == 0 && Instant::now() < end {
+        std::thread::yield_now();
+    }
+    assert_eq!(counters().rnr_parked, 1, "the SEND_IMM waits for a recv WR");
+    assert!(poll(rjfc, 1).is_empty());
+    assert_eq!(post_jetty_recv(rjetty, 77, Some((&rbuf, 64))), 0);
+    let crs = poll_n(rjfc, 1, T);
+    assert_eq!(crs.len(), 1);
+    assert_eq!(
+        (crs[0].user_ctx, imm(&crs[0]), crs[0].completion_len),
+        (77, 5, 16)
+    );
+    assert_eq!(child.hear(), vec![u64::from(u::URMA_CR_SUCCESS)]);
+    assert_eq!(counters().rnr_delivered_late, 1);
+    // With the RNR timeout 0 the owner refuses at once.
+    // SAFETY: a control call with a plain value.
+    unsafe { (ctl().set_rnr_timeout)(0) };
+    child.say("0");
+    assert_eq!(
+        child.hear(),
+        vec![u64::from(u::URMA_CR_RNR_RETRY_CNT_EXC_ERR)]
+    );
+    assert!(poll(rjfc, 1).is_empty(), "no recv CR for a refused message");
+    assert_eq!(counters().rnr_errors, 1);
+    child.say("0");
+    child.finish();
+    // SAFETY: handles created above, deleted once.
+    unsafe {
+        assert_eq!(u::urma_delete_jetty(rjetty), 0);
+        assert_eq!(u::urma_delete_jfc(rjfc), 0);
+    }
+}
+
+#[test]
+fn knobs_of_the_posting_process_apply_to_wrs_towards_another_process() {
+    let _g = serial();
+    let mut child = Peer::spawn("target", "");
+    let m = child.hear();
+    let rseg = import_seg_from(&m[0..4], TOKEN);
+    assert!(!rseg.is_null());
+    // SAFETY: control calls with plain values: the 2nd send WR completes with an injected
+    // status (nothing is sent), the 4th generated CR is dropped.
+    unsafe {
+        assert_eq!((ctl().fail_completion)(2, u::URMA_CR_LOC_OPERATION_ERR), 0);
+        assert_eq!((ctl().cr_action)(4, 1), 0);
+    }
+    // SAFETY: the fixture context is live.
+    let (jfc, jfs) = unsafe {
+        let c = jfc(64, std::ptr::null_mut());
+        (c, jfs(c))
+    };
+    let src = Seg::rw(4096);
+    for k in 1..=5u64 {
+        let mut s = sge(src.addr(), 1024, src.tseg);
+        let mut d = sge(m[1] + 1024 * (k - 1) % m[2], 1024, rseg);
+        let mut wr = rw_wr(
+            u::URMA_OPC_WRITE,
+            &mut s,
+            &mut d,
+            std::ptr::null_mut(),
+            k,
+            true,
+        );
+        assert_eq!(post(jfs, &mut wr).0, 0);
+    }
+    let crs = poll_n(jfc, 4, T);
+    let got: Vec<(u64, u32)> = crs.iter().map(|c| (c.user_ctx, c.status)).collect();
+    assert_eq!(
+        got,
+        vec![
+            (1, u::URMA_CR_SUCCESS),
+            (2, u::URMA_CR_LOC_OPERATION_ERR),
+            (3, u::URMA_CR_SUCCESS),
+            (5, u::URMA_CR_SUCCESS),
+        ],
+        "the injected status completes in post order among acknowledged WRs; CR 4 dropped"
+    );
+    let c = counters();
+    assert_eq!((c.crs_generated, c.crs_dropped), (5, 1));
+    child.child.kill().unwrap();
+    child.child.wait().unwrap();
+    // SAFETY: handles created above, released once.
+    unsafe {
+        assert_eq!(u::urma_unimport_seg(rseg), 0);
+        assert_eq!(u::urma_delete_jfs(jfs), 0);
+        assert_eq!(u::urma_delete_jfc(jfc), 0);
+    }
+}
+
+/// Sends one SEND_IMM to the parent's jetty, says so, and waits to be killed.
+fn dying_sender_child() {
+    let _g = serial();
+    let j = hear_in();
+    let tj = import_jetty_from(j[0], j[1], TOKEN);
+    assert!(!tj.is_null());
+    // SAFETY: the fixture context is live.
+    let (_jfc, jfs) = unsafe {
+        let c = jfc(64, std::ptr::null_mut());
+        (c, jfs(c))
+    };
+    let src = Seg::rw(64);
+    let mut s = sge(src.addr(), 16, src.tseg);
+    let mut wr = send_wr(u::URMA_OPC_SEND_IMM, Some(&mut s), tj, 1, 5, true);
+    assert_eq!(post(jfs, &mut wr).0, 0);
+    say_out(&[1]);
+    let _ = hear_in(); // blocks until killed
+}
+
+#[test]
+fn an_owner_drops_a_waiting_message_of_a_killed_sender_and_keeps_its_recv_wr() {
+    let _g = serial();
+    // SAFETY: a control call with a plain value.
+    unsafe { (ctl().set_rnr_timeout)(10_000) };
+    // SAFETY: the fixture context is live.
+    let (rjfc, rjetty, sjfc, jfs) = unsafe {
+        let c = jfc(64, std::ptr::null_mut());
+        let sc = jfc(64, std::ptr::null_mut());
+        (c, jetty(c, 16), sc, jfs(sc))
+    };
+    let rbuf = Seg::rw(64);
+    let mut child = Peer::spawn("dies", "");
+    // SAFETY: rjetty is live.
+    let jid = unsafe { (*rjetty).jetty_id };
+    child.say(&format!("{} {}", jid.uasid, jid.id));
+    assert_eq!(child.hear(), vec![1]);
+    let end = Instant::now() + T;
+    while counters().rnr_parked == 0 && Instant::now() < end {
+        std::thread::yield_now();
+    }
+    assert_eq!(
+        counters().rnr_parked,
+        1,
+        "the SEND_IMM waits for a recv WR here"
+    );
+    child.child.kill().unwrap();
+    child.child.wait().unwrap();
+    // The recv WR posted now is not given to the dead sender's message...
+    assert_eq!(post_jetty_recv(rjetty, 77, Some((&rbuf, 64))), 0);
+    // ...so this process's own SEND consumes it.
+    // SAFETY: rjetty is a live jetty of the fixture context.
+    let tj = unsafe { import_jetty(rjetty, TOKEN) };
+    assert!(!tj.is_null());
+    let mut s = sge(rbuf.addr() + 32, 8, rbuf.tseg);
+    let mut wr = send_wr(u::URMA_OPC_SEND_IMM, Some(&mut s), tj, 9, 6, true);
+    assert_eq!(post(jfs, &mut wr).0, 0);
+    let crs = poll_n(rjfc, 1, T);
+    assert_eq!(crs.len(), 1);
+    assert_eq!(
+        (crs[0].user_ctx, imm(&crs[0]), crs[0].completion_len),
+        (77, 6, 8),
+        "the recv WR stayed posted for this process's message"
+    );
+    assert_eq!(poll_n(sjfc, 1, T).len(), 1);
+    // SAFETY: handles created above, deleted once.
+    unsafe {
+        assert_eq!(u::urma_unimport_jetty(tj), 0);
+        assert_eq!(u::urma_delete_jfs(jfs), 0);
+        assert_eq!(u::urma_delete_jetty(rjetty), 0);
+        assert_eq!(u::urma_delete_jfc(rjfc), 0);
+        assert_eq!(u::urma_delete_jfc(sjfc), 0);
     }
 }

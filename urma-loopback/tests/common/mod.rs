@@ -181,31 +181,40 @@ impl Pair {
         }
     }
     pub fn post_recv(&self, user_ctx: u64, sge: Option<(&Seg, u32)>) -> i32 {
-        let mut s = match sge {
-            Some((seg, len)) => u::urma_sge_t {
-                addr: seg.addr(),
-                len,
-                tseg: seg.tseg,
-                user_tseg: std::ptr::null_mut(),
-            },
-            None => u::urma_sge_t::default(),
-        };
-        let mut wr = u::urma_jfr_wr_t {
-            user_ctx,
-            ..Default::default()
-        };
-        if sge.is_some() {
-            wr.src = u::urma_sg_t {
-                sge: &mut s,
-                num_sge: 1,
-            };
-        }
-        let mut bad = std::ptr::null_mut();
-        // SAFETY: `wr`, `s` (its SGE) and `bad` are locals alive for the whole call; liburma
-        // copies the WR and SGE into its recv queue, keeping only the `seg.buf` address, which
-        // the caller's Seg keeps registered; `self.rjetty` lives until `Drop`.
-        unsafe { u::urma_post_jetty_recv_wr(self.rjetty, &mut wr, &mut bad) }
+        post_jetty_recv(self.rjetty, user_ctx, sge)
     }
+}
+
+/// Posts one recv WR (at most one SGE: the first `len` bytes of `seg`) on a jetty.
+pub fn post_jetty_recv(
+    jetty: *mut u::urma_jetty_t,
+    user_ctx: u64,
+    sge: Option<(&Seg, u32)>,
+) -> i32 {
+    let mut s = match sge {
+        Some((seg, len)) => u::urma_sge_t {
+            addr: seg.addr(),
+            len,
+            tseg: seg.tseg,
+            user_tseg: std::ptr::null_mut(),
+        },
+        None => u::urma_sge_t::default(),
+    };
+    let mut wr = u::urma_jfr_wr_t {
+        user_ctx,
+        ..Default::default()
+    };
+    if sge.is_some() {
+        wr.src = u::urma_sg_t {
+            sge: &mut s,
+            num_sge: 1,
+        };
+    }
+    let mut bad = std::ptr::null_mut();
+    // SAFETY: `wr`, `s` (its SGE) and `bad` are locals alive for the whole call; liburma
+    // copies the WR and SGE into its recv queue, keeping only the `seg.buf` address, which
+    // the caller's Seg keeps registered; the loopback checks the `jetty` handle.
+    unsafe { u::urma_post_jetty_recv_wr(jetty, &mut wr, &mut bad) }
 }
 
 impl Drop for Pair {
