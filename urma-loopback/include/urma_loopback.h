@@ -11,6 +11,10 @@
  * Environment (read once, at the first urma_init):
  *   URMA_LOOPBACK_TRACE=/path   write the JSON-lines trace to /path (truncated)
  *   URMA_LOOPBACK_KNOBS=spec    same syntax as urma_loopback_apply_knobs()
+ * and at the first urma_create_context:
+ *   URMA_LOOPBACK_DIR=/dir      the host registry that processes sharing loopback0 use
+ *                               (default /dev/shm/urma-loopback-<uid>; docs/loopback.md,
+ *                               "Multiple processes")
  */
 #ifndef URMA_LOOPBACK_H
 #define URMA_LOOPBACK_H

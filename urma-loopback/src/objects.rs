@@ -9,7 +9,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::cobj::{CBox, Ctx};
 use crate::peer::Peer;
@@ -81,6 +81,8 @@ pub struct Order {
     waiting: AtomicU64,
     /// Ticket of `q[0]`, and the completions in ticket order (`None`: not ready yet).
     q: Mutex<(u64, VecDeque<Option<Completion>>)>,
+    /// Signalled when `q` becomes empty ([`Order::wait_idle`]).
+    idle: Condvar,
 }
 
 impl Order {
@@ -108,6 +110,32 @@ impl Order {
             g.0 += 1;
             self.waiting.fetch_sub(1, Ordering::AcqRel);
         }
+        if g.1.is_empty() {
+            self.idle.notify_all();
+        }
+    }
+
+    /// Waits (at most `timeout`) until no WR of the queue is outstanding at another process;
+    /// false if some still are. Used by the deletes, so that no CR of a deleted queue comes later
+    /// (a dead peer's WRs fail at once, so only a live, slow peer makes this wait).
+    pub fn wait_idle(&self, timeout: Duration) -> bool {
+        if self.is_idle() {
+            return true;
+        }
+        let end = Instant::now() + timeout;
+        let mut g = lock(&self.q);
+        while !g.1.is_empty() {
+            let now = Instant::now();
+            if now >= end {
+                return false;
+            }
+            g = self
+                .idle
+                .wait_timeout(g, end - now)
+                .map(|x| x.0)
+                .unwrap_or_else(|e| e.into_inner().0);
+        }
+        true
     }
 
     /// Whether nothing is outstanding (the CR of a local WR can be generated at once).

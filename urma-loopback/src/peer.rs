@@ -385,7 +385,11 @@ pub fn join(want: u32, serve: fn(UnixStream)) -> Option<u32> {
         .name("urma-lb-accept".into())
         .spawn(move || {
             for s in listener.incoming() {
-                let Ok(s) = s else { continue };
+                let Ok(s) = s else {
+                    // Out of descriptors or memory: try again a little later, never spin.
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
+                };
                 size_buffers(s.as_raw_fd());
                 let _ = std::thread::Builder::new()
                     .name("urma-lb-rx".into())
@@ -555,7 +559,10 @@ pub fn peer(uasid: u32) -> Option<Arc<Peer>> {
     let mut g = lock(&PEERS);
     let m = g.get_or_insert_with(HashMap::new);
     if let Some(p) = m.get(&uasid) {
-        if !p.dead() && p.pid == std::process::id() {
+        // A process that died a moment ago may not have been noticed by the reader yet, and
+        // its slot (uasid) may already belong to a new process: ask the socket.
+        let closed = hung_up(lock(&p.w).as_raw_fd());
+        if !p.dead() && !closed && p.pid == std::process::id() {
             return Some(p.clone());
         }
     }

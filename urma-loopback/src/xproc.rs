@@ -7,7 +7,7 @@
 
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -37,6 +37,9 @@ pub fn join(want: u32) -> Option<u32> {
     Some(u)
 }
 
+/// Set (for good) by the first successful import from another process.
+static IMPORTED: AtomicBool = AtomicBool::new(false);
+
 fn remote_of(s: &Sge) -> Option<&Arc<Peer>> {
     s.seg.as_ref().and_then(|g| g.seg().remote.as_ref())
 }
@@ -45,6 +48,10 @@ fn remote_of(s: &Sge) -> Option<&Arc<Peer>> {
 /// `Some(Ok(peer))` = every remote part is owned by `peer`; `Some(Err(status))` = the WR mixes
 /// processes (local and remote targets, or two remote processes), which fails.
 pub fn route(p: &Plan) -> Option<Result<Arc<Peer>, u32>> {
+    if !IMPORTED.load(Ordering::Acquire) {
+        // Nothing of another process was ever imported: every WR is local (one load).
+        return None;
+    }
     let remote_sges: &[Sge] = match p.opcode {
         u::URMA_OPC_READ => &p.src,
         u::URMA_OPC_WRITE | u::URMA_OPC_WRITE_IMM => &p.dst,
@@ -501,6 +508,9 @@ pub fn import_seg(
         token_given: u32::from(token.is_some()),
         ..Hdr::default()
     })?;
+    if a.status == 0 {
+        IMPORTED.store(true, Ordering::Release);
+    }
     (a.status == 0).then(|| RemoteSeg {
         peer: p,
         access: a.a as u32,
@@ -520,5 +530,8 @@ pub fn import_queue(uasid: u32, id: u32, jfr: bool, token: Option<u32>) -> Optio
         token_given: u32::from(token.is_some()),
         ..Hdr::default()
     })?;
+    if a.status == 0 {
+        IMPORTED.store(true, Ordering::Release);
+    }
     (a.status == 0).then_some(Target::Remote { peer: p, id, jfr })
 }

@@ -6,13 +6,19 @@
 mod common;
 use common::*;
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-const T: Duration = Duration::from_secs(10);
-/// The documented bound for a dead peer's outstanding WRs to fail.
-const DEATH_BOUND: Duration = Duration::from_millis(100);
+/// The bound of every wait for the other process (scaled under an emulator).
+fn t() -> Duration {
+    Duration::from_secs(10) * testkit::target::slowdown()
+}
+/// The documented bound for a dead peer's outstanding WRs to fail (natively; scaled under an
+/// emulator like every wall-clock deadline of the tests).
+fn death_bound() -> Duration {
+    Duration::from_millis(100) * testkit::target::slowdown()
+}
 
 fn pattern(i: usize) -> u8 {
     (i * 7 + 3) as u8
@@ -26,7 +32,8 @@ struct Peer {
 
 impl Peer {
     fn spawn(role: &str, knobs: &str) -> Peer {
-        let mut child = Command::new(std::env::current_exe().unwrap())
+        // Through the target runner when the tests run under an emulator.
+        let mut child = testkit::target::command(std::env::current_exe().unwrap())
             .args(["--exact", "child_process_entry", "--nocapture"])
             .env("XPROC_ROLE", role)
             .env("URMA_LOOPBACK_KNOBS", knobs)
@@ -58,7 +65,7 @@ impl Peer {
     fn hear(&self) -> Vec<u64> {
         let l = self
             .lines
-            .recv_timeout(T)
+            .recv_timeout(t())
             .expect("the child answered in time");
         l.split_whitespace().map(|w| w.parse().unwrap()).collect()
     }
@@ -208,7 +215,7 @@ fn sender_child() {
     );
     assert_eq!(post(jfs, &mut wr).0, 0);
 
-    let crs = poll_n(jfc, 6, T);
+    let crs = poll_n(jfc, 6, t());
     let got: Vec<(u64, u32, u32)> = crs
         .iter()
         .map(|c| (c.user_ctx, c.status, c.completion_len))
@@ -257,9 +264,9 @@ fn two_processes_event_mode_wakes_the_owner_for_another_process_s_message() {
 /// The owner's recv CRs: polled with a bound, or in event mode (rearm, wait, ack, poll).
 fn owner_crs(cq: &testkit::Cq, n: usize) -> Vec<u::urma_cr_t> {
     if cq.jfce.is_null() {
-        return cq.poll_n(n, T);
+        return cq.poll_n(n, t());
     }
-    let end = Instant::now() + T;
+    let end = Instant::now() + t();
     let mut crs = Vec::new();
     while crs.len() < n && Instant::now() < end {
         // SAFETY: live JFC/JFCE handles of the fixture context; `got` has room for one JFC.
@@ -421,14 +428,14 @@ fn a_killed_peer_fails_outstanding_wrs_within_the_bound() {
     assert!(poll(jfc, 1).is_empty(), "outstanding at the peer");
     child.child.kill().unwrap(); // SIGKILL
     let t0 = Instant::now();
-    let crs = poll_n(jfc, 1, T);
+    let crs = poll_n(jfc, 1, t());
     let took = t0.elapsed();
     child.child.wait().unwrap();
     assert_eq!(crs.len(), 1);
     assert_eq!(crs[0].user_ctx, 1);
     assert_eq!(crs[0].status, u::URMA_CR_ACK_TIMEOUT_ERR);
     println!("peer death to error CR: {took:?}");
-    assert!(took < DEATH_BOUND, "took {took:?}");
+    assert!(took < death_bound(), "took {took:?}");
     // Later WRs to the dead process fail at once, WRITE and SEND alike.
     let mut d = sge(seg[1], 64, rseg);
     let mut s2 = sge(src.addr(), 64, src.tseg);
@@ -437,7 +444,7 @@ fn a_killed_peer_fails_outstanding_wrs_within_the_bound() {
     let mut s3 = sge(src.addr(), 8, src.tseg);
     let mut wr = send_wr(u::URMA_OPC_SEND_IMM, Some(&mut s3), tj, 3, 9, false);
     assert_eq!(post(jfs, &mut wr).0, 0);
-    let crs = poll_n(jfc, 2, T);
+    let crs = poll_n(jfc, 2, t());
     let got: Vec<(u64, u32)> = crs.iter().map(|c| (c.user_ctx, c.status)).collect();
     assert_eq!(
         got,
@@ -510,7 +517,7 @@ fn cross_process_write_bandwidth() {
         );
         assert_eq!(post(jfs, &mut wr).0, 0);
     }
-    let crs = poll_n(jfc, BULK / CHUNK, T);
+    let crs = poll_n(jfc, BULK / CHUNK, t());
     let took = t0.elapsed();
     assert_eq!(crs.len(), BULK / CHUNK);
     assert!(crs.iter().all(|c| c.status == u::URMA_CR_SUCCESS));
@@ -551,7 +558,7 @@ fn rnr_child() {
         let mut s = sge(src.addr(), 16, src.tseg);
         let mut wr = send_wr(u::URMA_OPC_SEND_IMM, Some(&mut s), tj, k, 5, true);
         assert_eq!(post(jfs, &mut wr).0, 0);
-        let crs = poll_n(jfc, 1, T);
+        let crs = poll_n(jfc, 1, t());
         assert_eq!(crs.len(), 1);
         say_out(&[u64::from(crs[0].status)]);
     }
@@ -580,14 +587,14 @@ fn receiver_not_ready_across_processes_waits_for_the_owner_s_recv_wr() {
     let jid = unsafe { (*rjetty).jetty_id };
     child.say(&format!("{} {}", jid.uasid, jid.id));
     // The message waits at this process for a recv WR (bounded poll of the counter).
-    let end = Instant::now() + T;
+    let end = Instant::now() + t();
     while counters().rnr_parked == 0 && Instant::now() < end {
         std::thread::yield_now();
     }
     assert_eq!(counters().rnr_parked, 1, "the SEND_IMM waits for a recv WR");
     assert!(poll(rjfc, 1).is_empty());
     assert_eq!(post_jetty_recv(rjetty, 77, Some((&rbuf, 64))), 0);
-    let crs = poll_n(rjfc, 1, T);
+    let crs = poll_n(rjfc, 1, t());
     assert_eq!(crs.len(), 1);
     assert_eq!(
         (crs[0].user_ctx, imm(&crs[0]), crs[0].completion_len),
@@ -646,7 +653,7 @@ fn knobs_of_the_posting_process_apply_to_wrs_towards_another_process() {
         );
         assert_eq!(post(jfs, &mut wr).0, 0);
     }
-    let crs = poll_n(jfc, 4, T);
+    let crs = poll_n(jfc, 4, t());
     let got: Vec<(u64, u32)> = crs.iter().map(|c| (c.user_ctx, c.status)).collect();
     assert_eq!(
         got,
@@ -706,7 +713,7 @@ fn an_owner_drops_a_waiting_message_of_a_killed_sender_and_keeps_its_recv_wr() {
     let jid = unsafe { (*rjetty).jetty_id };
     child.say(&format!("{} {}", jid.uasid, jid.id));
     assert_eq!(child.hear(), vec![1]);
-    let end = Instant::now() + T;
+    let end = Instant::now() + t();
     while counters().rnr_parked == 0 && Instant::now() < end {
         std::thread::yield_now();
     }
@@ -726,14 +733,14 @@ fn an_owner_drops_a_waiting_message_of_a_killed_sender_and_keeps_its_recv_wr() {
     let mut s = sge(rbuf.addr() + 32, 8, rbuf.tseg);
     let mut wr = send_wr(u::URMA_OPC_SEND_IMM, Some(&mut s), tj, 9, 6, true);
     assert_eq!(post(jfs, &mut wr).0, 0);
-    let crs = poll_n(rjfc, 1, T);
+    let crs = poll_n(rjfc, 1, t());
     assert_eq!(crs.len(), 1);
     assert_eq!(
         (crs[0].user_ctx, imm(&crs[0]), crs[0].completion_len),
         (77, 6, 8),
         "the recv WR stayed posted for this process's message"
     );
-    assert_eq!(poll_n(sjfc, 1, T).len(), 1);
+    assert_eq!(poll_n(sjfc, 1, t()).len(), 1);
     // SAFETY: handles created above, deleted once.
     unsafe {
         assert_eq!(u::urma_unimport_jetty(tj), 0);
@@ -741,5 +748,101 @@ fn an_owner_drops_a_waiting_message_of_a_killed_sender_and_keeps_its_recv_wr() {
         assert_eq!(u::urma_delete_jetty(rjetty), 0);
         assert_eq!(u::urma_delete_jfc(rjfc), 0);
         assert_eq!(u::urma_delete_jfc(sjfc), 0);
+    }
+}
+
+#[test]
+fn four_threads_write_to_another_process_without_losing_or_reordering_a_cr() {
+    const THREADS: u64 = 4;
+    const PER: u64 = 2000;
+    let _g = serial();
+    let mut child = Peer::spawn("target", "");
+    let m = child.hear();
+    let rseg = testkit::SendPtr(import_seg_from(&m[0..4], TOKEN));
+    assert!(!rseg.0.is_null());
+    // SAFETY: the fixture context is live.
+    let jfc = testkit::SendPtr(unsafe { jfc(1 << 16, std::ptr::null_mut()) });
+    let src = Seg::rw(4096);
+    let (base, len) = (m[1], m[2]);
+    let queues: Vec<usize> = std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let (src, rseg, jfc) = (&src, &rseg, &jfc);
+                sc.spawn(move || {
+                    // SAFETY: the fixture context and the shared JFC are live.
+                    let q = unsafe { jfs(jfc.0) };
+                    for i in 0..PER {
+                        let off = (i * 64) % len;
+                        let mut s = sge(src.addr(), 64, src.tseg);
+                        let mut d = sge(base + off, 64, rseg.0);
+                        let mut wr = rw_wr(
+                            u::URMA_OPC_WRITE,
+                            &mut s,
+                            &mut d,
+                            std::ptr::null_mut(),
+                            (t << 32) | i,
+                            true,
+                        );
+                        assert_eq!(post(q, &mut wr).0, 0);
+                    }
+                    q as usize
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let crs = poll_n(jfc.0, (THREADS * PER) as usize, t());
+    assert_eq!(crs.len() as u64, THREADS * PER, "no CR lost");
+    let mut next = [0u64; THREADS as usize];
+    for c in &crs {
+        assert_eq!(c.status, u::URMA_CR_SUCCESS);
+        let (t, i) = ((c.user_ctx >> 32) as usize, c.user_ctx & 0xffff_ffff);
+        assert_eq!(i, next[t], "thread {t}: CRs in post order, none duplicated");
+        next[t] += 1;
+    }
+    assert!(poll(jfc.0, 1).is_empty());
+    child.child.kill().unwrap();
+    child.child.wait().unwrap();
+    // SAFETY: handles created above, released once.
+    unsafe {
+        for q in queues {
+            assert_eq!(u::urma_delete_jfs(q as *mut u::urma_jfs_t), 0);
+        }
+        assert_eq!(u::urma_unimport_seg(rseg.0), 0);
+        assert_eq!(u::urma_delete_jfc(jfc.0), 0);
+    }
+}
+
+#[test]
+fn deleting_a_jfs_waits_for_its_wrs_at_another_process() {
+    let _g = serial();
+    let mut child = Peer::spawn("target", "rnr_timeout_ms=100");
+    let m = child.hear();
+    let tj = import_jetty_from(m[0], m[4], TOKEN);
+    assert!(!tj.is_null());
+    // SAFETY: the fixture context is live.
+    let (jfc, jfs) = unsafe {
+        let c = jfc(64, std::ptr::null_mut());
+        (c, jfs(c))
+    };
+    let src = Seg::rw(64);
+    let mut s = sge(src.addr(), 16, src.tseg);
+    let mut wr = send_wr(u::URMA_OPC_SEND, Some(&mut s), tj, 1, 0, true);
+    assert_eq!(post(jfs, &mut wr).0, 0);
+    // The target has no recv WR: its RNR timeout (100 ms) answers, before the delete returns.
+    // SAFETY: jfs is live and deleted once.
+    assert_eq!(unsafe { u::urma_delete_jfs(jfs) }, 0);
+    let crs = poll(jfc, 2);
+    assert_eq!(crs.len(), 1, "the CR came before the delete returned");
+    assert_eq!(
+        (crs[0].user_ctx, crs[0].status),
+        (1, u::URMA_CR_RNR_RETRY_CNT_EXC_ERR)
+    );
+    child.child.kill().unwrap();
+    child.child.wait().unwrap();
+    // SAFETY: handles created above, released once.
+    unsafe {
+        assert_eq!(u::urma_unimport_jetty(tj), 0);
+        assert_eq!(u::urma_delete_jfc(jfc), 0);
     }
 }

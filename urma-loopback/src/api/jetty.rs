@@ -88,12 +88,22 @@ pub unsafe extern "C" fn urma_create_jfs(
     })
 }
 
+/// Before a JFS/jetty goes: its WRs outstanding at another process get their CRs first (at
+/// most the delete timeout; a dead peer's fail at once).
+fn wait_remote_wrs(sq: &SendQ) {
+    let ms = knobs::DELETE_TIMEOUT_MS.load(Ordering::Acquire);
+    if !sq.order.wait_idle(Duration::from_millis(ms)) {
+        log_err("delete: WRs still outstanding at another process; their CRs may come later");
+    }
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn urma_delete_jfs(jfs: *mut u::urma_jfs_t) -> u::urma_status_t {
     entry(u::URMA_FAIL, || {
         let Some(j) = get_jfs(jfs) else {
             return einval("urma_delete_jfs");
         };
+        wait_remote_wrs(&j.sq);
         if reg::remove(j.c.key()).is_none() {
             return einval("urma_delete_jfs");
         }
@@ -347,6 +357,7 @@ pub unsafe extern "C" fn urma_delete_jetty(jetty: *mut u::urma_jetty_t) -> u::ur
         let Some(j) = get_jetty(jetty) else {
             return einval("urma_delete_jetty");
         };
+        wait_remote_wrs(&j.sq);
         let removed = reg::with_reg_mut(|r| {
             let ok = r.objs.remove(&j.c.key()).is_some();
             if ok {
