@@ -464,68 +464,101 @@ struct Driver<'a> {
     next: u64,
 }
 
+/// `os_transport_recv` of `len` bytes for client key `ck` into `host`/`dev`, with the bench's
+/// chunk callback; returns the recv sync.
+pub(crate) fn post_recv(
+    lib: &OsTransportLib,
+    h: *mut c_void,
+    mut host: ost_buffer_info_t,
+    mut dev: ost_device_info_t,
+    len: u32,
+    ck: u64,
+) -> Result<*mut task_sync_t, String> {
+    let mut rs: *mut task_sync_t = std::ptr::null_mut();
+    // SAFETY: valid pointers for the call; buffers and endpoints outlive the request.
+    let r = unsafe {
+        (lib.os_transport_recv)(h, &mut host, &mut dev, len, ck, &mut rs, Some(on_chunk))
+    };
+    if r != 0 || rs.is_null() {
+        return Err(format!("os_transport_recv({ck}) returned {r:#x}"));
+    }
+    Ok(rs)
+}
+
+/// `os_transport_send` of `len` bytes from `src` to `remote` (server key `sk`, client key
+/// `ck`); returns the send sync.
+pub(crate) fn post_send(
+    lib: &OsTransportLib,
+    h: *mut c_void,
+    ji: &mut urma_jetty_info_t,
+    mut src: ost_buffer_info_t,
+    mut remote: ost_buffer_info_t,
+    len: u32,
+    (sk, ck): (u64, u64),
+) -> Result<*mut task_sync_t, String> {
+    let mut ss: *mut task_sync_t = std::ptr::null_mut();
+    let mut st: u::urma_status_t = 0;
+    // SAFETY: as for post_recv.
+    let r = unsafe {
+        (lib.os_transport_send)(h, ji, &mut src, &mut remote, len, sk, ck, &mut ss, &mut st)
+    };
+    if r != 0 || ss.is_null() {
+        return Err(format!(
+            "os_transport_send({sk}) returned {r:#x} status {st}"
+        ));
+    }
+    Ok(ss)
+}
+
+/// `wait_and_free_sync` on a sync returned by [`post_recv`] or [`post_send`] (consumed here);
+/// an error unless it returned 0 with a successful status.
+pub(crate) fn wait_sync(
+    lib: &OsTransportLib,
+    h: *mut c_void,
+    what: &str,
+    s: *mut task_sync_t,
+) -> Result<(), String> {
+    let mut st: u::urma_status_t = 0;
+    // SAFETY: s is a live sync returned by send/recv, consumed exactly once here.
+    let r = unsafe { (lib.wait_and_free_sync)(h, s, &mut st) };
+    if r != 0 || st != u::URMA_SUCCESS {
+        return Err(format!("wait on {what} sync returned {r:#x} status {st}"));
+    }
+    Ok(())
+}
+
+/// The keys of request `k`: client key (even) and server key (odd), below 2^20 (identity
+/// transport encoding) and unique among 2^18 requests in flight.
+pub(crate) fn keys(k: u64) -> (u64, u64) {
+    let ck = 2 * (k % (1 << 18)) + 2;
+    (ck + 1, ck)
+}
+
 impl Driver<'_> {
     fn submit(&mut self) -> Result<(), String> {
         let k = self.next;
         self.next += 1;
-        // Keys < 2^20 (identity transport encoding), unique among requests in flight.
-        let ck = 2 * (k % (1 << 18)) + 2;
-        let sk = ck + 1;
+        let (sk, ck) = keys(k);
         let d = (k % self.io.dsts.len() as u64) as usize;
-        let (mut remote, mut host, mut dev) = self.io.dsts[d];
-        let mut rs: *mut task_sync_t = std::ptr::null_mut();
-        // SAFETY: valid pointers for the call; buffers and endpoints outlive the request.
-        let r = unsafe {
-            (self.lib.os_transport_recv)(
-                self.h,
-                &mut host,
-                &mut dev,
-                self.len,
-                ck,
-                &mut rs,
-                Some(on_chunk),
-            )
-        };
-        if r != 0 || rs.is_null() {
-            return Err(format!("os_transport_recv({ck}) returned {r:#x}"));
-        }
-        let mut ss: *mut task_sync_t = std::ptr::null_mut();
-        let mut st: u::urma_status_t = 0;
-        let mut src = self.io.src;
-        // SAFETY: as above.
-        let r = unsafe {
-            (self.lib.os_transport_send)(
-                self.h,
-                &mut self.io.ji,
-                &mut src,
-                &mut remote,
-                self.len,
-                sk,
-                ck,
-                &mut ss,
-                &mut st,
-            )
-        };
-        if r != 0 || ss.is_null() {
-            return Err(format!(
-                "os_transport_send({sk}) returned {r:#x} status {st}"
-            ));
-        }
+        let (remote, host, dev) = self.io.dsts[d];
+        let rs = post_recv(self.lib, self.h, host, dev, self.len, ck)?;
+        let ss = post_send(
+            self.lib,
+            self.h,
+            &mut self.io.ji,
+            self.io.src,
+            remote,
+            self.len,
+            (sk, ck),
+        )?;
         self.ring.push_back(Pending { ss, rs });
         Ok(())
     }
 
     fn complete_one(&mut self) -> Result<(), String> {
         let p = self.ring.pop_front().ok_or("nothing in flight")?;
-        for (what, s) in [("send", p.ss), ("recv", p.rs)] {
-            let mut st: u::urma_status_t = 0;
-            // SAFETY: s is a live sync returned by send/recv, consumed exactly once here.
-            let r = unsafe { (self.lib.wait_and_free_sync)(self.h, s, &mut st) };
-            if r != 0 || st != u::URMA_SUCCESS {
-                return Err(format!("wait on {what} sync returned {r:#x} status {st}"));
-            }
-        }
-        Ok(())
+        wait_sync(self.lib, self.h, "send", p.ss)?;
+        wait_sync(self.lib, self.h, "recv", p.rs)
     }
 
     fn fill(&mut self, depth: usize) -> Result<(), String> {
@@ -672,6 +705,52 @@ fn watchdog(limit: Duration) {
         .expect("spawn watchdog");
 }
 
+/// The byte every source buffer is filled with (copy-mode cells check the destinations hold it).
+pub(crate) const SRC_BYTE: u8 = 0xA5;
+
+/// The endpoints of a cell: a JFS sender and a jetty receiver with deep queues.
+pub(crate) fn endpoints(lb: &Loopback, event: bool) -> EndpointPair {
+    EndpointPair::new(
+        lb,
+        &EndpointCfg {
+            send: SendKind::Jfs,
+            recv: RecvKind::Jetty,
+            jfc_depth: 16384,
+            sq_depth: 4096,
+            rq_depth: 4096,
+            event_mode: event,
+            ..EndpointCfg::default()
+        },
+    )
+}
+
+/// Registers the log callback (level INFO hides DEBUG, as in a production application) and
+/// initialises an instance on the receiver's JFC with `cfg.workers` workers.
+pub(crate) fn init_lib(
+    lib: &OsTransportLib,
+    lb: &Loopback,
+    pair: &EndpointPair,
+    cfg: &CellCfg,
+) -> Result<*mut c_void, String> {
+    // SAFETY: valid callback.
+    unsafe { (lib.os_transport_log_reg)(0, Some(on_log)) };
+    let mut ocfg = os_transport_cfg_t {
+        urma_event_mode: cfg.event,
+        worker_thread_num: cfg.workers,
+        recv_queue_capacity: 256,
+        ..Default::default()
+    };
+    ocfg.jfc = pair.receiver.cq.jfc;
+    ocfg.jfce = pair.receiver.cq.jfce;
+    let mut h: *mut c_void = std::ptr::null_mut();
+    // SAFETY: valid context, config and out-pointer.
+    let r = unsafe { (lib.os_transport_init)(lb.ctx, &mut ocfg, &mut h) };
+    if r != 0 || h.is_null() {
+        return Err(format!("os_transport_init returned {r:#x}"));
+    }
+    Ok(h)
+}
+
 /// Runs the cell; `Ok(result line)` or `Err(reason)`.
 pub fn run(cfg: &CellCfg) -> Result<String, String> {
     let s = shared();
@@ -685,24 +764,13 @@ pub fn run(cfg: &CellCfg) -> Result<String, String> {
     let lb = Loopback::get();
     ctl::reset();
     ctl::set_nocopy(cfg.nocopy);
-    let pair = EndpointPair::new(
-        lb,
-        &EndpointCfg {
-            send: SendKind::Jfs,
-            recv: RecvKind::Jetty,
-            jfc_depth: 16384,
-            sq_depth: 4096,
-            rq_depth: 4096,
-            event_mode: cfg.event,
-            ..EndpointCfg::default()
-        },
-    );
+    let pair = endpoints(lb, cfg.event);
 
     // Buffers: one source, a ring of destinations (distinct in copy mode so that concurrent
     // copies do not write the same memory), all pre-faulted.
     let ndst = if cfg.nocopy { 1 } else { cfg.depth.min(8) };
     let mut src = Buffer::new(lb, cfg.len as usize);
-    src.fill(0xA5);
+    src.fill(SRC_BYTE);
     let mut dsts: Vec<(Buffer, ImportedSeg)> = Vec::new();
     for _ in 0..ndst {
         let mut b = Buffer::new(lb, cfg.len as usize);
@@ -732,22 +800,7 @@ pub fn run(cfg: &CellCfg) -> Result<String, String> {
         // SAFETY: plain values.
         unsafe { set(range.0, range.1) };
     }
-    // SAFETY: valid callback; level INFO (0) hides DEBUG, as in a production application.
-    unsafe { (lib.os_transport_log_reg)(0, Some(on_log)) };
-    let mut ocfg = os_transport_cfg_t {
-        urma_event_mode: cfg.event,
-        worker_thread_num: cfg.workers,
-        recv_queue_capacity: 256,
-        ..Default::default()
-    };
-    ocfg.jfc = pair.receiver.cq.jfc;
-    ocfg.jfce = pair.receiver.cq.jfce;
-    let mut h: *mut c_void = std::ptr::null_mut();
-    // SAFETY: valid context, config and out-pointer.
-    let r = unsafe { (lib.os_transport_init)(lb.ctx, &mut ocfg, &mut h) };
-    if r != 0 || h.is_null() {
-        return Err(format!("os_transport_init returned {r:#x}"));
-    }
+    let h = init_lib(&lib, lb, &pair, cfg)?;
     let allocs_after_init = alloc.map(|(_, g)| alloc_snapshot(g));
 
     let mut pollers = Some(Pollers::start(
@@ -960,7 +1013,9 @@ pub fn run(cfg: &CellCfg) -> Result<String, String> {
         for (b, _) in &dsts {
             let sl = b.as_slice();
             let edge = 64.min(n);
-            if sl[..edge].iter().any(|&x| x != 0xA5) || sl[n - edge..].iter().any(|&x| x != 0xA5) {
+            if sl[..edge].iter().any(|&x| x != SRC_BYTE)
+                || sl[n - edge..].iter().any(|&x| x != SRC_BYTE)
+            {
                 return Err("copy mode: destination does not hold the source bytes".into());
             }
         }
