@@ -52,6 +52,11 @@ pub enum Kind {
     Paced,
     /// CPU time per second of an initialised instance with nothing to do (pollers stopped).
     Idle,
+    /// The two-process copy-mode transfer, sender side (starts an `XRecv` child): MiB/s over a
+    /// timed window (see `xproc`).
+    XSend,
+    /// The receiver child of `XSend`.
+    XRecv,
 }
 
 /// Cell parameters (command line of `ostbench cell`).
@@ -100,6 +105,8 @@ impl CellCfg {
                         "callgrind" => Kind::Callgrind,
                         "paced" => Kind::Paced,
                         "idle" => Kind::Idle,
+                        "xsend" => Kind::XSend,
+                        "xrecv" => Kind::XRecv,
                         _ => return Err(format!("unknown kind {v}")),
                     }
                 }
@@ -137,15 +144,15 @@ impl CellCfg {
 const STAMP_SLOTS: usize = 4096;
 const SAMPLE_CAP: usize = 1 << 20;
 
-struct Shared {
+pub(crate) struct Shared {
     base: Instant,
     /// Poll time of the receive CR of (client_key % STAMP_SLOTS, chunk_id), ns since `base`.
     stamps: Box<[AtomicU64]>,
     samples: Box<[AtomicU64]>,
     nsamples: AtomicUsize,
     record: AtomicBool,
-    chunks: AtomicU64,
-    cb_errors: AtomicU64,
+    pub(crate) chunks: AtomicU64,
+    pub(crate) cb_errors: AtomicU64,
     logs: AtomicU64,
     log_errors: AtomicU64,
     /// Paced cells: the pollers measure the CPU time they spend handing CRs to the library, so
@@ -155,7 +162,7 @@ struct Shared {
     poll_busy_ns: AtomicU64,
 }
 
-fn shared() -> &'static Shared {
+pub(crate) fn shared() -> &'static Shared {
     static S: OnceLock<Shared> = OnceLock::new();
     S.get_or_init(|| Shared {
         base: Instant::now(),
@@ -219,7 +226,7 @@ unsafe extern "C" fn on_log(level: c_int, _msg: *const c_char) {
 /// dlopens `path` without RTLD_DEEPBIND first (so an LD_PRELOAD allocator sees the library's
 /// malloc calls), then through the testkit loader, which finds the object already loaded.
 /// Returns the library and its mapped address range.
-fn load_lib(path: &Path) -> Result<(OsTransportLib, (usize, usize)), String> {
+pub(crate) fn load_lib(path: &Path) -> Result<(OsTransportLib, (usize, usize)), String> {
     let c = CString::new(path.as_os_str().as_encoded_bytes()).map_err(|e| e.to_string())?;
     // SAFETY: valid C string and flags; the handle is deliberately never closed.
     let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
@@ -289,7 +296,7 @@ fn alloc_snapshot(get: AllocGet) -> [u64; 6] {
 
 // ---- pollers
 
-struct Pollers {
+pub(crate) struct Pollers {
     stop: Arc<AtomicBool>,
     threads: Vec<std::thread::JoinHandle<()>>,
     wake_errors: Arc<AtomicU64>,
@@ -297,7 +304,7 @@ struct Pollers {
 }
 
 #[derive(Clone, Copy)]
-struct WakeFn(unsafe extern "C" fn(*mut c_void, *mut c_void) -> c_int);
+pub(crate) struct WakeFn(pub(crate) unsafe extern "C" fn(*mut c_void, *mut c_void) -> c_int);
 
 fn handle_crs(crs: &mut [u::urma_cr_t], h: usize, wake: WakeFn, errs: &AtomicU64) {
     let s = shared();
@@ -326,7 +333,7 @@ fn handle_crs(crs: &mut [u::urma_cr_t], h: usize, wake: WakeFn, errs: &AtomicU64
 }
 
 impl Pollers {
-    fn start(pair: &EndpointPair, h: *mut c_void, wake: WakeFn, event: bool) -> Pollers {
+    pub(crate) fn start(pair: &EndpointPair, h: *mut c_void, wake: WakeFn, event: bool) -> Pollers {
         let stop = Arc::new(AtomicBool::new(false));
         let wake_errors = Arc::new(AtomicU64::new(0));
         let poll_errors = Arc::new(AtomicU64::new(0));
@@ -430,7 +437,7 @@ impl Pollers {
         }
     }
 
-    fn stop(self) -> (u64, u64) {
+    pub(crate) fn stop(self) -> (u64, u64) {
         self.stop.store(true, Ordering::Release);
         for t in self.threads {
             let _ = t.join();
@@ -694,7 +701,7 @@ fn cpu_snap(start: bool) -> CpuSnap {
     c
 }
 
-fn watchdog(limit: Duration) {
+pub(crate) fn watchdog(limit: Duration) {
     std::thread::Builder::new()
         .name("bench-watchdog".into())
         .spawn(move || {
@@ -753,6 +760,11 @@ pub(crate) fn init_lib(
 
 /// Runs the cell; `Ok(result line)` or `Err(reason)`.
 pub fn run(cfg: &CellCfg) -> Result<String, String> {
+    match cfg.kind {
+        Kind::XSend => return crate::xproc::send(cfg),
+        Kind::XRecv => return crate::xproc::recv(cfg),
+        _ => {}
+    }
     let s = shared();
     // SAFETY: plain query.
     let on_vg = unsafe { ostbench_on_valgrind() } != 0;
@@ -970,6 +982,8 @@ pub fn run(cfg: &CellCfg) -> Result<String, String> {
                 );
             }
         }
+        // Dispatched to `xproc` at the top.
+        Kind::XSend | Kind::XRecv => return Err("two-process kinds run in xproc".into()),
         Kind::Callgrind => {
             d.drain()?;
             let reason = CString::new("window").expect("cstr");
