@@ -52,6 +52,11 @@ pub enum Kind {
     Paced,
     /// CPU time per second of an initialised instance with nothing to do (pollers stopped).
     Idle,
+    /// The two-process copy-mode transfer, sender side (starts an `XRecv` child): MiB/s over a
+    /// timed window (see `xproc`).
+    XSend,
+    /// The receiver child of `XSend`.
+    XRecv,
 }
 
 /// Cell parameters (command line of `ostbench cell`).
@@ -100,6 +105,8 @@ impl CellCfg {
                         "callgrind" => Kind::Callgrind,
                         "paced" => Kind::Paced,
                         "idle" => Kind::Idle,
+                        "xsend" => Kind::XSend,
+                        "xrecv" => Kind::XRecv,
                         _ => return Err(format!("unknown kind {v}")),
                     }
                 }
@@ -137,15 +144,15 @@ impl CellCfg {
 const STAMP_SLOTS: usize = 4096;
 const SAMPLE_CAP: usize = 1 << 20;
 
-struct Shared {
+pub(crate) struct Shared {
     base: Instant,
     /// Poll time of the receive CR of (client_key % STAMP_SLOTS, chunk_id), ns since `base`.
     stamps: Box<[AtomicU64]>,
     samples: Box<[AtomicU64]>,
     nsamples: AtomicUsize,
     record: AtomicBool,
-    chunks: AtomicU64,
-    cb_errors: AtomicU64,
+    pub(crate) chunks: AtomicU64,
+    pub(crate) cb_errors: AtomicU64,
     logs: AtomicU64,
     log_errors: AtomicU64,
     /// Paced cells: the pollers measure the CPU time they spend handing CRs to the library, so
@@ -155,7 +162,7 @@ struct Shared {
     poll_busy_ns: AtomicU64,
 }
 
-fn shared() -> &'static Shared {
+pub(crate) fn shared() -> &'static Shared {
     static S: OnceLock<Shared> = OnceLock::new();
     S.get_or_init(|| Shared {
         base: Instant::now(),
@@ -219,7 +226,7 @@ unsafe extern "C" fn on_log(level: c_int, _msg: *const c_char) {
 /// dlopens `path` without RTLD_DEEPBIND first (so an LD_PRELOAD allocator sees the library's
 /// malloc calls), then through the testkit loader, which finds the object already loaded.
 /// Returns the library and its mapped address range.
-fn load_lib(path: &Path) -> Result<(OsTransportLib, (usize, usize)), String> {
+pub(crate) fn load_lib(path: &Path) -> Result<(OsTransportLib, (usize, usize)), String> {
     let c = CString::new(path.as_os_str().as_encoded_bytes()).map_err(|e| e.to_string())?;
     // SAFETY: valid C string and flags; the handle is deliberately never closed.
     let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
@@ -289,7 +296,7 @@ fn alloc_snapshot(get: AllocGet) -> [u64; 6] {
 
 // ---- pollers
 
-struct Pollers {
+pub(crate) struct Pollers {
     stop: Arc<AtomicBool>,
     threads: Vec<std::thread::JoinHandle<()>>,
     wake_errors: Arc<AtomicU64>,
@@ -297,7 +304,7 @@ struct Pollers {
 }
 
 #[derive(Clone, Copy)]
-struct WakeFn(unsafe extern "C" fn(*mut c_void, *mut c_void) -> c_int);
+pub(crate) struct WakeFn(pub(crate) unsafe extern "C" fn(*mut c_void, *mut c_void) -> c_int);
 
 fn handle_crs(crs: &mut [u::urma_cr_t], h: usize, wake: WakeFn, errs: &AtomicU64) {
     let s = shared();
@@ -326,7 +333,7 @@ fn handle_crs(crs: &mut [u::urma_cr_t], h: usize, wake: WakeFn, errs: &AtomicU64
 }
 
 impl Pollers {
-    fn start(pair: &EndpointPair, h: *mut c_void, wake: WakeFn, event: bool) -> Pollers {
+    pub(crate) fn start(pair: &EndpointPair, h: *mut c_void, wake: WakeFn, event: bool) -> Pollers {
         let stop = Arc::new(AtomicBool::new(false));
         let wake_errors = Arc::new(AtomicU64::new(0));
         let poll_errors = Arc::new(AtomicU64::new(0));
@@ -430,7 +437,7 @@ impl Pollers {
         }
     }
 
-    fn stop(self) -> (u64, u64) {
+    pub(crate) fn stop(self) -> (u64, u64) {
         self.stop.store(true, Ordering::Release);
         for t in self.threads {
             let _ = t.join();
@@ -464,68 +471,101 @@ struct Driver<'a> {
     next: u64,
 }
 
+/// `os_transport_recv` of `len` bytes for client key `ck` into `host`/`dev`, with the bench's
+/// chunk callback; returns the recv sync.
+pub(crate) fn post_recv(
+    lib: &OsTransportLib,
+    h: *mut c_void,
+    mut host: ost_buffer_info_t,
+    mut dev: ost_device_info_t,
+    len: u32,
+    ck: u64,
+) -> Result<*mut task_sync_t, String> {
+    let mut rs: *mut task_sync_t = std::ptr::null_mut();
+    // SAFETY: valid pointers for the call; buffers and endpoints outlive the request.
+    let r = unsafe {
+        (lib.os_transport_recv)(h, &mut host, &mut dev, len, ck, &mut rs, Some(on_chunk))
+    };
+    if r != 0 || rs.is_null() {
+        return Err(format!("os_transport_recv({ck}) returned {r:#x}"));
+    }
+    Ok(rs)
+}
+
+/// `os_transport_send` of `len` bytes from `src` to `remote` (server key `sk`, client key
+/// `ck`); returns the send sync.
+pub(crate) fn post_send(
+    lib: &OsTransportLib,
+    h: *mut c_void,
+    ji: &mut urma_jetty_info_t,
+    mut src: ost_buffer_info_t,
+    mut remote: ost_buffer_info_t,
+    len: u32,
+    (sk, ck): (u64, u64),
+) -> Result<*mut task_sync_t, String> {
+    let mut ss: *mut task_sync_t = std::ptr::null_mut();
+    let mut st: u::urma_status_t = 0;
+    // SAFETY: as for post_recv.
+    let r = unsafe {
+        (lib.os_transport_send)(h, ji, &mut src, &mut remote, len, sk, ck, &mut ss, &mut st)
+    };
+    if r != 0 || ss.is_null() {
+        return Err(format!(
+            "os_transport_send({sk}) returned {r:#x} status {st}"
+        ));
+    }
+    Ok(ss)
+}
+
+/// `wait_and_free_sync` on a sync returned by [`post_recv`] or [`post_send`] (consumed here);
+/// an error unless it returned 0 with a successful status.
+pub(crate) fn wait_sync(
+    lib: &OsTransportLib,
+    h: *mut c_void,
+    what: &str,
+    s: *mut task_sync_t,
+) -> Result<(), String> {
+    let mut st: u::urma_status_t = 0;
+    // SAFETY: s is a live sync returned by send/recv, consumed exactly once here.
+    let r = unsafe { (lib.wait_and_free_sync)(h, s, &mut st) };
+    if r != 0 || st != u::URMA_SUCCESS {
+        return Err(format!("wait on {what} sync returned {r:#x} status {st}"));
+    }
+    Ok(())
+}
+
+/// The keys of request `k`: client key (even) and server key (odd), below 2^20 (identity
+/// transport encoding) and unique among 2^18 requests in flight.
+pub(crate) fn keys(k: u64) -> (u64, u64) {
+    let ck = 2 * (k % (1 << 18)) + 2;
+    (ck + 1, ck)
+}
+
 impl Driver<'_> {
     fn submit(&mut self) -> Result<(), String> {
         let k = self.next;
         self.next += 1;
-        // Keys < 2^20 (identity transport encoding), unique among requests in flight.
-        let ck = 2 * (k % (1 << 18)) + 2;
-        let sk = ck + 1;
+        let (sk, ck) = keys(k);
         let d = (k % self.io.dsts.len() as u64) as usize;
-        let (mut remote, mut host, mut dev) = self.io.dsts[d];
-        let mut rs: *mut task_sync_t = std::ptr::null_mut();
-        // SAFETY: valid pointers for the call; buffers and endpoints outlive the request.
-        let r = unsafe {
-            (self.lib.os_transport_recv)(
-                self.h,
-                &mut host,
-                &mut dev,
-                self.len,
-                ck,
-                &mut rs,
-                Some(on_chunk),
-            )
-        };
-        if r != 0 || rs.is_null() {
-            return Err(format!("os_transport_recv({ck}) returned {r:#x}"));
-        }
-        let mut ss: *mut task_sync_t = std::ptr::null_mut();
-        let mut st: u::urma_status_t = 0;
-        let mut src = self.io.src;
-        // SAFETY: as above.
-        let r = unsafe {
-            (self.lib.os_transport_send)(
-                self.h,
-                &mut self.io.ji,
-                &mut src,
-                &mut remote,
-                self.len,
-                sk,
-                ck,
-                &mut ss,
-                &mut st,
-            )
-        };
-        if r != 0 || ss.is_null() {
-            return Err(format!(
-                "os_transport_send({sk}) returned {r:#x} status {st}"
-            ));
-        }
+        let (remote, host, dev) = self.io.dsts[d];
+        let rs = post_recv(self.lib, self.h, host, dev, self.len, ck)?;
+        let ss = post_send(
+            self.lib,
+            self.h,
+            &mut self.io.ji,
+            self.io.src,
+            remote,
+            self.len,
+            (sk, ck),
+        )?;
         self.ring.push_back(Pending { ss, rs });
         Ok(())
     }
 
     fn complete_one(&mut self) -> Result<(), String> {
         let p = self.ring.pop_front().ok_or("nothing in flight")?;
-        for (what, s) in [("send", p.ss), ("recv", p.rs)] {
-            let mut st: u::urma_status_t = 0;
-            // SAFETY: s is a live sync returned by send/recv, consumed exactly once here.
-            let r = unsafe { (self.lib.wait_and_free_sync)(self.h, s, &mut st) };
-            if r != 0 || st != u::URMA_SUCCESS {
-                return Err(format!("wait on {what} sync returned {r:#x} status {st}"));
-            }
-        }
-        Ok(())
+        wait_sync(self.lib, self.h, "send", p.ss)?;
+        wait_sync(self.lib, self.h, "recv", p.rs)
     }
 
     fn fill(&mut self, depth: usize) -> Result<(), String> {
@@ -661,7 +701,7 @@ fn cpu_snap(start: bool) -> CpuSnap {
     c
 }
 
-fn watchdog(limit: Duration) {
+pub(crate) fn watchdog(limit: Duration) {
     std::thread::Builder::new()
         .name("bench-watchdog".into())
         .spawn(move || {
@@ -672,8 +712,59 @@ fn watchdog(limit: Duration) {
         .expect("spawn watchdog");
 }
 
+/// The byte every source buffer is filled with (copy-mode cells check the destinations hold it).
+pub(crate) const SRC_BYTE: u8 = 0xA5;
+
+/// The endpoints of a cell: a JFS sender and a jetty receiver with deep queues.
+pub(crate) fn endpoints(lb: &Loopback, event: bool) -> EndpointPair {
+    EndpointPair::new(
+        lb,
+        &EndpointCfg {
+            send: SendKind::Jfs,
+            recv: RecvKind::Jetty,
+            jfc_depth: 16384,
+            sq_depth: 4096,
+            rq_depth: 4096,
+            event_mode: event,
+            ..EndpointCfg::default()
+        },
+    )
+}
+
+/// Registers the log callback (level INFO hides DEBUG, as in a production application) and
+/// initialises an instance on the receiver's JFC with `cfg.workers` workers.
+pub(crate) fn init_lib(
+    lib: &OsTransportLib,
+    lb: &Loopback,
+    pair: &EndpointPair,
+    cfg: &CellCfg,
+) -> Result<*mut c_void, String> {
+    // SAFETY: valid callback.
+    unsafe { (lib.os_transport_log_reg)(0, Some(on_log)) };
+    let mut ocfg = os_transport_cfg_t {
+        urma_event_mode: cfg.event,
+        worker_thread_num: cfg.workers,
+        recv_queue_capacity: 256,
+        ..Default::default()
+    };
+    ocfg.jfc = pair.receiver.cq.jfc;
+    ocfg.jfce = pair.receiver.cq.jfce;
+    let mut h: *mut c_void = std::ptr::null_mut();
+    // SAFETY: valid context, config and out-pointer.
+    let r = unsafe { (lib.os_transport_init)(lb.ctx, &mut ocfg, &mut h) };
+    if r != 0 || h.is_null() {
+        return Err(format!("os_transport_init returned {r:#x}"));
+    }
+    Ok(h)
+}
+
 /// Runs the cell; `Ok(result line)` or `Err(reason)`.
 pub fn run(cfg: &CellCfg) -> Result<String, String> {
+    match cfg.kind {
+        Kind::XSend => return crate::xproc::send(cfg),
+        Kind::XRecv => return crate::xproc::recv(cfg),
+        _ => {}
+    }
     let s = shared();
     // SAFETY: plain query.
     let on_vg = unsafe { ostbench_on_valgrind() } != 0;
@@ -685,24 +776,13 @@ pub fn run(cfg: &CellCfg) -> Result<String, String> {
     let lb = Loopback::get();
     ctl::reset();
     ctl::set_nocopy(cfg.nocopy);
-    let pair = EndpointPair::new(
-        lb,
-        &EndpointCfg {
-            send: SendKind::Jfs,
-            recv: RecvKind::Jetty,
-            jfc_depth: 16384,
-            sq_depth: 4096,
-            rq_depth: 4096,
-            event_mode: cfg.event,
-            ..EndpointCfg::default()
-        },
-    );
+    let pair = endpoints(lb, cfg.event);
 
     // Buffers: one source, a ring of destinations (distinct in copy mode so that concurrent
     // copies do not write the same memory), all pre-faulted.
     let ndst = if cfg.nocopy { 1 } else { cfg.depth.min(8) };
     let mut src = Buffer::new(lb, cfg.len as usize);
-    src.fill(0xA5);
+    src.fill(SRC_BYTE);
     let mut dsts: Vec<(Buffer, ImportedSeg)> = Vec::new();
     for _ in 0..ndst {
         let mut b = Buffer::new(lb, cfg.len as usize);
@@ -732,22 +812,7 @@ pub fn run(cfg: &CellCfg) -> Result<String, String> {
         // SAFETY: plain values.
         unsafe { set(range.0, range.1) };
     }
-    // SAFETY: valid callback; level INFO (0) hides DEBUG, as in a production application.
-    unsafe { (lib.os_transport_log_reg)(0, Some(on_log)) };
-    let mut ocfg = os_transport_cfg_t {
-        urma_event_mode: cfg.event,
-        worker_thread_num: cfg.workers,
-        recv_queue_capacity: 256,
-        ..Default::default()
-    };
-    ocfg.jfc = pair.receiver.cq.jfc;
-    ocfg.jfce = pair.receiver.cq.jfce;
-    let mut h: *mut c_void = std::ptr::null_mut();
-    // SAFETY: valid context, config and out-pointer.
-    let r = unsafe { (lib.os_transport_init)(lb.ctx, &mut ocfg, &mut h) };
-    if r != 0 || h.is_null() {
-        return Err(format!("os_transport_init returned {r:#x}"));
-    }
+    let h = init_lib(&lib, lb, &pair, cfg)?;
     let allocs_after_init = alloc.map(|(_, g)| alloc_snapshot(g));
 
     let mut pollers = Some(Pollers::start(
@@ -917,6 +982,8 @@ pub fn run(cfg: &CellCfg) -> Result<String, String> {
                 );
             }
         }
+        // Dispatched to `xproc` at the top.
+        Kind::XSend | Kind::XRecv => return Err("two-process kinds run in xproc".into()),
         Kind::Callgrind => {
             d.drain()?;
             let reason = CString::new("window").expect("cstr");
@@ -960,7 +1027,9 @@ pub fn run(cfg: &CellCfg) -> Result<String, String> {
         for (b, _) in &dsts {
             let sl = b.as_slice();
             let edge = 64.min(n);
-            if sl[..edge].iter().any(|&x| x != 0xA5) || sl[n - edge..].iter().any(|&x| x != 0xA5) {
+            if sl[..edge].iter().any(|&x| x != SRC_BYTE)
+                || sl[n - edge..].iter().any(|&x| x != SRC_BYTE)
+            {
                 return Err("copy mode: destination does not hold the source bytes".into());
             }
         }

@@ -5,7 +5,7 @@
 //! ostbench quick [--out DIR]       callgrind instructions + heap allocations + one paced cell
 //! ostbench full  [--out DIR] [--reps N] [--secs S] [--paced-reps N] [--paced-secs S]
 //!                                   everything: + requests/s, latency, bandwidth, paced, idle, chart
-//! ostbench cell  --lib PATH --kind tput|alloc|callgrind|paced|idle [--len N --depth N --workers N
+//! ostbench cell  --lib PATH --kind tput|alloc|callgrind|paced|idle|xsend [--len N --depth N --workers N
 //!                --copy 0|1 --event 0|1 --secs S --requests N --warmup N --rate N]
 //!                                   (one child measurement)
 //! ```
@@ -15,6 +15,7 @@
 mod cell;
 mod cg;
 mod orch;
+mod xproc;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();

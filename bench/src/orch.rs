@@ -514,7 +514,27 @@ fn interleaved(libs: &[Lib], rep: usize) -> Vec<Lib> {
     order
 }
 
-fn run_tput(ctx: &mut Ctx, kind: &'static str, cfgs: &[Cfg], secs: f64) {
+/// Metrics of a closed-loop (`tput`) cell kept in the rows.
+const TPUT_METRICS: [&str; 8] = [
+    "rps",
+    "mib_s",
+    "lat_p50_ns",
+    "lat_p99_ns",
+    "lat_p999_ns",
+    "lat_n",
+    "logs",
+    "wake_errors",
+];
+
+/// Runs child cells of kind `cell` for every configuration, library and repetition
+/// (interleaved) and keeps `metrics` of each as rows of `kind`.
+fn run_tput(
+    ctx: &mut Ctx,
+    (kind, cell): (&'static str, &str),
+    cfgs: &[Cfg],
+    secs: f64,
+    metrics: &[&str],
+) {
     let total = cfgs.len() * ctx.libs.len() * ctx.opts.reps;
     let mut done = 0;
     let t = Instant::now();
@@ -523,19 +543,10 @@ fn run_tput(ctx: &mut Ctx, kind: &'static str, cfgs: &[Cfg], secs: f64) {
             for lib in interleaved(&ctx.libs, rep) {
                 let mut extra = c.args();
                 extra.extend(["--secs".into(), secs.to_string()]);
-                match spawn_cell(&lib, "tput", &extra, Runner::Native) {
+                match spawn_cell(&lib, cell, &extra, Runner::Native) {
                     Err(e) => ctx.fail(e),
                     Ok(r) => {
-                        for m in [
-                            "rps",
-                            "mib_s",
-                            "lat_p50_ns",
-                            "lat_p99_ns",
-                            "lat_p999_ns",
-                            "lat_n",
-                            "logs",
-                            "wake_errors",
-                        ] {
+                        for &m in metrics {
                             match num(&r, m) {
                                 Ok(v) => ctx.push(kind, &lib.name, *c, rep, m, v),
                                 Err(e) => ctx.fail(format!("{kind} {}: {e}", lib.name)),
@@ -607,6 +618,18 @@ fn run_memcpy(ctx: &mut Ctx) {
         }
     }
 }
+
+/// The two-process cell (`cell --kind xsend`, bench/src/xproc.rs): 14 MiB copy-mode transfers
+/// from a sender process to a receiver process, one request in flight, 2 workers, poll mode.
+const XPROC: Cfg = Cfg {
+    len: LEN7,
+    depth: 1,
+    workers: 2,
+    copy: true,
+    event: false,
+    rate: 0,
+};
+const XPROC_METRICS: [&str; 3] = ["rps", "mib_s", "recv_requests"];
 
 /// (destinations, threads) of the memcpy baselines.
 const MEMCPY_SHAPES: [(usize, usize); 3] = [(1, 1), (8, 1), (8, 2)];
@@ -872,6 +895,23 @@ fn report(ctx: &mut Ctx, cgs: &[CgResult], started: &str, elapsed: f64) -> Strin
             ok: best.0.is_finite().then_some(best.0 >= 0.9),
         });
     }
+    if ctx.opts.full {
+        let lim = memcpy_limit(ctx, XPROC.depth);
+        let v = |l: &str| ctx.med("xproc", l, XPROC, "mib_s");
+        targets.push(Target {
+            name: "two-process copy-mode 14 MiB bandwidth ÷ memcpy of the same buffer, Rust (C) (depth 1, workers 2; the in-process target does not apply: the socket copies twice)",
+            value: format!(
+                "{} ({}) ({} and {} MiB/s ÷ {} MiB/s)",
+                fmt_num(v("rust") / lim),
+                fmt_num(v(&base.name) / lim),
+                fmt_num(v("rust")),
+                fmt_num(v(&base.name)),
+                fmt_num(lim)
+            ),
+            threshold: REPORT_ONLY,
+            ok: None,
+        });
+    }
     paced_targets(ctx, &mut targets, &base);
     let _ = writeln!(md, "## Targets\n");
     let _ = writeln!(
@@ -898,6 +938,7 @@ fn report(ctx: &mut Ctx, cgs: &[CgResult], started: &str, elapsed: f64) -> Strin
         tput_section(ctx, &mut md, &base, &libs);
         lat_section(ctx, &mut md, &base, &libs);
         bw_section(ctx, &mut md, &libs);
+        xproc_section(ctx, &mut md, &base, &libs);
     }
     paced_section(ctx, &mut md, &base);
     cg_section(ctx, &mut md, cgs, &libs);
@@ -1037,6 +1078,37 @@ fn bw_section(ctx: &Ctx, md: &mut String, libs: &[Lib]) {
             let _ = write!(line, " {} | {} |", fmt_num(v), fmt_num(v / lim));
         }
         let _ = writeln!(md, "{line}");
+    }
+    let _ = writeln!(md);
+}
+
+fn xproc_section(ctx: &Ctx, md: &mut String, base: &Lib, libs: &[Lib]) {
+    let lim = memcpy_limit(ctx, XPROC.depth);
+    let _ = writeln!(
+        md,
+        "## Two-process copy-mode transfer, 14 MiB (MiB/s; median of reps)\n\n\
+         Receiver in a child process, sender in another, over the loopback's per-pair Unix socket \
+         (each 2 MiB WRITE copied into the socket and out of it); depth 1, workers {}, poll mode. \
+         memcpy of the same buffer (14 MiB source, 2 MiB pieces, 1 destination, 1 thread; best of reps): {} MiB/s.\n",
+        XPROC.workers,
+        fmt_num(lim)
+    );
+    let _ = writeln!(
+        md,
+        "| library | MiB/s | ÷ memcpy | ÷ {} |\n|---|---|---|---|",
+        base.label
+    );
+    let b = ctx.med("xproc", &base.name, XPROC, "mib_s");
+    for l in libs {
+        let v = ctx.med("xproc", &l.name, XPROC, "mib_s");
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} |",
+            l.label,
+            fmt_num(v),
+            fmt_num(v / lim),
+            fmt_num(v / b)
+        );
     }
     let _ = writeln!(md);
 }
@@ -1330,8 +1402,21 @@ pub fn run(opts: &Opts) -> i32 {
     if opts.full {
         run_memcpy(&mut ctx);
         let secs = ctx.opts.secs;
-        run_tput(&mut ctx, "lat", &lat_cfgs(), secs.max(1.0));
-        run_tput(&mut ctx, "tput", &tput_cfgs(), secs);
+        run_tput(
+            &mut ctx,
+            ("lat", "tput"),
+            &lat_cfgs(),
+            secs.max(1.0),
+            &TPUT_METRICS,
+        );
+        run_tput(
+            &mut ctx,
+            ("tput", "tput"),
+            &tput_cfgs(),
+            secs,
+            &TPUT_METRICS,
+        );
+        run_tput(&mut ctx, ("xproc", "xsend"), &[XPROC], secs, &XPROC_METRICS);
         chart(&mut ctx);
     }
     let md = report(&mut ctx, &cgs, &started, t.elapsed().as_secs_f64());

@@ -327,26 +327,15 @@ impl EndpointPair {
                 sjetty = u::urma_create_jetty(lb.ctx, &mut jc);
                 assert!(!sjetty.is_null(), "urma_create_jetty (sender)");
             }
-            let mut token = u::urma_token_t { token: TOKEN };
-            let import_jfr = |token: &mut u::urma_token_t| {
-                let mut r: u::urma_rjfr_t = Default::default();
-                r.jfr_id = (*jfr).jfr_id;
-                r.trans_mode = u::URMA_TM_RM;
-                u::urma_import_jfr(lb.ctx, &mut r, token)
-            };
             let tjetty = if cfg.recv == RecvKind::Jfr {
-                import_jfr(&mut token)
+                import_receiver(lb, RecvKind::Jfr, (*jfr).jfr_id)
             } else {
-                let mut r: u::urma_rjetty_t = Default::default();
-                r.jetty_id = (*rjetty).jetty_id;
-                r.trans_mode = u::URMA_TM_RM;
-                r.type_ = u::URMA_JETTY;
-                u::urma_import_jetty(lb.ctx, &mut r, &mut token)
+                import_receiver(lb, RecvKind::Jetty, (*rjetty).jetty_id)
             };
             assert!(!tjetty.is_null(), "import of the receiver");
             let tjfr = if cfg.import_jfr {
                 assert!(!jfr.is_null(), "import_jfr needs a receiver JFR");
-                let t = import_jfr(&mut token);
+                let t = import_receiver(lb, RecvKind::Jfr, (*jfr).jfr_id);
                 assert!(!t.is_null(), "urma_import_jfr");
                 t
             } else {
@@ -367,6 +356,32 @@ impl EndpointPair {
                 },
                 cfg: *cfg,
             }
+        }
+    }
+}
+
+/// Imports a receiver by id with token [`TOKEN`] (RM): a JFR with [`RecvKind::Jfr`], else a
+/// jetty. The receiver may live in another process (its {EID, uasid, id} as that process
+/// tells it). NULL when the provider refuses the import.
+pub fn import_receiver(
+    lb: &Loopback,
+    kind: RecvKind,
+    id: u::urma_jetty_id_t,
+) -> *mut u::urma_target_jetty_t {
+    let mut token = u::urma_token_t { token: TOKEN };
+    // SAFETY: the descriptors and the token are locals read during the call.
+    unsafe {
+        if kind == RecvKind::Jfr {
+            let mut r: u::urma_rjfr_t = Default::default();
+            r.jfr_id = id;
+            r.trans_mode = u::URMA_TM_RM;
+            u::urma_import_jfr(lb.ctx, &mut r, &mut token)
+        } else {
+            let mut r: u::urma_rjetty_t = Default::default();
+            r.jetty_id = id;
+            r.trans_mode = u::URMA_TM_RM;
+            r.type_ = u::URMA_JETTY;
+            u::urma_import_jetty(lb.ctx, &mut r, &mut token)
         }
     }
 }
@@ -438,6 +453,21 @@ pub unsafe fn import_seg(
     token: Option<u32>,
     flag: u32,
 ) -> *mut u::urma_target_seg_t {
+    // SAFETY: tseg is live (caller).
+    let imported = import_seg_desc(lb, unsafe { (*tseg).seg }, token, flag);
+    assert!(!imported.is_null(), "urma_import_seg");
+    imported
+}
+
+/// Imports the segment described by `seg` (its {EID, uasid, va}, length and token id: what a
+/// peer, possibly another process, tells) with `token` (NULL token when `None`) and `flag`;
+/// NULL when the provider refuses it.
+pub fn import_seg_desc(
+    lb: &Loopback,
+    mut seg: u::urma_seg_t,
+    token: Option<u32>,
+    flag: u32,
+) -> *mut u::urma_target_seg_t {
     let mut t = u::urma_token_t {
         token: token.unwrap_or(0),
     };
@@ -448,10 +478,8 @@ pub unsafe fn import_seg(
     };
     let mut f: u::urma_import_seg_flag_t = Default::default();
     f.value = flag;
-    // SAFETY: tseg is live (caller); `t` and the segment descriptor are read during the call.
-    let imported = unsafe { u::urma_import_seg(lb.ctx, &mut (*tseg).seg, tp, 0, f) };
-    assert!(!imported.is_null(), "urma_import_seg");
-    imported
+    // SAFETY: `t` and the segment descriptor are locals read during the call.
+    unsafe { u::urma_import_seg(lb.ctx, &mut seg, tp, 0, f) }
 }
 
 /// A page-aligned, zero-initialised buffer registered as a local segment (token [`TOKEN`],

@@ -4,10 +4,16 @@
 #define _GNU_SOURCE
 #include "urma_fixture.h"
 
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 urma_context_t *ufx_open(const char *dev_name)
 {
@@ -94,23 +100,41 @@ urma_jetty_t *ufx_jetty_shared(urma_context_t *ctx, const urma_jfs_cfg_t *jfs_cf
 
 urma_target_jetty_t *ufx_import_jetty(urma_context_t *ctx, const urma_jetty_t *peer, urma_token_t *token)
 {
+    return ufx_import_jetty_id(ctx, &peer->jetty_id, URMA_TM_RM, token);
+}
+
+urma_target_jetty_t *ufx_import_jetty_id(urma_context_t *ctx, const urma_jetty_id_t *id,
+                                         urma_transport_mode_t tm, urma_token_t *token)
+{
     urma_rjetty_t rj;
     memset(&rj, 0, sizeof(rj));
-    rj.jetty_id = peer->jetty_id;
-    rj.trans_mode = URMA_TM_RM;
+    rj.jetty_id = *id;
+    rj.trans_mode = tm;
     rj.type = URMA_JETTY;
     return urma_import_jetty(ctx, &rj, token);
 }
 
-urma_target_seg_t *ufx_reg_seg(urma_context_t *ctx, void *buf, uint64_t len)
+static urma_target_seg_t *reg_seg(urma_context_t *ctx, void *buf, uint64_t len, uint32_t policy,
+                                  uint32_t token)
 {
     urma_seg_cfg_t c;
     memset(&c, 0, sizeof(c));
     c.va = (uint64_t)(uintptr_t)buf;
     c.len = len;
-    c.flag.bs.token_policy = URMA_TOKEN_NONE;
+    c.flag.bs.token_policy = policy;
     c.flag.bs.access = URMA_ACCESS_READ | URMA_ACCESS_WRITE;
+    c.token_value.token = token;
     return urma_register_seg(ctx, &c);
+}
+
+urma_target_seg_t *ufx_reg_seg(urma_context_t *ctx, void *buf, uint64_t len)
+{
+    return reg_seg(ctx, buf, len, URMA_TOKEN_NONE, 0);
+}
+
+urma_target_seg_t *ufx_reg_seg_token(urma_context_t *ctx, void *buf, uint64_t len, uint32_t token)
+{
+    return reg_seg(ctx, buf, len, URMA_TOKEN_PLAIN_TEXT, token);
 }
 
 urma_target_seg_t *ufx_import_seg(urma_context_t *ctx, urma_target_seg_t *seg, uint32_t access)
@@ -122,6 +146,196 @@ urma_target_seg_t *ufx_import_seg(urma_context_t *ctx, urma_target_seg_t *seg, u
     memset(&f, 0, sizeof(f));
     f.bs.access = access;
     return urma_import_seg(ctx, &seg->seg, NULL, 0, f);
+}
+
+static long long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int ufx_wait_crs(urma_jfc_t *jfc, urma_jfce_t *jfce, urma_cr_t *out, int n, int timeout_ms)
+{
+    long long end = now_ms() + timeout_ms;
+    int got = 0;
+    while (got < n) {
+        int r = urma_poll_jfc(jfc, n - got, out + got);
+        if (r < 0) {
+            return -1;
+        }
+        got += r;
+        if (got >= n || now_ms() >= end) {
+            break;
+        }
+        if (r > 0) {
+            continue;
+        }
+        if (jfce != NULL) {
+            urma_jfc_t *ev[1];
+            int w = urma_wait_jfc(jfce, 1, 20, ev);
+            if (w < 0) {
+                return -1;
+            }
+            if (w > 0) {
+                uint32_t nev = (uint32_t)w;
+                urma_ack_jfc(ev, &nev, 1);
+                if (urma_rearm_jfc(jfc, false) != URMA_SUCCESS) {
+                    return -1;
+                }
+            }
+        } else {
+            struct timespec ts = { 0, 200000 };
+            nanosleep(&ts, NULL);
+        }
+    }
+    return got;
+}
+
+/* ---- two processes ---- */
+
+void ufx_peer_info(ufx_peer_info_t *info, const urma_context_t *ctx, const urma_jetty_t *jetty,
+                   uint32_t jetty_token, const urma_target_seg_t *seg, uint32_t seg_token)
+{
+    memset(info, 0, sizeof(*info));
+    info->magic = UFX_PEER_MAGIC;
+    info->eid = ctx->eid;
+    info->uasid = ctx->uasid;
+    info->jetty_id = jetty->jetty_id;
+    info->jetty_token = jetty_token;
+    if (seg != NULL) {
+        info->seg_token_id = seg->seg.token_id;
+        info->seg_token = seg_token;
+        info->seg_va = seg->seg.ubva.va;
+        info->seg_len = seg->seg.len;
+    }
+}
+
+urma_target_seg_t *ufx_import_peer_seg(urma_context_t *ctx, const ufx_peer_info_t *info)
+{
+    urma_seg_t s;
+    urma_token_t tok;
+    urma_import_seg_flag_t f;
+    memset(&s, 0, sizeof(s));
+    s.ubva.eid = info->eid;
+    s.ubva.uasid = info->uasid;
+    s.ubva.va = info->seg_va;
+    s.len = info->seg_len;
+    s.token_id = info->seg_token_id;
+    tok.token = info->seg_token;
+    memset(&f, 0, sizeof(f));
+    f.bs.access = URMA_ACCESS_WRITE;
+    return urma_import_seg(ctx, &s, &tok, 0, f);
+}
+
+int ufx_tcp_listen(uint16_t *port)
+{
+    struct sockaddr_in a;
+    socklen_t al = sizeof(a);
+    int one = 1;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        perror("urma_fixture: socket");
+        return -1;
+    }
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = 0;
+    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(fd, 4) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &al) != 0) {
+        perror("urma_fixture: bind/listen");
+        close(fd);
+        return -1;
+    }
+    *port = ntohs(a.sin_port);
+    return fd;
+}
+
+int ufx_tcp_accept(int lfd, int timeout_ms)
+{
+    struct pollfd p = { .fd = lfd, .events = POLLIN };
+    if (poll(&p, 1, timeout_ms) != 1) {
+        fprintf(stderr, "urma_fixture: no connection within %d ms\n", timeout_ms);
+        return -1;
+    }
+    return accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+}
+
+int ufx_tcp_connect(uint16_t port)
+{
+    struct sockaddr_in a;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        perror("urma_fixture: socket");
+        return -1;
+    }
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(port);
+    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+        perror("urma_fixture: connect");
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+int ufx_tcp_send(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t w = send(fd, p, len, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR) {
+            continue;
+        }
+        if (w <= 0) {
+            return -1;
+        }
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+int ufx_tcp_recv(int fd, void *buf, size_t len, int timeout_ms)
+{
+    char *p = buf;
+    long long end = now_ms() + timeout_ms;
+    while (len > 0) {
+        struct pollfd pf = { .fd = fd, .events = POLLIN };
+        long long left = end - now_ms();
+        ssize_t r;
+        if (left <= 0 || poll(&pf, 1, (int)left) != 1) {
+            return -1;
+        }
+        r = recv(fd, p, len, 0);
+        if (r < 0 && errno == EINTR) {
+            continue;
+        }
+        if (r <= 0) {
+            return -1;
+        }
+        p += r;
+        len -= (size_t)r;
+    }
+    return 0;
+}
+
+int ufx_exchange(int fd, const ufx_peer_info_t *mine, ufx_peer_info_t *peer, int timeout_ms)
+{
+    if (ufx_tcp_send(fd, mine, sizeof(*mine)) != 0 ||
+        ufx_tcp_recv(fd, peer, sizeof(*peer), timeout_ms) != 0) {
+        fprintf(stderr, "urma_fixture: endpoint exchange failed\n");
+        return -1;
+    }
+    if (peer->magic != UFX_PEER_MAGIC) {
+        fprintf(stderr, "urma_fixture: bad endpoint information (magic 0x%x)\n", peer->magic);
+        return -1;
+    }
+    return 0;
 }
 
 /* ---- poller ---- */

@@ -17,6 +17,7 @@
 #define URMA_FIXTURE_H
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <ub/umdk/urma/urma_api.h>
@@ -42,11 +43,62 @@ urma_jetty_t *ufx_jetty_shared(urma_context_t *ctx, const urma_jfs_cfg_t *jfs_cf
 /* The peer's jetty as the target of this side's work requests (RM). */
 urma_target_jetty_t *ufx_import_jetty(urma_context_t *ctx, const urma_jetty_t *peer, urma_token_t *token);
 
+/* The jetty named `id` (possibly another process's) imported with transport mode `tm`. */
+urma_target_jetty_t *ufx_import_jetty_id(urma_context_t *ctx, const urma_jetty_id_t *id,
+                                         urma_transport_mode_t tm, urma_token_t *token);
+
 /* `len` bytes at `buf`, registered without a token for local and remote read and write. */
 urma_target_seg_t *ufx_reg_seg(urma_context_t *ctx, void *buf, uint64_t len);
 
+/* The same with a plain-text token `token` (importers must present it). */
+urma_target_seg_t *ufx_reg_seg_token(urma_context_t *ctx, void *buf, uint64_t len, uint32_t token);
+
 /* The peer's segment `seg` imported (no token) with the import access flags `access`. */
 urma_target_seg_t *ufx_import_seg(urma_context_t *ctx, urma_target_seg_t *seg, uint32_t access);
+
+/* Waits for `n` CRs of `jfc` (event mode through `jfce` when not NULL: wait, poll, ack, rearm)
+ * into `out`, at most `timeout_ms`; returns the number of CRs (fewer on timeout), -1 on a
+ * poll or wait error. In event mode the JFC must have been armed (urma_rearm_jfc) first. */
+int ufx_wait_crs(urma_jfc_t *jfc, urma_jfce_t *jfce, urma_cr_t *out, int n, int timeout_ms);
+
+/* ---- two processes: endpoint information over TCP on 127.0.0.1 ------------------------------ */
+
+/* What one process tells the other so that the peer can import its jetty and segment: the
+ * context's EID and uasid, the jetty's id and token, the segment's address, length, token id
+ * and token value. Sent as is (both processes run on the same host). */
+typedef struct ufx_peer_info {
+    uint32_t magic; /* UFX_PEER_MAGIC */
+    uint32_t uasid;
+    urma_eid_t eid;
+    urma_jetty_id_t jetty_id;
+    uint32_t jetty_token;
+    uint32_t seg_token_id;
+    uint32_t seg_token;
+    uint64_t seg_va;
+    uint64_t seg_len;
+} ufx_peer_info_t;
+
+#define UFX_PEER_MAGIC 0x55465850u /* "UFXP" */
+
+/* Fills `info` from a context, a jetty (with its token) and a registered segment (with its
+ * token; NULL: no segment). */
+void ufx_peer_info(ufx_peer_info_t *info, const urma_context_t *ctx, const urma_jetty_t *jetty,
+                   uint32_t jetty_token, const urma_target_seg_t *seg, uint32_t seg_token);
+
+/* The peer's segment described by `info`, imported with its token for remote write. */
+urma_target_seg_t *ufx_import_peer_seg(urma_context_t *ctx, const ufx_peer_info_t *info);
+
+/* A listening TCP socket on 127.0.0.1 with an ephemeral port (stored in *port); -1 on error. */
+int ufx_tcp_listen(uint16_t *port);
+/* Accepts one connection within `timeout_ms`; -1 on error or timeout. */
+int ufx_tcp_accept(int lfd, int timeout_ms);
+/* Connects to 127.0.0.1:`port`; -1 on error. */
+int ufx_tcp_connect(uint16_t port);
+/* Writes / reads exactly `len` bytes (reads give up after `timeout_ms`); 0 or -1. */
+int ufx_tcp_send(int fd, const void *buf, size_t len);
+int ufx_tcp_recv(int fd, void *buf, size_t len, int timeout_ms);
+/* Sends `mine`, receives the peer's into `peer` and checks its magic; 0 or -1. */
+int ufx_exchange(int fd, const ufx_peer_info_t *mine, ufx_peer_info_t *peer, int timeout_ms);
 
 /* ---- the application's poller ---------------------------------------------------------------- */
 

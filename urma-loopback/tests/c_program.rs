@@ -1,10 +1,12 @@
-//! Builds the C programs of tests/c (smoke.c; fork.c, the DMA engine after fork), each with the
-//! repository's shared C URMA fixture (tests/c/urma_fixture.c), against urma-sys's bundled header
-//! and the loopback header, links them with `-lurma` against the loopback
-//! (`<target>/<profile>/liburma.so`) and runs them.
+//! Builds the C programs of tests/c (smoke.c; fork.c, the DMA engine after fork) and the
+//! repository's two-process pair (tests/c/urma_pair.c), each with the repository's shared C URMA
+//! fixture (tests/c/urma_fixture.c), against urma-sys's bundled header and the loopback header,
+//! links them with `-lurma` against the loopback (`<target>/<profile>/liburma.so`) and runs them.
 
-use std::path::PathBuf;
-use std::process::Command;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use testkit::{cc, profile_dir, target};
 
@@ -17,10 +19,9 @@ fn fixture_dir() -> PathBuf {
         .expect("tests/c/urma_fixture.c above the crate")
 }
 
-/// Compiles `tests/c/<name>.c` with the C URMA fixture against the bundled and loopback headers,
-/// links it with `-lurma`, runs it and returns its stdout + stderr after asserting it exited
-/// with 0.
-fn build_and_run(name: &str) -> String {
+/// Compiles `src` (a C program) with the C URMA fixture against the bundled and loopback
+/// headers, links it with `-lurma` and returns the executable.
+fn build(src: &Path, name: &str) -> PathBuf {
     let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("loopback-c-{name}"));
     let lib_dir = profile_dir();
@@ -39,7 +40,7 @@ fn build_and_run(name: &str) -> String {
             "-o",
         ])
         .arg(&out)
-        .arg(manifest.join(format!("tests/c/{name}.c")))
+        .arg(src)
         .arg(fixture_dir().join("urma_fixture.c"))
         .arg(format!("-I{}", urma_sys::bundled_include_dir()))
         .arg(format!("-I{}", manifest.join("include").display()))
@@ -49,6 +50,14 @@ fn build_and_run(name: &str) -> String {
         .status()
         .expect("run the C compiler");
     assert!(st.success(), "compiling {name}.c failed");
+    out
+}
+
+/// Builds `tests/c/<name>.c` of this crate, runs it and returns its stdout + stderr after
+/// asserting it exited with 0.
+fn build_and_run(name: &str) -> String {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let out = build(&manifest.join(format!("tests/c/{name}.c")), name);
     // Inherits LD_LIBRARY_PATH: cargo puts the loopback's liburma.so.0 on it (build.rs).
     let o = target::command(&out).output().unwrap();
     let text =
@@ -67,4 +76,99 @@ fn c_program_links_and_runs_against_the_loopback() {
 fn a_forked_child_posts_on_inherited_objects_with_an_engine_of_its_own() {
     let text = build_and_run("fork");
     assert!(text.contains("c-fork ok"), "{text}");
+}
+
+/// Kills a child on drop (a failed assertion never leaves a process behind).
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Waits for `c` at most `limit`; its exit status, stdout and stderr.
+fn finish(mut c: Child, limit: Duration) -> (bool, String) {
+    let end = Instant::now() + limit;
+    loop {
+        match c.0.try_wait().expect("wait for a pair process") {
+            Some(st) => {
+                let mut text = String::new();
+                for r in [
+                    c.0.stdout
+                        .take()
+                        .map(|o| Box::new(o) as Box<dyn std::io::Read>),
+                    c.0.stderr
+                        .take()
+                        .map(|e| Box::new(e) as Box<dyn std::io::Read>),
+                ]
+                .into_iter()
+                .flatten()
+                {
+                    let mut r = r;
+                    let _ = r.read_to_string(&mut text);
+                }
+                return (st.success(), text);
+            }
+            None if Instant::now() >= end => return (false, "still running: killed".into()),
+            None => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+}
+
+/// The pair of tests/c/urma_pair.c in `mode`: the server prints its port, the client connects;
+/// both must exit 0 having checked the transfer.
+fn run_pair(mode: &str) {
+    // One executable per test: the tests run in parallel, and a program being written cannot
+    // be started ("text file busy").
+    let exe = build(
+        &fixture_dir().join("urma_pair.c"),
+        &format!("urma_pair-{mode}"),
+    );
+    let mut server = Child(
+        target::command(&exe)
+            .args(["server", mode])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start the server"),
+    );
+    let mut first = String::new();
+    BufReader::new(server.0.stdout.as_mut().expect("server stdout"))
+        .read_line(&mut first)
+        .expect("read the server's port");
+    let port = first
+        .strip_prefix("port ")
+        .and_then(|p| p.trim().parse::<u16>().ok())
+        .unwrap_or_else(|| panic!("server did not print its port: {first:?}"));
+    let client = Child(
+        target::command(&exe)
+            .args(["client", mode, &port.to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start the client"),
+    );
+    let (cok, ctext) = finish(client, Duration::from_secs(30));
+    let (sok, stext) = finish(server, Duration::from_secs(30));
+    assert!(cok && sok, "client:\n{ctext}\nserver:\n{stext}");
+    assert!(
+        ctext.contains(&format!("urma-pair client {mode} ok")),
+        "{ctext}"
+    );
+    assert!(
+        stext.contains(&format!("urma-pair server {mode} ok")),
+        "{stext}"
+    );
+}
+
+#[test]
+fn a_program_pair_writes_and_sends_an_immediate_across_processes_in_poll_mode() {
+    run_pair("poll");
+}
+
+#[test]
+fn a_program_pair_writes_and_sends_an_immediate_across_processes_in_event_mode() {
+    run_pair("event");
 }

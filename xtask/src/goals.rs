@@ -68,6 +68,8 @@ fn test(ctx: &mut Ctx) {
     build(ctx, "test");
     run(cargo_cmd().args(["test", "--workspace", "--no-fail-fast"]));
     compat(ctx, "test", &[]);
+    // The same scenarios with sender and receiver in two processes (docs/compat.md).
+    compat(ctx, "test", &["--split".to_string()]);
     legacy_asan_suite(ctx, "test");
     reliability_memcheck(ctx, "test");
     reliability_helgrind(ctx, "test");

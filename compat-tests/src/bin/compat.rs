@@ -3,7 +3,7 @@
 //! ```text
 //! compat [--rust-lib PATH] [--legacy-lib PATH] [--out DIR] [--random N] [--seed S]
 //!        [--scenario ID]... [--list] [--no-c-runner] [--c-runner-exe PATH] [--no-interop]
-//!        [--ledger PATH] [--interpose]
+//!        [--ledger PATH] [--interpose] [--split]
 //! ```
 //! Defaults: the Rust library `<target>/<profile>/libos_transport.so`, the reference C library
 //! `$LEGACY_LIB` or the library legacy-c's build script built, `--out <target>/compat`,
@@ -12,7 +12,7 @@
 
 use std::path::PathBuf;
 
-use compat_tests::harness::{backend, ledger, report};
+use compat_tests::harness::{backend, ledger, report, split};
 use compat_tests::interpose_ctl;
 use compat_tests::lib_under_test::{legacy_lib_path, rust_lib_path, target_dir};
 
@@ -20,12 +20,17 @@ fn usage() -> ! {
     eprintln!(
         "usage: compat [--rust-lib PATH] [--legacy-lib PATH] [--out DIR] [--random N] [--seed S] \
          [--scenario ID]... [--list] [--no-c-runner] [--c-runner-exe PATH] [--no-interop] \
-         [--ledger PATH] [--interpose]"
+         [--ledger PATH] [--interpose] [--split]"
     );
     std::process::exit(2)
 }
 
 fn main() {
+    // A child of `--split`: one side of a scenario, in a process of its own.
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    if argv.first().map(String::as_str) == Some(split::CHILD_ARG) {
+        std::process::exit(split::child_main(&argv[1..]));
+    }
     let mut opts = report::Options {
         rust_lib: rust_lib_path(),
         legacy_lib: legacy_lib_path(),
@@ -40,6 +45,7 @@ fn main() {
         interop: true,
     };
     let mut interpose = false;
+    let mut two_processes = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut val = |name: &str| {
@@ -66,6 +72,7 @@ fn main() {
             "--c-runner-exe" => opts.c_runner_exe = Some(PathBuf::from(val("--c-runner-exe"))),
             "--no-interop" => opts.interop = false,
             "--interpose" => interpose = true,
+            "--split" => two_processes = true,
             "-h" | "--help" => {
                 println!("{}", include_str!("compat_help.txt"));
                 return;
@@ -91,6 +98,9 @@ fn main() {
         use_interpose();
         // The C runner prints the loopback's own trace: not comparable with the layer's.
         opts.c_runner = false;
+    }
+    if two_processes {
+        std::process::exit(split::run(&opts));
     }
     std::process::exit(report::run(&opts));
 }

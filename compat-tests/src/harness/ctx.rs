@@ -273,6 +273,9 @@ pub struct Ctx {
     syncs: Vec<(String, *mut task_sync_t)>,
     nsync: u32,
     finished: bool,
+    /// Pass mode: the send poller waits for the receive poller (below). Off when the receiver
+    /// is another process (`compat --split`): its CRs never reach this process's pollers.
+    pub pace: bool,
 }
 
 impl Ctx {
@@ -320,6 +323,7 @@ impl Ctx {
             syncs: Vec::new(),
             nsync: 0,
             finished: false,
+            pace: true,
         }
     }
 
@@ -479,7 +483,7 @@ impl Ctx {
         // handed over the receive-side CR of every SEND_IMM whose successful local CR it saw
         // (the loopback emits the receive-side CR first). A receive-side CR that never comes
         // (dropped by a knob) is written off after a bounded wait.
-        let pace = matches!(delivery, Delivery::Pass);
+        let pace = self.pace && matches!(delivery, Delivery::Pass);
         let recv_done = Arc::new(AtomicU64::new(0));
         let mut imm_ok: u64 = 0;
         let mut written_off: u64 = 0;

@@ -11,6 +11,7 @@
 //! * [`ledger`]: the machine-readable twin of `docs/divergences.md`;
 //! * [`crunner`]: the C consumer (`compat-tests/c/runner.c`) built and run against each library;
 //! * [`interop`]: the C <-> Rust interop matrix;
+//! * [`split`]: `compat --split`, a scenario's sender and receiver in two processes;
 //! * [`report`]: the driver (comparison, verdicts) and `report.json` / `report.md`.
 //!
 //! `docs/compat.md` describes the whole thing.
@@ -25,3 +26,4 @@ pub mod random;
 pub mod record;
 pub mod report;
 pub mod scenario;
+pub mod split;

@@ -43,6 +43,7 @@ impl Normalised {
         let mut names: Vec<&String> = self.sections.keys().collect();
         names.sort_by_key(|n| {
             let base = n.split(':').next().unwrap_or(n);
+            // `api:recv` before `api:send`, every api section before the notify ones.
             (
                 ORDER.iter().position(|o| *o == base).unwrap_or(99),
                 n.to_string(),
@@ -200,6 +201,26 @@ fn at_poll_key(key: String, raw: &Value) -> String {
     format!("{key}/{sub}")
 }
 
+/// `uasid<n>:<id>` (an object of another process, as the loopback names it) -> `peer:<id>`.
+fn peer_names(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some(i) = rest.find("uasid") {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 5..];
+        let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+        if digits > 0 && after[digits..].starts_with(':') {
+            out.push_str("peer:");
+            rest = &after[digits + 1..];
+        } else {
+            out.push_str("uasid");
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Normalises a raw trace. `lib_names` maps log slots to section names.
 pub fn normalise(events: &[Value], lib_names: &[(u64, &str)]) -> Normalised {
     let mut n = Normalised::default();
@@ -208,34 +229,47 @@ pub fn normalise(events: &[Value], lib_names: &[(u64, &str)]) -> Normalised {
     let mut malformed: BTreeMap<String, usize> = BTreeMap::new();
     for e in events {
         let k = e.get("k").and_then(|x| x.as_str()).unwrap_or("");
+        // Events of a two-process run carry their process; its sections stay apart.
+        let sec = |base: &str| match e.get("proc").and_then(|x| x.as_str()) {
+            Some(p) => format!("{base}:{p}"),
+            None => base.to_string(),
+        };
         match k {
-            "api" | "data" | "note" => n
-                .sections
-                .entry(k.to_string())
-                .or_default()
-                .push(s(e, "line")),
+            "api" | "data" | "note" => n.sections.entry(sec(k)).or_default().push(s(e, "line")),
             "notify" => {
                 let rid = e.get("rid").and_then(|x| x.as_u64()).unwrap_or(0);
                 streams
-                    .entry(("notify".into(), format!("req:0x{rid:x}")))
+                    .entry((sec("notify"), format!("req:0x{rid:x}")))
                     .or_default()
                     .push(s(e, "line"));
             }
             "wake" => {
                 streams
-                    .entry(("wake".into(), s(e, "key")))
+                    .entry((sec("wake"), s(e, "key")))
                     .or_default()
                     .push(s(e, "line"));
             }
             "urma" => {
                 if let Some(raw) = e.get("raw") {
                     if let Some((key, line)) = urma_line(raw) {
-                        let key = if e.get("at_poll") == Some(&Value::Bool(true)) {
+                        // Across processes a WR's CR comes with the peer's acknowledgement,
+                        // after later posts of the same queue or before them: as for the
+                        // layer's lines, posts and CRs are streams of their own.
+                        let key = if e.get("at_poll") == Some(&Value::Bool(true))
+                            || e.get("proc").is_some()
+                        {
                             at_poll_key(key, raw)
                         } else {
                             key
                         };
-                        streams.entry(("urma".into(), key)).or_default().push(line);
+                        // The other process's objects are named by its uasid, which the
+                        // provider hands out per run.
+                        let line = if e.get("proc").is_some() {
+                            peer_names(&line)
+                        } else {
+                            line
+                        };
+                        streams.entry((sec("urma"), key)).or_default().push(line);
                     }
                 }
             }
@@ -247,9 +281,9 @@ pub fn normalise(events: &[Value], lib_names: &[(u64, &str)]) -> Normalised {
                     .map(|(_, n)| *n)
                     .unwrap_or("lib");
                 let sec = if lib_names.len() > 1 {
-                    format!("log:{name}")
+                    sec(&format!("log:{name}"))
                 } else {
-                    "log".to_string()
+                    sec("log")
                 };
                 let lvl = e.get("level").and_then(|x| x.as_i64()).unwrap_or(0);
                 *levels
@@ -336,6 +370,34 @@ mod tests {
         assert_eq!(k, "req:0xabcde12345");
         assert!(!l.contains("uctx"));
         assert!(urma_line(&json!({"ev":"poll"})).is_none());
+    }
+
+    #[test]
+    fn other_processes_objects_lose_their_uasid() {
+        assert_eq!(
+            peer_names("local=jetty1 remote=uasid3:2 x=uasid q=uasid7"),
+            "local=jetty1 remote=peer:2 x=uasid q=uasid7"
+        );
+    }
+
+    #[test]
+    fn processes_of_a_split_run_keep_their_own_sections() {
+        let a = vec![
+            json!({"k":"api","line":"init","proc":"recv"}),
+            json!({"k":"api","line":"init","proc":"send"}),
+            json!({"k":"notify","rid":1,"line":"n","proc":"recv"}),
+            json!({"k":"log","lib":0,"level":65280,"ok":true,"proc":"send"}),
+        ];
+        let n = normalise(&a, &[(0, "x")]);
+        let keys: Vec<&str> = n.sections.keys().map(String::as_str).collect();
+        assert_eq!(keys, ["api:recv", "api:send", "log:send", "notify:recv"]);
+        // The order in which the two processes' events were concatenated does not matter.
+        let mut b = a.clone();
+        b.swap(0, 1);
+        assert_eq!(normalise(&b, &[(0, "x")]), n);
+        assert!(n
+            .render()
+            .contains("## api:recv\ninit\n## api:send\ninit\n"));
     }
 
     #[test]

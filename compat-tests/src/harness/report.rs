@@ -210,7 +210,18 @@ pub fn load(opts: &Options) -> Result<Loaded, String> {
     })
 }
 
-fn line(o: &Outcome) -> String {
+/// PASS, DIVERGES-AS-DOCUMENTED and FAIL counts of `outcomes`.
+pub fn counts(outcomes: &[Outcome]) -> (usize, usize, usize) {
+    let n = |f: fn(&Verdict) -> bool| outcomes.iter().filter(|o| f(&o.verdict)).count();
+    (
+        n(|v| *v == Verdict::Pass),
+        n(|v| matches!(v, Verdict::Diverges(_))),
+        n(|v| matches!(v, Verdict::Fail(_))),
+    )
+}
+
+/// The report line of one outcome (verdict, id, description, and why for a FAIL).
+pub fn line(o: &Outcome) -> String {
     let w = o.verdict.word();
     let mut s = format!("{w:<28} {:<22} {}", o.id, o.desc);
     if let Verdict::Fail(why) = &o.verdict {
@@ -222,15 +233,18 @@ fn line(o: &Outcome) -> String {
     s
 }
 
+/// The ledger twin of `opts` (None, with the reason on stderr, when it cannot be loaded).
+pub fn ledger_of(opts: &Options) -> Option<Ledger> {
+    Ledger::load(&opts.ledger)
+        .map_err(|e| eprintln!("compat: cannot load the ledger: {e}"))
+        .ok()
+}
+
 /// Runs the whole harness; returns the process exit code.
 pub fn run(opts: &Options) -> i32 {
     let t0 = Instant::now();
-    let ledger = match Ledger::load(&opts.ledger) {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("compat: cannot load the ledger: {e}");
-            return 2;
-        }
+    let Some(ledger) = ledger_of(opts) else {
+        return 2;
     };
     let mut cat = scenario::catalogue();
     let mut rnd = random::scenarios(opts.seed, opts.random);
@@ -385,19 +399,8 @@ pub fn run(opts: &Options) -> i32 {
         println!("\nInterop matrix (one process, both libraries, data checked byte for byte):");
         println!("{}", interop::render(&cells));
     }
-    let pass = outcomes
-        .iter()
-        .filter(|o| o.verdict == Verdict::Pass)
-        .count();
-    let div = outcomes
-        .iter()
-        .filter(|o| matches!(o.verdict, Verdict::Diverges(_)))
-        .count();
-    let fail = outcomes
-        .iter()
-        .filter(|o| matches!(o.verdict, Verdict::Fail(_)))
-        .count()
-        + ledger_problems.len();
+    let (pass, div, fail) = counts(&outcomes);
+    let fail = fail + ledger_problems.len();
     let ifail = cells.iter().filter(|c| !c.ok).count();
     let secs = t0.elapsed().as_secs_f64();
     println!(

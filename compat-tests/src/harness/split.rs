@@ -1,0 +1,1268 @@
+//! Two processes (`compat --split`): each scenario's receiver and sender run in processes of
+//! their own, over the loopback's cross-process path.
+//!
+//! The `compat` binary re-executes itself as a child ([`CHILD_ARG`] `recv|send`) that loads
+//! one library, builds a [`Ctx`] of its own (fresh endpoints and buffers, the loopback's trace
+//! capture) and runs one side of a [`Plan`]:
+//!
+//! * the receiver listens on 127.0.0.1 with an ephemeral port (printed as `port <n>` for the
+//!   parent), inits its library, starts its pollers and posts its `os_transport_recv`s, then
+//!   tells the sender its endpoint information ([`EndpointInfo`]: the context's uasid, the
+//!   receive jetty's {EID, uasid, id}, the destination segment's {EID, uasid, va}, length and
+//!   token id; the tokens are the fixture's) as one JSON line over TCP;
+//! * the sender connects, answers with its own uasid, imports the receiver's jetty and segment
+//!   by what it was told (they replace the targets of its own in-process fixture), inits its
+//!   library and runs the sends and their waits; it then releases its imports and says `closed`;
+//! * the receiver waits for its receives, checks the destination byte for byte against the
+//!   pattern the sender's source was filled with (both fill it the same way), waits for
+//!   `closed` and tears down.
+//!
+//! Each child writes its raw trace (the recorder's events and its process's URMA trace) to a
+//! file; the parent tags every event with its process (`"proc": "recv"|"send"`) and
+//! concatenates the receiver's and the sender's. The normaliser keeps the two processes apart
+//! (section `api:recv`, `urma:send`, ...), so nothing depends on how the two interleaved.
+//!
+//! A child that finds the provider does not reach the other process (the peer has the same
+//! uasid, or the import of its jetty or segment is refused) exits with [`NOT_RUN`]; the run is
+//! then reported as not run, never as a result.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use urma_sys as u;
+
+use super::backend;
+use super::ctx::{Ctx, Delivery, Lib, Order, SendVia, Setup, Side};
+use super::interop;
+use super::report::{self, Verdict};
+use super::scenario::{self, Body, Flow, Xfer, MIB};
+use crate::fixture::{import_receiver, import_seg_desc, ImportedSeg, Loopback, RecvKind, TOKEN};
+use crate::lib_under_test::DEFAULT_CHUNK_SIZE;
+
+/// First argument of a child process.
+pub const CHILD_ARG: &str = "--split-child";
+
+/// Exit status of a child that could not reach the other process.
+pub const NOT_RUN: i32 = 3;
+
+/// Longest time the sender's wait may take to fail after the receiver was killed: the
+/// provider's peer-death bound (docs/loopback.md, 100 ms) plus the library's reaction and the
+/// scheduling of a loaded 2-core machine.
+pub const PEER_DEATH_BOUND: Duration = Duration::from_millis(1000);
+
+/// Timeout of the children's waits (ms).
+const WAIT_MS: i64 = 10_000;
+
+/// What a two-process run does.
+#[derive(Clone)]
+pub enum PlanKind {
+    /// A catalogue scenario: the C pair and the Rust pair are compared.
+    Scenario,
+    /// A cell of the interop matrix's two-process column.
+    Interop,
+    /// The receiver is killed mid-transfer; the sender's wait must fail within the bound.
+    PeerDeath,
+}
+
+/// One two-process run.
+#[derive(Clone)]
+pub struct Plan {
+    pub id: String,
+    pub desc: String,
+    pub setup: Setup,
+    pub flow: Flow,
+    pub kind: PlanKind,
+}
+
+/// A catalogue flow whose sender and receiver can be split: receive-side CRs handed over as
+/// polled (no delivery order imposed across processes), no loopback knob (knobs count per
+/// process), every transfer starting (1 byte ..= 14 MiB, 40-bit keys) after its receive, through the JFS,
+/// to a receive jetty, with data copied.
+pub fn splittable(sc: &scenario::Scenario) -> Option<Flow> {
+    let Body::Flow(f) = &sc.body else {
+        return None;
+    };
+    let ok = f.delivery == Delivery::Pass
+        && f.knobs.is_empty()
+        && f.via == SendVia::Jfs
+        && f.dup_held.is_none()
+        && f.capacity >= 1
+        && sc.setup.recv_kind == RecvKind::Jetty
+        && !sc.setup.nocopy
+        && !f.xfers.is_empty()
+        && f.xfers.iter().all(|x| {
+            !x.early
+                && x.cb_fail.is_none()
+                && x.recv_len == x.len
+                && x.len >= 1
+                && x.len <= 7 * DEFAULT_CHUNK_SIZE
+                && x.sk < 1 << 40
+                && x.ck < 1 << 40
+        });
+    ok.then(|| f.clone())
+}
+
+/// Every plan: the splittable catalogue scenarios, the interop column's cells
+/// (`xp-<dir>-<len>`) and the peer-death runs.
+pub fn plans() -> Vec<Plan> {
+    let mut v: Vec<Plan> = scenario::catalogue()
+        .iter()
+        .filter_map(|sc| {
+            splittable(sc).map(|flow| Plan {
+                id: sc.id.clone(),
+                desc: sc.desc.clone(),
+                setup: sc.setup,
+                flow,
+                kind: PlanKind::Scenario,
+            })
+        })
+        .collect();
+    let mut lens = interop::LENS.to_vec();
+    lens.insert(0, 1);
+    for len in lens {
+        let ck = 0xC0FFEE + len as u64;
+        v.push(Plan {
+            id: format!("xp-{len}"),
+            desc: format!("interop, two processes, {len} bytes"),
+            setup: Setup {
+                buf_len: (len as usize).max(4 << 20),
+                ..Default::default()
+            },
+            flow: Flow {
+                xfers: vec![Xfer::new(len, 0x5EED + len as u64, ck)],
+                ..Default::default()
+            },
+            kind: PlanKind::Interop,
+        });
+    }
+    v.push(Plan {
+        id: "peer-death".into(),
+        desc: "14 MiB; the receiver process is killed (SIGKILL) mid-transfer; the sender's \
+               wait_and_free_sync_timeout must fail within the bound"
+            .into(),
+        setup: Setup {
+            buf_len: 14 * MIB as usize,
+            ..Default::default()
+        },
+        // Capacity 1: the receiver's library posts 4 recv WRs and, its receive-side CRs held,
+        // never re-posts them; the fifth SEND_IMM waits for a recv WR (the receiver's RNR wait
+        // is made long), so the transfer stalls mid-way until the receiver dies.
+        flow: Flow {
+            workers: 2,
+            capacity: 1,
+            xfers: vec![Xfer::new(14 * MIB, 0xDEAD, 0xBEEF)],
+            ..Default::default()
+        },
+        kind: PlanKind::PeerDeath,
+    });
+    v
+}
+
+fn plan(id: &str) -> Option<Plan> {
+    plans().into_iter().find(|p| p.id == id)
+}
+
+/// The receiver's endpoint information, as sent to the sender.
+#[derive(Clone, Copy)]
+pub struct EndpointInfo {
+    pub uasid: u32,
+    pub jetty: u::urma_jetty_id_t,
+    pub seg: u::urma_seg_t,
+}
+
+fn eid_json(e: &u::urma_eid_t) -> Value {
+    // SAFETY: every bit pattern of the union is a valid byte array.
+    json!(unsafe { e.raw }.to_vec())
+}
+
+fn eid_from(v: &Value) -> Option<u::urma_eid_t> {
+    let a = v.as_array()?;
+    let mut raw = [0u8; 16];
+    if a.len() != 16 {
+        return None;
+    }
+    for (r, x) in raw.iter_mut().zip(a) {
+        *r = u8::try_from(x.as_u64()?).ok()?;
+    }
+    Some(u::urma_eid_t { raw })
+}
+
+impl EndpointInfo {
+    /// The JSON line sent over TCP.
+    pub fn to_json(&self) -> Value {
+        let s = &self.seg;
+        let (seg_eid, seg_uasid, seg_va) = (s.ubva.eid, s.ubva.uasid, s.ubva.va);
+        json!({
+            "uasid": self.uasid,
+            "jetty": {"eid": eid_json(&self.jetty.eid), "uasid": self.jetty.uasid, "id": self.jetty.id},
+            "seg": {"eid": eid_json(&seg_eid), "uasid": seg_uasid, "va": seg_va, "len": s.len,
+                    "token_id": s.token_id},
+        })
+    }
+
+    /// Parses [`EndpointInfo::to_json`]'s form.
+    pub fn from_json(v: &Value) -> Option<EndpointInfo> {
+        let j = v.get("jetty")?;
+        let s = v.get("seg")?;
+        let u32f = |o: &Value, k: &str| o.get(k)?.as_u64().and_then(|x| u32::try_from(x).ok());
+        let jetty = u::urma_jetty_id_t {
+            eid: eid_from(j.get("eid")?)?,
+            uasid: u32f(j, "uasid")?,
+            id: u32f(j, "id")?,
+        };
+        let mut seg: u::urma_seg_t = Default::default();
+        seg.ubva.eid = eid_from(s.get("eid")?)?;
+        seg.ubva.uasid = u32f(s, "uasid")?;
+        seg.ubva.va = s.get("va")?.as_u64()?;
+        seg.len = s.get("len")?.as_u64()?;
+        seg.token_id = u32f(s, "token_id")?;
+        Some(EndpointInfo {
+            uasid: u32f(v, "uasid")?,
+            jetty,
+            seg,
+        })
+    }
+}
+
+/// CLOCK_MONOTONIC in ns (the same clock in every process of the host).
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+// ---- the child ---------------------------------------------------------------------------------
+
+fn out(line: &str) {
+    let mut o = std::io::stdout().lock();
+    let _ = writeln!(o, "{line}");
+    let _ = o.flush();
+}
+
+fn not_run(why: &str) -> i32 {
+    out(&format!("not-run {why}"));
+    NOT_RUN
+}
+
+fn read_line(r: &mut BufReader<TcpStream>) -> Option<String> {
+    let mut l = String::new();
+    match r.read_line(&mut l) {
+        Ok(n) if n > 0 => Some(l.trim_end().to_string()),
+        _ => None,
+    }
+}
+
+fn own_uasid() -> u32 {
+    // SAFETY: the fixture's context is live for the process.
+    unsafe { (*Loopback::get().ctx).uasid }
+}
+
+/// `compat --split-child recv|send --lib PATH --slot N --plan ID --trace FILE [--connect PORT]`.
+/// Returns the exit status.
+pub fn child_main(args: &[String]) -> i32 {
+    let mut role = String::new();
+    let mut lib = PathBuf::new();
+    let mut slot = 0u32;
+    let mut plan_id = String::new();
+    let mut trace = PathBuf::new();
+    let mut port: Option<u16> = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let v = it.next().cloned().unwrap_or_default();
+        match a.as_str() {
+            "--role" => role = v,
+            "--lib" => lib = PathBuf::from(v),
+            "--slot" => slot = v.parse().unwrap_or(0),
+            "--plan" => plan_id = v,
+            "--trace" => trace = PathBuf::from(v),
+            "--connect" => port = v.parse().ok(),
+            _ => {
+                eprintln!("compat: split child: unknown argument {a}");
+                return 2;
+            }
+        }
+    }
+    let Some(p) = plan(&plan_id) else {
+        eprintln!("compat: split child: unknown plan {plan_id}");
+        return 2;
+    };
+    let name = if slot == 0 { "legacy" } else { "rust" };
+    let lib = match Lib::load(&lib, slot, name) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("compat: split child: {e}");
+            return 2;
+        }
+    };
+    let mut problems: Vec<String> = Vec::new();
+    let events = match (role.as_str(), port) {
+        ("recv", _) => match receiver(lib, &p, &mut problems) {
+            Ok(ev) => ev,
+            Err(code) => return code,
+        },
+        ("send", Some(port)) => match sender(lib, &p, port, &mut problems) {
+            Ok(ev) => ev,
+            Err(code) => return code,
+        },
+        _ => {
+            eprintln!("compat: split child: needs --role recv, or --role send with --connect");
+            return 2;
+        }
+    };
+    let text: String = events.iter().map(|e| format!("{e}\n")).collect();
+    if let Err(e) = std::fs::write(&trace, text) {
+        eprintln!("compat: split child: {}: {e}", trace.display());
+        return 2;
+    }
+    out(&format!("problems {}", json!(problems)));
+    0
+}
+
+fn receiver(lib: &'static Lib, p: &Plan, problems: &mut Vec<String>) -> Result<Vec<Value>, i32> {
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| {
+        eprintln!("compat: split receiver: bind 127.0.0.1:0: {e}");
+        2
+    })?;
+    let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+    let mut ctx = Ctx::new(lib, lib, p.setup);
+    ctx.pace = false;
+    let f = &p.flow;
+    let death = matches!(p.kind, PlanKind::PeerDeath);
+    if death {
+        // The receiver's RNR wait (the responder's, in this process) outlasts the run, so the
+        // stalled SEND_IMM waits for the kill instead of failing on its own.
+        if let Err(e) = backend::get().apply_knobs("rnr_timeout_ms=60000") {
+            eprintln!("compat: split receiver: {e}");
+            return Err(2);
+        }
+    }
+    if ctx.init(Side::Recv, f.workers, f.capacity) != 0 || ctx.hr.is_null() {
+        problems.push("receiver init failed".into());
+    }
+    ctx.start_pollers(if death {
+        Delivery::Held(Order::Fifo)
+    } else {
+        Delivery::Pass
+    });
+    let mut syncs = Vec::new();
+    if !death {
+        for x in &f.xfers {
+            let (r, s) = ctx.recv(x.recv_len, x.ck, x.off);
+            if r != 0 {
+                problems.push(format!("recv returned {r}"));
+            }
+            syncs.push(s);
+        }
+    }
+    out(&format!("port {port}"));
+    let stream = accept(&listener, Duration::from_secs(20)).ok_or_else(|| {
+        eprintln!("compat: split receiver: no sender connected within 20 s");
+        2
+    })?;
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
+    let mut w = stream.try_clone().map_err(|_| 2)?;
+    let mut r = BufReader::new(stream);
+    // SAFETY: the receiver's jetty and the destination segment are live fixture objects.
+    let info = unsafe {
+        EndpointInfo {
+            uasid: own_uasid(),
+            jetty: (*ctx.pair.receiver.jetty).jetty_id,
+            seg: (*ctx.dst.tseg).seg,
+        }
+    };
+    if writeln!(w, "{}", info.to_json()).is_err() {
+        eprintln!("compat: split receiver: sending the endpoint information failed");
+        return Err(2);
+    }
+    let peer: Option<u32> = read_line(&mut r)
+        .and_then(|l| serde_json::from_str::<Value>(&l).ok())
+        .and_then(|v| v.get("uasid")?.as_u64())
+        .and_then(|x| u32::try_from(x).ok());
+    match peer {
+        None => {
+            eprintln!("compat: split receiver: no answer from the sender");
+            return Err(2);
+        }
+        Some(x) if x == info.uasid => {
+            return Err(not_run(&format!(
+                "both processes have uasid {x}: the provider does not tell processes apart"
+            )))
+        }
+        Some(_) => {}
+    }
+    if death {
+        // Until killed: the sender closes only if something went wrong.
+        let l = read_line(&mut r);
+        eprintln!("compat: split receiver: still alive, the sender said {l:?}");
+        return Err(1);
+    }
+    for (s, x) in syncs.iter().zip(&f.xfers) {
+        if let Some(s) = s {
+            let (rc, st) = ctx.wait(Side::Recv, s, Some(WAIT_MS));
+            if rc != 0 {
+                problems.push(format!(
+                    "recv wait ck=0x{:x} returned {rc} status {st}",
+                    x.ck
+                ));
+            }
+        }
+    }
+    for x in &f.xfers {
+        if !ctx.check_data(&format!("data ck=0x{:x}", x.ck), x.off, x.len as usize) {
+            problems.push(format!("data ck=0x{:x} differs", x.ck));
+        }
+    }
+    if read_line(&mut r).as_deref() != Some("closed") {
+        problems.push("the sender did not close".into());
+    }
+    Ok(ctx.finish())
+}
+
+fn accept(l: &TcpListener, limit: Duration) -> Option<TcpStream> {
+    l.set_nonblocking(true).ok()?;
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        match l.accept() {
+            Ok((s, _)) => {
+                s.set_nonblocking(false).ok()?;
+                return Some(s);
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(2)),
+        }
+    }
+    None
+}
+
+fn sender(
+    lib: &'static Lib,
+    p: &Plan,
+    port: u16,
+    problems: &mut Vec<String>,
+) -> Result<Vec<Value>, i32> {
+    let stream = TcpStream::connect(("127.0.0.1", port)).map_err(|e| {
+        eprintln!("compat: split sender: connect 127.0.0.1:{port}: {e}");
+        2
+    })?;
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
+    let mut w = stream.try_clone().map_err(|_| 2)?;
+    let mut r = BufReader::new(stream);
+    let Some(info) = read_line(&mut r)
+        .and_then(|l| serde_json::from_str::<Value>(&l).ok())
+        .and_then(|v| EndpointInfo::from_json(&v))
+    else {
+        eprintln!("compat: split sender: no endpoint information from the receiver");
+        return Err(2);
+    };
+    let me = own_uasid();
+    if writeln!(w, "{}", json!({ "uasid": me })).is_err() {
+        return Err(2);
+    }
+    if info.uasid == me {
+        return Err(not_run(&format!(
+            "both processes have uasid {me}: the provider does not tell processes apart"
+        )));
+    }
+    let lb = Loopback::get();
+    let mut ctx = Ctx::new(lib, lib, p.setup);
+    ctx.pace = false;
+    // The targets of this process's own fixture are replaced by the receiver's objects.
+    let tjetty = import_receiver(lb, RecvKind::Jetty, info.jetty);
+    if tjetty.is_null() {
+        return Err(not_run(
+            "the import of the other process's jetty was refused",
+        ));
+    }
+    let flag = (u::URMA_ACCESS_READ | u::URMA_ACCESS_WRITE)
+        << urma_sys::flags::IMPORT_SEG_FLAG_ACCESS_SHIFT;
+    let tseg = import_seg_desc(lb, info.seg, Some(TOKEN), flag);
+    if tseg.is_null() {
+        // SAFETY: imported above, released once.
+        unsafe { u::urma_unimport_jetty(tjetty) };
+        return Err(not_run(
+            "the import of the other process's segment was refused",
+        ));
+    }
+    // SAFETY: the fixture's own import of its local receiver, replaced and released once.
+    unsafe { u::urma_unimport_jetty(ctx.pair.sender.tjetty) };
+    ctx.pair.sender.tjetty = tjetty;
+    ctx.rdst = ImportedSeg {
+        tseg,
+        addr: info.seg.ubva.va,
+        len: info.seg.len as usize,
+    };
+    let f = &p.flow;
+    if ctx.init(Side::Send, f.workers, f.capacity) != 0 || ctx.hs.is_null() {
+        problems.push("sender init failed".into());
+    }
+    ctx.start_pollers(Delivery::Pass);
+    let mut syncs = Vec::new();
+    for x in &f.xfers {
+        let (rc, s) = ctx.send_ex(x.len, x.sk, x.ck, x.off, SendVia::Jfs);
+        if rc != 0 {
+            problems.push(format!("send ck=0x{:x} returned {rc}", x.ck));
+        }
+        syncs.push(s);
+    }
+    if matches!(p.kind, PlanKind::PeerDeath) {
+        out("posted");
+        if let Some(Some(s)) = syncs.first() {
+            let (rc, st) = ctx.wait(Side::Send, s, Some(WAIT_MS));
+            out(&format!(
+                "waited {}",
+                json!({"ret": rc, "status": st, "t_ns": monotonic_ns()})
+            ));
+        }
+    } else {
+        for (s, x) in syncs.iter().zip(&f.xfers) {
+            if let Some(s) = s {
+                let (rc, st) = ctx.wait(Side::Send, s, Some(WAIT_MS));
+                if rc != 0 {
+                    problems.push(format!(
+                        "send wait ck=0x{:x} returned {rc} status {st}",
+                        x.ck
+                    ));
+                }
+            }
+        }
+    }
+    // A CR of a WR to another process comes with the peer's acknowledgement, possibly after
+    // the wait returned: hand every one over before the pollers stop, as in-process (where a
+    // post returns with its CRs queued) they always are.
+    let end = Instant::now() + Duration::from_secs(5);
+    while ctx.send_seen() < backend::get().send_wrs() && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let ev = ctx.finish();
+    let _ = writeln!(w, "closed");
+    Ok(ev)
+}
+
+// ---- the parent ---------------------------------------------------------------------------------
+
+/// A library as the parent hands it to a child.
+#[derive(Debug, Clone)]
+pub struct LibRef {
+    pub path: PathBuf,
+    pub slot: u32,
+    pub name: &'static str,
+}
+
+/// Result of one two-process run.
+#[derive(Debug, Default)]
+pub struct PairRun {
+    /// The merged raw trace (receiver's events, then the sender's, tagged with `proc`).
+    pub events: Vec<Value>,
+    /// What went wrong on either side (empty: every call and wait returned 0, data matched).
+    pub problems: Vec<String>,
+    /// Why it could not run (the provider does not reach the other process, a set-up error).
+    pub not_run: Option<String>,
+    /// The sender's `waited` line (peer death).
+    pub waited: Option<Value>,
+    /// When the receiver was killed (peer death), CLOCK_MONOTONIC ns.
+    pub killed_ns: Option<u64>,
+    /// The sender's wait had returned before the kill (peer death: not mid-transfer).
+    pub returned_before_kill: bool,
+}
+
+struct Proc {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    err: std::thread::JoinHandle<String>,
+}
+
+fn spawn(
+    exe: &Path,
+    role: &str,
+    lib: &LibRef,
+    plan: &str,
+    trace: &Path,
+    port: Option<u16>,
+    env: &[(&str, &str)],
+) -> Result<Proc, String> {
+    let mut c = Command::new(exe);
+    c.arg(CHILD_ARG)
+        .args(["--role", role, "--plan", plan])
+        .arg("--lib")
+        .arg(&lib.path)
+        .args(["--slot", &lib.slot.to_string()])
+        .arg("--trace")
+        .arg(trace)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some(p) = port {
+        c.args(["--connect", &p.to_string()]);
+    }
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let mut child = c
+        .spawn()
+        .map_err(|e| format!("spawn {}: {e}", exe.display()))?;
+    let so = child.stdout.take().ok_or("no stdout")?;
+    let mut se = child.stderr.take().ok_or("no stderr")?;
+    let (tx, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(so).lines().map_while(Result::ok) {
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut se, &mut s);
+        s
+    });
+    Ok(Proc { child, lines, err })
+}
+
+impl Proc {
+    /// The next stdout line starting with `prefix` (others are kept in `seen`), within `limit`.
+    fn expect(&self, prefix: &str, limit: Duration, seen: &mut Vec<String>) -> Option<String> {
+        let end = Instant::now() + limit;
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) if l.starts_with(prefix) => return Some(l[prefix.len()..].trim().into()),
+                Ok(l) => seen.push(l),
+                Err(_) => return None,
+            }
+        }
+    }
+
+    /// Waits for the exit (killing the process after `limit`); status code (-1 if killed or
+    /// signalled), remaining stdout lines, stderr.
+    fn finish(mut self, limit: Duration) -> (i32, Vec<String>, String) {
+        let end = Instant::now() + limit;
+        let code = loop {
+            match self.child.try_wait() {
+                Ok(Some(st)) => break st.code().unwrap_or(-1),
+                Ok(None) if Instant::now() < end => std::thread::sleep(Duration::from_millis(5)),
+                _ => {
+                    let _ = self.child.kill();
+                    let _ = self.child.wait();
+                    break -1;
+                }
+            }
+        };
+        let mut rest = Vec::new();
+        while let Ok(l) = self.lines.recv_timeout(Duration::from_millis(200)) {
+            rest.push(l);
+        }
+        (code, rest, self.err.join().unwrap_or_default())
+    }
+}
+
+fn last_words(err: &str) -> String {
+    err.lines()
+        .rfind(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .to_string()
+}
+
+fn read_trace(path: &Path, proc_: &str) -> Result<Vec<Value>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let _ = std::fs::remove_file(path);
+    text.lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let mut v: Value = serde_json::from_str(l).map_err(|e| format!("{e}: {l}"))?;
+            if let Some(o) = v.as_object_mut() {
+                o.insert("proc".into(), json!(proc_));
+            }
+            Ok(v)
+        })
+        .collect()
+}
+
+/// Runs `plan` with `slib` sending in one process and `rlib` receiving in another.
+pub fn run_pair(exe: &Path, dir: &Path, plan: &Plan, slib: &LibRef, rlib: &LibRef) -> PairRun {
+    let mut pr = PairRun::default();
+    let tag = format!("{}.{}-{}", plan.id, slib.name, rlib.name);
+    let rtrace = dir.join(format!("{tag}.recv.jsonl"));
+    let strace = dir.join(format!("{tag}.send.jsonl"));
+    let death = matches!(plan.kind, PlanKind::PeerDeath);
+    let recv = match spawn(exe, "recv", rlib, &plan.id, &rtrace, None, &[]) {
+        Ok(p) => p,
+        Err(e) => {
+            pr.not_run = Some(e);
+            return pr;
+        }
+    };
+    let mut seen = Vec::new();
+    let Some(port) = recv
+        .expect("port ", Duration::from_secs(20), &mut seen)
+        .and_then(|p| p.parse::<u16>().ok())
+    else {
+        let (code, _, err) = recv.finish(Duration::from_secs(5));
+        pr.not_run = Some(format!(
+            "the receiver printed no port (exit {code}): {}",
+            last_words(&err)
+        ));
+        return pr;
+    };
+    let send = match spawn(exe, "send", slib, &plan.id, &strace, Some(port), &[]) {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = recv.finish(Duration::from_millis(1));
+            pr.not_run = Some(e);
+            return pr;
+        }
+    };
+    if death {
+        let mut sseen = Vec::new();
+        if send
+            .expect("posted", Duration::from_secs(20), &mut sseen)
+            .is_some()
+        {
+            // Let the transfer reach the stall (the fifth SEND_IMM waiting for a recv WR).
+            std::thread::sleep(Duration::from_millis(300));
+            while let Ok(l) = send.lines.try_recv() {
+                sseen.push(l);
+            }
+            pr.waited = sseen
+                .iter()
+                .find_map(|l| l.strip_prefix("waited "))
+                .and_then(|w| serde_json::from_str(w).ok());
+            pr.returned_before_kill = sseen.iter().any(|l| l.starts_with("waited"));
+            let mut recv = recv;
+            pr.killed_ns = Some(monotonic_ns());
+            let _ = recv.child.kill();
+            let _ = recv.child.wait();
+            let (_, _, _) = recv.finish(Duration::from_millis(1));
+            let mut all = sseen;
+            if pr.waited.is_none() {
+                let w = send.expect("waited ", Duration::from_secs(15), &mut all);
+                pr.waited = w.and_then(|w| serde_json::from_str(&w).ok());
+            }
+            let (code, rest, err) = send.finish(Duration::from_secs(15));
+            all.extend(rest);
+            if pr.waited.is_none() {
+                pr.waited = all
+                    .iter()
+                    .find_map(|l| l.strip_prefix("waited "))
+                    .and_then(|w| serde_json::from_str(w).ok());
+            }
+            if code == NOT_RUN {
+                pr.not_run = Some(not_run_reason(&all));
+            } else if code != 0 {
+                pr.problems
+                    .push(format!("sender exit {code}: {}", last_words(&err)));
+            }
+        } else {
+            let (scode, srest, serr) = send.finish(Duration::from_secs(5));
+            let (rcode, rrest, _) = recv.finish(Duration::from_secs(5));
+            if scode == NOT_RUN || rcode == NOT_RUN {
+                let mut all = srest;
+                all.extend(rrest);
+                pr.not_run = Some(not_run_reason(&all));
+            } else {
+                pr.problems.push(format!(
+                    "the sender never posted (exit {scode}): {}",
+                    last_words(&serr)
+                ));
+            }
+        }
+        return pr;
+    }
+    let (scode, srest, serr) = send.finish(Duration::from_secs(60));
+    let (rcode, rrest, rerr) = recv.finish(Duration::from_secs(30));
+    if scode == NOT_RUN || rcode == NOT_RUN {
+        let mut all = srest;
+        all.extend(rrest);
+        pr.not_run = Some(not_run_reason(&all));
+        return pr;
+    }
+    for (side, code, rest, err) in [
+        ("receiver", rcode, &rrest, &rerr),
+        ("sender", scode, &srest, &serr),
+    ] {
+        if code != 0 {
+            pr.problems
+                .push(format!("{side} exit {code}: {}", last_words(err)));
+            continue;
+        }
+        match rest
+            .iter()
+            .find_map(|l| l.strip_prefix("problems "))
+            .and_then(|p| serde_json::from_str::<Vec<String>>(p).ok())
+        {
+            Some(v) => pr
+                .problems
+                .extend(v.into_iter().map(|p| format!("{side}: {p}"))),
+            None => pr.problems.push(format!("{side}: no result line")),
+        }
+    }
+    if pr.problems.iter().any(|p| p.contains(" exit ")) {
+        return pr;
+    }
+    match (read_trace(&rtrace, "recv"), read_trace(&strace, "send")) {
+        (Ok(mut r), Ok(s)) => {
+            r.extend(s);
+            pr.events = r;
+        }
+        (Err(e), _) | (_, Err(e)) => pr.problems.push(format!("trace: {e}")),
+    }
+    pr
+}
+
+/// Whether the receiver process of a merged trace had a receive-side CR: a message of the
+/// other process reached it.
+pub fn crossed(events: &[Value]) -> bool {
+    events.iter().any(|e| {
+        e.get("proc").and_then(Value::as_str) == Some("recv")
+            && e.get("k").and_then(Value::as_str) == Some("urma")
+            && e.get("raw").is_some_and(|r| {
+                r.get("ev").and_then(Value::as_str) == Some("cr")
+                    && r.get("s_r").and_then(Value::as_u64) == Some(1)
+            })
+    })
+}
+
+fn not_run_reason(lines: &[String]) -> String {
+    lines
+        .iter()
+        .find_map(|l| l.strip_prefix("not-run "))
+        .unwrap_or("a child could not reach the other process")
+        .to_string()
+}
+
+/// The peer-death check of one run: Ok((how long after the kill the sender's wait returned,
+/// its return value)). A wait that returns 0 is accepted only from the reference C library,
+/// which ignores CR statuses (D3); the caller decides.
+pub fn judge_peer_death(pr: &PairRun) -> Result<(Duration, u64), String> {
+    if !pr.problems.is_empty() {
+        return Err(pr.problems.join("; "));
+    }
+    if pr.returned_before_kill {
+        return Err(format!(
+            "the sender's wait returned before the kill ({}): the transfer did not stall",
+            pr.waited
+                .as_ref()
+                .map(|w| w.to_string())
+                .unwrap_or_default()
+        ));
+    }
+    let (Some(w), Some(k)) = (&pr.waited, pr.killed_ns) else {
+        return Err("the sender reported no wait".into());
+    };
+    let ret = w.get("ret").and_then(Value::as_u64).unwrap_or(0);
+    let t = w.get("t_ns").and_then(Value::as_u64).unwrap_or(0);
+    if t < k {
+        return Err("the sender's wait returned before the kill".into());
+    }
+    let lat = Duration::from_nanos(t - k);
+    if lat > PEER_DEATH_BOUND {
+        return Err(format!(
+            "the sender's wait failed {} ms after the kill (bound {} ms)",
+            lat.as_millis(),
+            PEER_DEATH_BOUND.as_millis()
+        ));
+    }
+    Ok((lat, ret))
+}
+
+/// A peer-death run of one library: Ok((verdict word, detail)) or Err(why: FAIL or NOT RUN).
+type DeathResult = Result<(String, String), String>;
+
+/// One cell of the interop matrix with both columns.
+#[derive(Debug, Clone)]
+pub struct Cell2 {
+    pub dir: String,
+    pub len: u32,
+    /// One process (`interop::run`).
+    pub one: Option<interop::Cell>,
+    /// Two processes: Ok(detail) / Err(why); None = not run.
+    pub two: Option<Result<String, String>>,
+}
+
+/// `compat --split`: the splittable scenarios on the C pair and the Rust pair (compared and
+/// judged like the in-process runs), the interop matrix with its two-process column, and
+/// peer death with each library. Exit status: 0 when everything ran and nothing FAILed, 1 on
+/// a FAIL, 2 on set-up errors, [`NOT_RUN`] when the provider does not reach other processes
+/// (nothing failed, but nothing ran across processes either).
+pub fn run(opts: &report::Options) -> i32 {
+    let t0 = Instant::now();
+    let Some(ledger) = report::ledger_of(opts) else {
+        return 2;
+    };
+    let exe = match std::env::current_exe() {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("compat: --split: where am I: {e}");
+            return 2;
+        }
+    };
+    let dir = opts.out.join("split");
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        eprintln!("compat: {}: {e}", dir.display());
+        return 2;
+    }
+    let c = LibRef {
+        path: opts.legacy_lib.clone(),
+        slot: 0,
+        name: "legacy",
+    };
+    let r = LibRef {
+        path: opts.rust_lib.clone(),
+        slot: 1,
+        name: "rust",
+    };
+    let wanted = |id: &str| opts.only.is_empty() || opts.only.iter().any(|o| o == id);
+    let all = plans();
+    println!(
+        "compat --split: sender and receiver in two processes; C: {}; Rust: {}",
+        c.path.display(),
+        r.path.display()
+    );
+    let names: [(u64, &str); 2] = [(0, "legacy"), (1, "rust")];
+    let mut outcomes = Vec::new();
+    let mut not_run: Vec<String> = Vec::new();
+    for p in all
+        .iter()
+        .filter(|p| matches!(p.kind, PlanKind::Scenario) && wanted(&p.id))
+    {
+        let t = Instant::now();
+        let lc = run_pair(&exe, &dir, p, &c, &c);
+        let lr = run_pair(&exe, &dir, p, &r, &r);
+        if let Some(why) = lc.not_run.as_ref().or(lr.not_run.as_ref()) {
+            println!("{:<28} {:<22} {why}", "NOT RUN", p.id);
+            not_run.push(format!("{}: {why}", p.id));
+            continue;
+        }
+        let crossed = crossed(&lc.events) || crossed(&lr.events);
+        let notes: Vec<String> = lc
+            .problems
+            .iter()
+            .map(|x| format!("C pair: {x}"))
+            .chain(lr.problems.iter().map(|x| format!("Rust pair: {x}")))
+            .collect();
+        let mut o = report::judge(
+            &p.id,
+            "split",
+            &p.desc,
+            Ok(lc.events),
+            Ok(lr.events),
+            &names,
+            &ledger,
+            None,
+            None,
+            t.elapsed().as_millis(),
+        );
+        // Compared like the in-process runs (a scenario may fail on purpose on one library,
+        // D1), but never judged on runs where nothing went from one process to the other.
+        if !crossed {
+            o.verdict = Verdict::Fail(format!(
+                "no receive-side completion reached the receiver process on either pair ({})",
+                notes.join("; ")
+            ));
+        }
+        println!("{}", report::line(&o));
+        outcomes.push(o);
+    }
+    // The interop matrix: both columns.
+    let mut cells: Vec<Cell2> = Vec::new();
+    if opts.interop && opts.only.is_empty() {
+        let one = match report::load(opts) {
+            Ok(libs) => interop::run(libs.legacy, libs.rust),
+            Err(e) => {
+                eprintln!("compat: {e}");
+                return 2;
+            }
+        };
+        for (dirn, s, rl) in [("C -> Rust", &c, &r), ("Rust -> C", &r, &c)] {
+            for cell in one.iter().filter(|x| x.dir == dirn) {
+                let id = format!("xp-{}", cell.len);
+                let two = all.iter().find(|p| p.id == id).map(|p| {
+                    let pr = run_pair(&exe, &dir, p, s, rl);
+                    match (&pr.not_run, pr.problems.is_empty()) {
+                        (Some(why), _) => Err(format!("NOT RUN: {why}")),
+                        (None, true) => Ok("data verified byte for byte".to_string()),
+                        (None, false) => Err(pr.problems.join("; ")),
+                    }
+                });
+                if let Some(Err(why)) = &two {
+                    if why.starts_with("NOT RUN") {
+                        not_run.push(format!("{id} {dirn}: {why}"));
+                    }
+                }
+                cells.push(Cell2 {
+                    dir: dirn.into(),
+                    len: cell.len,
+                    one: Some(cell.clone()),
+                    two,
+                });
+            }
+        }
+        println!("\nInterop matrix (data checked byte for byte):");
+        print!("{}", render(&cells));
+    }
+    // Peer death, each library sending to itself.
+    let mut deaths: Vec<(String, DeathResult)> = Vec::new();
+    if wanted("peer-death") {
+        if let Some(p) = all.iter().find(|p| matches!(p.kind, PlanKind::PeerDeath)) {
+            for l in [&c, &r] {
+                let pr = run_pair(&exe, &dir, p, l, l);
+                let res = match &pr.not_run {
+                    Some(why) => {
+                        not_run.push(format!("peer-death {}: {why}", l.name));
+                        Err(format!("NOT RUN: {why}"))
+                    }
+                    None => judge_peer_death(&pr).and_then(|(lat, ret)| {
+                        let t = format!(
+                            "{}: the sender's wait returned {} {} ms after the kill (bound {} ms)",
+                            l.name,
+                            ret as u32 as i32,
+                            lat.as_millis(),
+                            PEER_DEATH_BOUND.as_millis()
+                        );
+                        match (ret, l.slot) {
+                            (0, 0) if ledger.ids().iter().any(|i| i == "D3") => Ok((
+                                "DIVERGES-AS-DOCUMENTED D3".to_string(),
+                                format!("{t} (legacy ignores CR statuses)"),
+                            )),
+                            (0, _) => Err(format!("{t}: success after the peer died")),
+                            _ => Ok(("PASS".to_string(), t)),
+                        }
+                    }),
+                };
+                match &res {
+                    Ok((w, t)) => println!("{w:<28} {:<22} {t}", "peer-death"),
+                    Err(why) if why.starts_with("NOT RUN") => {
+                        println!("{:<28} {:<22} {}: {why}", "NOT RUN", "peer-death", l.name)
+                    }
+                    Err(why) => println!(
+                        "{:<28} {:<22} {}\n    -> {why}",
+                        "FAIL", "peer-death", l.name
+                    ),
+                }
+                deaths.push((l.name.to_string(), res));
+            }
+        }
+    }
+    let (pass, div, fail) = report::counts(&outcomes);
+    let cell_fail = cells
+        .iter()
+        .filter(|x| {
+            !x.one.as_ref().is_some_and(|o| o.ok)
+                || matches!(&x.two, Some(Err(w)) if !w.starts_with("NOT RUN"))
+        })
+        .count();
+    let two_ok = cells
+        .iter()
+        .filter(|x| matches!(x.two, Some(Ok(_))))
+        .count();
+    let death_fail = deaths
+        .iter()
+        .filter(|(_, r)| matches!(r, Err(w) if !w.starts_with("NOT RUN")))
+        .count();
+    let death_ok = deaths.iter().filter(|(_, r)| r.is_ok()).count();
+    let secs = t0.elapsed().as_secs_f64();
+    println!(
+        "\ncompat --split: {} scenarios: {pass} PASS, {div} DIVERGES-AS-DOCUMENTED, {fail} FAIL, {} NOT RUN; interop two-process column {two_ok}/{} cells OK; peer death {death_ok}/{} OK; {secs:.1} s",
+        outcomes.len() + not_run.iter().filter(|n| !n.starts_with("xp-") && !n.starts_with("peer-death")).count(),
+        not_run.len(),
+        cells.len(),
+        deaths.len(),
+    );
+    let md = render_md(&outcomes, &cells, &deaths, &not_run, secs);
+    let path = opts.out.join("report-split.md");
+    if let Err(e) = std::fs::write(&path, md) {
+        eprintln!("compat: {}: {e}", path.display());
+        return 2;
+    }
+    println!("compat --split: report: {}", path.display());
+    if fail + cell_fail + death_fail > 0 {
+        1
+    } else if !not_run.is_empty() {
+        NOT_RUN
+    } else {
+        0
+    }
+}
+
+impl Cell2 {
+    /// The one-process column's word.
+    fn one_word(&self) -> &'static str {
+        match &self.one {
+            Some(o) if o.ok => "OK",
+            Some(_) => "FAIL",
+            None => "-",
+        }
+    }
+}
+
+fn two_word(t: &Option<Result<String, String>>) -> (&'static str, String) {
+    match t {
+        None => ("-", String::new()),
+        Some(Ok(d)) => ("OK", d.clone()),
+        Some(Err(w)) if w.starts_with("NOT RUN") => ("NOT RUN", w.clone()),
+        Some(Err(w)) => ("FAIL", w.clone()),
+    }
+}
+
+/// Plain-text matrix: one process, two processes.
+pub fn render(cells: &[Cell2]) -> String {
+    let mut s = format!(
+        "  {:<10} {:>11}  {:<12} {}\n",
+        "direction", "length", "one process", "two processes"
+    );
+    for x in cells {
+        let one = x.one_word();
+        let (two, detail) = two_word(&x.two);
+        s.push_str(&format!(
+            "  {:<10} {:>9} B  {:<12} {two}  {detail}\n",
+            x.dir, x.len, one
+        ));
+    }
+    s
+}
+
+fn render_md(
+    outcomes: &[report::Outcome],
+    cells: &[Cell2],
+    deaths: &[(String, DeathResult)],
+    not_run: &[String],
+    secs: f64,
+) -> String {
+    let mut s = String::from("# compat --split: sender and receiver in two processes\n\n");
+    s.push_str("| scenario | verdict | differing sections |\n|---|---|---|\n");
+    for o in outcomes {
+        let why = match &o.verdict {
+            Verdict::Fail(w) => format!(" ({w})"),
+            _ => String::new(),
+        };
+        s.push_str(&format!(
+            "| {} | {}{why} | {} |\n",
+            o.id,
+            o.verdict.word(),
+            o.sections.join(", ")
+        ));
+    }
+    s.push_str("\n## Interop matrix\n\n| direction | length | one process | two processes | detail |\n|---|---|---|---|---|\n");
+    for x in cells {
+        let one = x.one_word();
+        let (two, detail) = two_word(&x.two);
+        s.push_str(&format!(
+            "| {} | {} | {one} | {two} | {detail} |\n",
+            x.dir, x.len
+        ));
+    }
+    s.push_str("\n## Peer death\n\n| library | result |\n|---|---|\n");
+    for (l, r) in deaths {
+        let t = match r {
+            Ok((w, t)) => format!("{w}: {t}"),
+            Err(w) => w.clone(),
+        };
+        s.push_str(&format!("| {l} | {t} |\n"));
+    }
+    for o in outcomes.iter().filter(|o| o.diff.is_some()) {
+        s.push_str(&format!(
+            "\n## {} ({})\n\n```diff\n{}\n```\n",
+            o.id,
+            o.verdict.word(),
+            report::strip_ansi(o.diff.as_deref().unwrap_or(""))
+        ));
+    }
+    if !not_run.is_empty() {
+        s.push_str("\n## Not run\n\n");
+        for n in not_run {
+            s.push_str(&format!("* {n}\n"));
+        }
+    }
+    s.push_str(&format!("\n{secs:.1} s\n"));
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoint_information_round_trips() {
+        let mut seg: u::urma_seg_t = Default::default();
+        seg.ubva.eid = u::urma_eid_t {
+            raw: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1],
+        };
+        seg.ubva.uasid = 7;
+        seg.ubva.va = 0x7f00_1234_5000;
+        seg.len = 14 << 20;
+        seg.token_id = 42;
+        let info = EndpointInfo {
+            uasid: 7,
+            jetty: u::urma_jetty_id_t {
+                eid: seg.ubva.eid,
+                uasid: 7,
+                id: 3,
+            },
+            seg,
+        };
+        let back = EndpointInfo::from_json(&info.to_json()).expect("parse");
+        assert_eq!(back.uasid, 7);
+        assert_eq!((back.jetty.uasid, back.jetty.id), (7, 3));
+        // SAFETY: byte view of the union.
+        assert_eq!(unsafe { back.jetty.eid.raw }, unsafe { info.jetty.eid.raw });
+        let (va, uasid, len, tid) = (
+            back.seg.ubva.va,
+            back.seg.ubva.uasid,
+            back.seg.len,
+            back.seg.token_id,
+        );
+        assert_eq!((va, uasid, len, tid), (0x7f00_1234_5000, 7, 14 << 20, 42));
+        assert!(EndpointInfo::from_json(&json!({"uasid": 1})).is_none());
+    }
+
+    #[test]
+    fn the_catalogue_has_splittable_flows_and_leaves_out_the_rest() {
+        let p = plans();
+        let ids: Vec<&str> = p.iter().map(|p| p.id.as_str()).collect();
+        assert!(
+            ids.contains(&"len-6m+5") && ids.contains(&"event-mode"),
+            "{ids:?}"
+        );
+        // Knobs, held delivery and transfers that never start cannot be split.
+        for no in [
+            "len-14m+1",
+            "key-2^40",
+            "recv-reverse",
+            "error-cr",
+            "early-send-imm",
+        ] {
+            assert!(!ids.contains(&no), "{no} in {ids:?}");
+        }
+        assert!(ids.contains(&"peer-death") && ids.contains(&"xp-1"));
+    }
+
+    #[test]
+    fn peer_death_needs_an_error_within_the_bound_after_the_kill() {
+        let run = |ret: u64, after_ms: u64, before: bool| PairRun {
+            waited: Some(
+                json!({"ret": ret, "status": 0, "t_ns": 1_000_000_000 + after_ms * 1_000_000}),
+            ),
+            killed_ns: Some(1_000_000_000),
+            returned_before_kill: before,
+            ..Default::default()
+        };
+        assert_eq!(
+            judge_peer_death(&run(1, 120, false)),
+            Ok((Duration::from_millis(120), 1))
+        );
+        assert_eq!(
+            judge_peer_death(&run(0, 120, false)),
+            Ok((Duration::from_millis(120), 0))
+        );
+        assert!(judge_peer_death(&run(1, 5000, false)).is_err());
+        assert!(judge_peer_death(&run(1, 120, true)).is_err());
+        assert!(judge_peer_death(&PairRun::default()).is_err());
+    }
+}
