@@ -1175,3 +1175,26 @@ fn async_posts_complete_on_the_dma_engine_in_post_order() {
     // used afterwards; its WRs completed (their CRs were polled).
     unsafe { u::urma_unimport_seg(rdst) };
 }
+
+/// The suite runs in both modes of the provider (`make test` runs it a second time with
+/// `URMA_LOOPBACK_DIR` naming a regular file): joined to the host (the default, cross-process
+/// capable, uasid = the process's slot, never 0) and in-process only (the directory is
+/// unusable, the process keeps the uasid it asked for at `urma_init`, 0 here). Every other
+/// test of this file must behave alike in both.
+#[test]
+fn host_membership_follows_the_directory() {
+    let _g = serial();
+    // SAFETY: lb().ctx is the live fixture context.
+    let uasid = unsafe { (*lb().ctx).uasid };
+    let unusable = std::env::var_os("URMA_LOOPBACK_DIR")
+        .map(std::path::PathBuf::from)
+        .is_some_and(|d| d.exists() && !d.is_dir());
+    if unusable {
+        assert_eq!(
+            uasid, 0,
+            "an unusable directory leaves the process in-process only"
+        );
+    } else {
+        assert_ne!(uasid, 0, "a usable directory gives the process a host slot");
+    }
+}

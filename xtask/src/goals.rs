@@ -63,10 +63,30 @@ fn build(ctx: &mut Ctx, goal: &str) -> Built {
     cargo::build(cmd)
 }
 
+/// The loopback's one-process suites again with the provider kept in-process only
+/// (`URMA_LOOPBACK_DIR` names a regular file, so no process joins the host): the default run
+/// above has every test process joined, so both modes of docs/loopback.md are covered.
+fn loopback_in_process_only(ctx: &Ctx) {
+    let unusable = ctx.target.join("loopback-dir-unusable");
+    std::fs::write(&unusable, b"not a directory\n").expect("write the marker file");
+    let mut cmd = cargo_cmd();
+    cmd.args([
+        "test",
+        "-p",
+        "urma-loopback",
+        "--test",
+        "loopback",
+        "--test",
+        "header",
+    ]);
+    run(cmd.env("URMA_LOOPBACK_DIR", &unusable));
+}
+
 /// Everything a change must pass, in this order; stops at the first failing step.
 fn test(ctx: &mut Ctx) {
     build(ctx, "test");
     run(cargo_cmd().args(["test", "--workspace", "--no-fail-fast"]));
+    loopback_in_process_only(ctx);
     compat(ctx, "test", &[]);
     // The same scenarios with sender and receiver in two processes (docs/compat.md).
     compat(ctx, "test", &["--split".to_string()]);
