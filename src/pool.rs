@@ -9,7 +9,7 @@
 //! only when the worker has announced that it is going to sleep, and signals after releasing the
 //! queue lock.
 
-use crate::spin::{pause_then_yield, Gaps, SpinPolicy, Spun};
+use crate::spin::{now_ns, pause_then_yield, Gaps, SpinPolicy, Spun};
 use crate::sync_annotate::{Condvar, Mutex, MutexGuard};
 use crate::user_data::{UserData, CHUNK_TYPE_LAST};
 use std::cell::Cell;
@@ -17,7 +17,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Pause iterations a worker spends checking its queue right after a task, before yielding.
 const SPIN_PAUSES: u32 = 8;
@@ -144,12 +144,12 @@ impl Queue {
             // The request just served has no chunk left: wait for a new request to be bound to
             // this worker (or for a wake-up), while they have been coming that close.
             let Some(b) = pace.gaps[BETWEEN].budget(&POLICIES[BETWEEN]) else {
-                pace.blocked = Some((Instant::now(), BETWEEN));
+                pace.blocked = Some((now_ns(), BETWEEN));
                 return;
             };
             let before = shared.tasks.load(Ordering::Relaxed);
             let next = || queued() || shared.tasks.load(Ordering::Relaxed) > before;
-            match pause_then_yield(next, SPIN_PAUSES, |t| t + Duration::from_nanos(b)) {
+            match pause_then_yield(next, SPIN_PAUSES, b) {
                 Spun::Ready(gap) => {
                     pace.gaps[BETWEEN].record(gap, &POLICIES[BETWEEN]);
                     if queued() {
@@ -166,10 +166,10 @@ impl Queue {
         // The next chunk of the request just served (or the first of a request just bound to this
         // worker) is on its way.
         let Some(b) = pace.gaps[k].budget(&POLICIES[k]) else {
-            pace.blocked = Some((Instant::now(), k));
+            pace.blocked = Some((now_ns(), k));
             return;
         };
-        match pause_then_yield(queued, SPIN_PAUSES, |t| t + Duration::from_nanos(b)) {
+        match pause_then_yield(queued, SPIN_PAUSES, b) {
             Spun::Ready(gap) => pace.gaps[k].record(gap, &POLICIES[k]),
             Spun::TimedOut(t) => pace.blocked = Some((t, k)),
         }
@@ -240,15 +240,15 @@ impl Queue {
 #[derive(Default)]
 struct Pace {
     gaps: [Gaps; 3],
-    /// The worker gave up waiting without sleeping at this instant, for `gaps[k]`.
-    blocked: Option<(Instant, usize)>,
+    /// The worker gave up waiting without sleeping at this [`now_ns`] reading, for `gaps[k]`.
+    blocked: Option<(u64, usize)>,
 }
 
 impl Pace {
     /// A wake-up was popped: a wait that ended in a sleep still measures its gap.
     fn woken(&mut self) {
         if let Some((t, k)) = self.blocked.take() {
-            self.gaps[k].record(t.elapsed(), &POLICIES[k]);
+            self.gaps[k].record(now_ns().wrapping_sub(t), &POLICIES[k]);
         }
     }
 }
@@ -453,6 +453,7 @@ impl Drop for Pool {
 mod tests {
     use super::*;
     use std::sync::Mutex;
+    use std::time::Duration;
 
     #[test]
     fn wakes_run_in_fifo_order_on_named_threads() {

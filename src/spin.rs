@@ -1,49 +1,62 @@
 //! Waiting without sleeping: the bounded pause-then-yield loop used by a worker right after a task
 //! (`pool`) and by a waiter before it blocks on its condvar (`wait`), and the estimate that decides
 //! whether such a wait is worth starting at all ([`Gaps`]).
-
-use std::time::{Duration, Instant};
+//!
+//! Times here are plain nanoseconds of the monotonic clock ([`now_ns`]): these waits run after
+//! every task and before every blocking wait, and `Instant`/`Duration` arithmetic (checked
+//! subtraction and normalisation of two-field timestamps) cost more instructions than the clock
+//! read itself.
 
 /// Yields between two reads of the clock: a yield that finds nothing else to run returns in well
 /// under a microsecond, and a clock read per yield would cost more instructions than the yield.
 const YIELDS_PER_CHECK: u32 = 4;
 
+/// The monotonic clock (`CLOCK_MONOTONIC`, the clock `std::time::Instant` reads) in nanoseconds.
+/// Only differences of two readings mean anything.
+#[inline]
+pub fn now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec owned by this frame, and CLOCK_MONOTONIC is a
+    // clock every Linux kernel provides, so the call only writes `ts` (and cannot fail).
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(ts.tv_nsec as u64)
+}
+
 /// How [`pause_then_yield`] ended.
 pub enum Spun {
-    /// `ready` held; the yield phase had lasted this long (zero if it held during the pauses).
-    Ready(Duration),
-    /// `ready` never held before the end; the yield phase started at this instant.
-    TimedOut(Instant),
+    /// `ready` held; the yield phase had lasted this many ns (zero if it held during the pauses).
+    Ready(u64),
+    /// `ready` never held within the budget; the yield phase started at this [`now_ns`] reading.
+    TimedOut(u64),
 }
 
 /// Checks `ready` up to `pauses` times with a spin-loop hint in between, then between
-/// `sched_yield`s until `ready` holds or the clock passes `end(start)`, `start` being the instant
-/// the yield phase began.
+/// `sched_yield`s until `ready` holds or `budget_ns` have passed since the yield phase began.
 ///
 /// Always inlined: called on every task and wait, with closures that must fold into the loop
 /// (out of line it cost ~0.5 k more instructions per 7-chunk pair under callgrind).
 #[inline(always)]
-pub fn pause_then_yield(
-    ready: impl Fn() -> bool,
-    pauses: u32,
-    end: impl FnOnce(Instant) -> Instant,
-) -> Spun {
+pub fn pause_then_yield(ready: impl Fn() -> bool, pauses: u32, budget_ns: u64) -> Spun {
     for _ in 0..pauses {
         if ready() {
-            return Spun::Ready(Duration::ZERO);
+            return Spun::Ready(0);
         }
         std::hint::spin_loop();
     }
-    let start = Instant::now();
-    let end = end(start);
+    let start = now_ns();
     loop {
         for _ in 0..YIELDS_PER_CHECK {
             if ready() {
-                return Spun::Ready(start.elapsed());
+                return Spun::Ready(now_ns().wrapping_sub(start));
             }
             std::thread::yield_now();
         }
-        if Instant::now() >= end {
+        if now_ns().wrapping_sub(start) >= budget_ns {
             return Spun::TimedOut(start);
         }
     }
@@ -105,17 +118,10 @@ impl Gaps {
         None
     }
 
-    /// Records how long a wait lasted until its event arrived (spinning or blocked).
+    /// Records how long a wait lasted until its event arrived (spinning or blocked), ns.
     #[inline]
-    pub fn record(&mut self, waited: Duration, p: &SpinPolicy) {
-        let cap = p.limit_ns * 4;
-        debug_assert!(cap < 1_000_000_000, "caps are far below a second");
-        // Without `as_nanos` (128-bit arithmetic): a wait of a second or more is capped anyway.
-        let g = if waited.as_secs() == 0 {
-            u64::from(waited.subsec_nanos()).min(cap)
-        } else {
-            cap
-        };
+    pub fn record(&mut self, waited_ns: u64, p: &SpinPolicy) {
+        let g = waited_ns.min(p.limit_ns * 4);
         self.est_ns = self.est_ns - self.est_ns / 4 + g / 4;
     }
 
@@ -142,12 +148,12 @@ mod tests {
         let mut g = Gaps::new();
         assert_eq!(g.budget(&P), Some(P.min_ns), "no history: the minimum");
         for _ in 0..32 {
-            g.record(Duration::from_micros(8), &P);
+            g.record(8 * US, &P);
         }
         let b = g.budget(&P).expect("8 µs is below the limit");
         assert!(b > 14 * US && b <= 16 * US, "{b}");
         for _ in 0..32 {
-            g.record(Duration::from_micros(19), &P);
+            g.record(19 * US, &P);
         }
         assert_eq!(g.budget(&P), Some(P.max_ns), "capped at the maximum");
     }
@@ -156,7 +162,7 @@ mod tests {
     fn far_arrivals_block_at_once_but_probe_and_recover() {
         let mut g = Gaps::new();
         for _ in 0..2 {
-            g.record(Duration::from_millis(1), &P);
+            g.record(1000 * US, &P);
         }
         assert!(
             g.estimate_ns() > P.limit_ns,
@@ -173,7 +179,7 @@ mod tests {
         );
         assert!(g.estimate_ns() <= P.limit_ns * 4, "samples are capped");
         for _ in 0..6 {
-            g.record(Duration::from_micros(3), &P);
+            g.record(3 * US, &P);
         }
         assert!(
             g.budget(&P).is_some(),
@@ -182,23 +188,34 @@ mod tests {
     }
 
     #[test]
+    fn the_clock_is_the_monotonic_clock_in_nanoseconds() {
+        let (a, ia) = (now_ns(), std::time::Instant::now());
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let (ib, b) = (std::time::Instant::now(), now_ns());
+        let inner = u64::try_from(ib.duration_since(ia).as_nanos()).expect("fits");
+        assert!(b - a >= 5_000_000, "slept 5 ms: {} ns", b - a);
+        // Read outside the two `Instant` readings (the same clock): at least their distance, and
+        // not far more (the slack only covers preemption between the readings).
+        assert!(
+            b - a >= inner && b - a < inner + 100_000_000,
+            "{} vs {inner}",
+            b - a
+        );
+    }
+
+    #[test]
     fn ready_during_the_pauses_takes_no_yield_phase() {
-        assert!(matches!(
-            pause_then_yield(|| true, 8, |s| s),
-            Spun::Ready(d) if d == Duration::ZERO
-        ));
+        assert!(matches!(pause_then_yield(|| true, 8, 0), Spun::Ready(0)));
     }
 
     #[test]
     fn never_ready_ends_at_the_computed_end() {
-        let before = Instant::now();
-        let Spun::TimedOut(start) =
-            pause_then_yield(|| false, 4, |s| s + Duration::from_micros(200))
-        else {
+        let before = now_ns();
+        let Spun::TimedOut(start) = pause_then_yield(|| false, 4, 200 * US) else {
             panic!("never ready must time out");
         };
         assert!(start >= before);
-        assert!(start.elapsed() >= Duration::from_micros(200));
+        assert!(now_ns() - start >= 200 * US);
     }
 
     #[test]
@@ -208,7 +225,7 @@ mod tests {
             n.set(n.get() + 1);
             n.get() > 20
         };
-        let Spun::Ready(_) = pause_then_yield(ready, 4, |s| s + Duration::from_secs(5)) else {
+        let Spun::Ready(_) = pause_then_yield(ready, 4, 5_000_000 * US) else {
             panic!("ready after 20 checks");
         };
         assert_eq!(n.get(), 21);

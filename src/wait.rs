@@ -6,7 +6,7 @@ use crate::instance::Instance;
 use crate::log::{debug, error};
 use crate::pool::current_worker;
 use crate::request::{table, untoken};
-use crate::spin::{pause_then_yield, Gaps, SpinPolicy, Spun};
+use crate::spin::{now_ns, pause_then_yield, Gaps, SpinPolicy, Spun};
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 use urma_sys::{urma_status_t, URMA_SUCCESS};
@@ -40,21 +40,19 @@ thread_local! {
     static WAIT_GAPS: Cell<Gaps> = const { Cell::new(Gaps::new()) };
 }
 
-/// Waits without sleeping, within the budget [`WAIT_GAPS`] gives (and not past `deadline`), until
-/// the request of `slot` looks done. Returns when the wait started if the request is not done yet
-/// (the caller blocks and then records how long the wait lasted with [`record_wait`]).
-fn brief_wait(slot: &crate::request::Slot, deadline: Option<Instant>) -> Option<Instant> {
+/// Waits without sleeping, within the budget [`WAIT_GAPS`] gives (and not longer than `max_ns`,
+/// what is left of the caller's timeout), until the request of `slot` looks done. Returns the
+/// [`now_ns`] reading at which the wait started if the request is not done yet (the caller blocks
+/// and then records how long the wait lasted with [`record_wait`]).
+fn brief_wait(slot: &crate::request::Slot, max_ns: Option<u64>) -> Option<u64> {
     use std::sync::atomic::Ordering;
     let mut g = WAIT_GAPS.with(Cell::get);
     let blocked = match g.budget(&WAIT) {
-        None => Some(Instant::now()),
+        None => Some(now_ns()),
         Some(b) => {
             let done = || slot.done_hint.load(Ordering::Acquire);
-            let b = Duration::from_nanos(b);
-            match pause_then_yield(done, WAIT_PAUSES, |start| match deadline {
-                Some(d) => d.min(start + b),
-                None => start + b,
-            }) {
+            let b = max_ns.map_or(b, |m| b.min(m));
+            match pause_then_yield(done, WAIT_PAUSES, b) {
                 Spun::Ready(waited) => {
                     g.record(waited, &WAIT);
                     None
@@ -67,11 +65,11 @@ fn brief_wait(slot: &crate::request::Slot, deadline: Option<Instant>) -> Option<
     blocked
 }
 
-/// Records the length of a wait that blocked.
-fn record_wait(since: Instant) {
+/// Records the length of a wait that blocked (`since`: a [`now_ns`] reading).
+fn record_wait(since: u64) {
     WAIT_GAPS.with(|c| {
         let mut g = c.get();
-        g.record(since.elapsed(), &WAIT);
+        g.record(now_ns().wrapping_sub(since), &WAIT);
         c.set(g);
     });
 }
@@ -111,7 +109,10 @@ pub fn wait(
     if !r.done() && timeout_ms != 0 {
         // `waiting` is set, so the slot stays ours while unlocked.
         drop(r);
-        blocked_since = brief_wait(slot, deadline);
+        // The spin never outlasts the timeout (it started a few instructions ago); the blocking
+        // loop below enforces `deadline` itself.
+        let left_ns = deadline.map(|_| (timeout_ms as u64).saturating_mul(1_000_000));
+        blocked_since = brief_wait(slot, left_ns);
         r = slot.lock();
     }
     while !r.done() {
