@@ -17,6 +17,7 @@
 //! the provider from compiling.
 
 use std::ffi::{c_char, c_int, c_void, CString};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 /// `URMA_LOOPBACK_Q_SEND`: the send queues (`urma_post_jfs_wr`, `urma_post_jetty_send_wr`).
@@ -380,9 +381,32 @@ impl Api {
     }
 }
 
+static FORBIDDEN: OnceLock<&'static str> = OnceLock::new();
+static ATTEMPTS: AtomicU64 = AtomicU64::new(0);
+
+/// Forbids this binding for the rest of the process: every later [`api`] access (so every
+/// wrapper of this crate) is counted and panics with `why` instead of calling the provider. The
+/// harness's hardware mode (`compat --device`) uses it to show that it never calls
+/// `urma_loopback_*`, whatever the provider underneath exports. Err if it was already forbidden.
+pub fn forbid(why: &'static str) -> Result<(), String> {
+    FORBIDDEN
+        .set(why)
+        .map_err(|_| "the loopback control binding is already forbidden".to_string())
+}
+
+/// Accesses of the binding ([`api`]) since it was [`forbid`]den (0 while it is allowed).
+pub fn forbidden_attempts() -> u64 {
+    ATTEMPTS.load(Ordering::Acquire)
+}
+
 /// The control functions of the loaded loopback, resolved once. Panics with a clear message if
-/// the `liburma.so.0` in the process is not the loopback provider.
+/// the `liburma.so.0` in the process is not the loopback provider, or if the binding is
+/// [`forbid`]den.
 pub fn api() -> &'static Api {
+    if let Some(why) = FORBIDDEN.get() {
+        ATTEMPTS.fetch_add(1, Ordering::AcqRel);
+        panic!("the loopback control API (urma_loopback_*) was called: {why}");
+    }
     static API: OnceLock<Api> = OnceLock::new();
     API.get_or_init(|| Api::load().unwrap_or_else(|e| panic!("{e}")))
 }

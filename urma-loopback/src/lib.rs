@@ -3,7 +3,8 @@
 //! This crate builds `liburma.so` (SONAME `liburma.so.0`), a drop-in replacement for the openEuler
 //! UMDK `liburma` that keeps every object inside the current process. It exports the 49 URMA
 //! functions of the URMA ABI (urma-sys, `tests/data/urma_abi_*.json`) with the real prototypes and C layouts (types from `urma-sys`), plus
-//! a test-control API (`urma_loopback_*`, declared in `include/urma_loopback.h`).
+//! a test-control API (`urma_loopback_*`, declared in `include/urma_loopback.h`; cargo feature
+//! `ctl`, on by default).
 //!
 //! Design (see `docs/loopback.md` for the user view and the layer table); each module uses only
 //! modules listed before it:
@@ -27,6 +28,7 @@
 
 pub mod api;
 pub mod cobj;
+#[cfg(feature = "ctl")]
 pub mod ctl;
 pub mod datapath;
 pub mod engine;
