@@ -133,7 +133,7 @@ fn use_hardware(name: &str, eid: Option<&str>) {
         eprintln!("compat: {e}");
         std::process::exit(2);
     }
-    if let Err(e) = backend::set(&backend::Hardware) {
+    if let Err(e) = backend::set(&backend::HARDWARE) {
         eprintln!("compat: {e}");
         std::process::exit(2);
     }
@@ -165,13 +165,13 @@ fn system_liburma() -> Option<PathBuf> {
 /// `LD_LIBRARY_PATH=<profile>/interpose:...` and `URMA_INTERPOSE_REAL` (when unset: for
 /// `--interpose` the loopback, `testkit::target::loopback_lib`; for `--device` (`hardware`) the
 /// system library, [`system_liburma`]). Returns only when the layer is this process's
-/// liburma.so.0 (with `hardware` false, after choosing the [`backend::Interpose`] backend).
+/// liburma.so.0 (with `hardware` false, after choosing the [`backend::INTERPOSE`] backend).
 fn use_interpose(hardware: bool) {
     if interpose_ctl::present() {
         if hardware {
             return;
         }
-        if let Err(e) = backend::set(&backend::Interpose) {
+        if let Err(e) = backend::set(&backend::INTERPOSE) {
             eprintln!("compat: {e}");
             std::process::exit(2);
         }

@@ -1,16 +1,16 @@
 //! The seam between the harness and whoever records its URMA trace and injects its faults:
 //!
 //! * [`Loopback`] (default): the loopback provider's own trace and knobs (`urma_loopback_*`);
-//! * [`Interpose`] (`compat --interpose`): the interposition layer (`urma_interpose_*`) in front
-//!   of the provider; the loopback underneath only executes (its trace and knobs stay off);
-//! * [`Hardware`] (`compat --device NAME`): the layer in front of whatever provider the system
+//! * [`Layer`]: the interposition layer (`urma_interpose_*`) in front of the provider:
+//!   [`INTERPOSE`] (`compat --interpose`) over the loopback, which only executes (its trace and
+//!   knobs stay off); [`HARDWARE`] (`compat --device NAME`) over whatever provider the system
 //!   library is, treated as unknown: not one call of `urma_loopback_*` (the binding is forbidden,
 //!   [`crate::loopback_ctl::forbid`]), and the scenarios that need a provider-only condition are
 //!   skipped ([`TraceFaults::skip`]).
 //!
 //! Scenarios keep writing their faults in the loopback's numbering (docs/compat.md: for one
 //! request, CR 3k+1 = WRITE k, 3k+2 = the receive-side CR of SEND_IMM k, 3k+3 = its local CR);
-//! [`Interpose`] maps CR numbers to the layer's send-WR / receive-CR numbering, which does not
+//! [`Layer`] maps CR numbers to the layer's send-WR / receive-CR numbering, which does not
 //! depend on how the two pollers interleave.
 
 use std::sync::OnceLock;
@@ -82,8 +82,25 @@ impl TraceFaults for Loopback {
     }
 }
 
-/// The interposition layer, over the loopback.
-pub struct Interpose;
+/// The interposition layer (`urma_interpose_*`) in front of the provider: over the loopback
+/// ([`INTERPOSE`], `compat --interpose`), or over a provider treated as unknown ([`HARDWARE`],
+/// `compat --device`).
+pub struct Layer {
+    /// The provider is the loopback, whose control API resets it between runs, counts the CRs
+    /// it generated and offers a no-copy mode. False in hardware mode: nothing here, nor
+    /// anything the harness calls while it is chosen, reaches the provider's own extensions.
+    loopback_underneath: bool,
+}
+
+/// `compat --interpose`: the layer over the loopback.
+pub static INTERPOSE: Layer = Layer {
+    loopback_underneath: true,
+};
+
+/// `compat --device`: the layer over an unknown provider (hardware mode).
+pub static HARDWARE: Layer = Layer {
+    loopback_underneath: false,
+};
 
 /// Rewrites a loopback knob spec for the layer: `drop_cr` / `dup_cr` by CR number become
 /// `*_send_cr` (the WRITE's or SEND_IMM's send WR) or `*_recv_cr`; other items are the same.
@@ -117,46 +134,7 @@ pub fn layer_spec(spec: &str) -> String {
         .join(",")
 }
 
-impl TraceFaults for Interpose {
-    fn name(&self) -> &'static str {
-        "interpose"
-    }
-    fn knobs(&self) -> Knobs {
-        *layer::knobs()
-    }
-    fn start(&self) {
-        // The loopback underneath: its knobs and counters cleared, its trace off.
-        lb::reset();
-        layer::reset();
-        layer::knobs().trace_capture(true);
-    }
-    fn apply_knobs(&self, spec: &str) -> Result<u32, String> {
-        layer::knobs().apply_knobs(&layer_spec(spec))
-    }
-    fn release_crs(&self, order: ReleaseOrder) -> u64 {
-        // The layer holds CRs when they are polled, not when they are generated: let the
-        // pollers take what the provider has completed, so the release covers the same CRs as
-        // the loopback's. Done when the layer has seen every CR the loopback underneath
-        // generated and its count has stayed unchanged for 20 ms.
-        settle_layer_crs(
-            Duration::from_millis(20),
-            Some(&|| lb::counters().crs_generated),
-        );
-        layer::knobs().release_crs(order, 0)
-    }
-    fn send_wrs(&self) -> u64 {
-        layer::counters().send_wrs
-    }
-    fn cr_at_poll(&self) -> bool {
-        true
-    }
-}
-
-/// Hardware mode: the interposition layer in front of an unknown provider. Nothing here, nor
-/// anything the harness calls while it is chosen, reaches the provider's own extensions.
-pub struct Hardware;
-
-/// Scenarios [`Hardware`] skips, with the reason: each needs a condition that only the loopback
+/// Scenarios [`HARDWARE`] skips, with the reason: each needs a condition that only the loopback
 /// provider can make and the interposition layer cannot.
 pub const HARDWARE_SKIPS: &[(&str, &str)] = &[(
     "recv-capacity-0",
@@ -170,15 +148,23 @@ pub const HARDWARE_SKIPS: &[(&str, &str)] = &[(
 pub const C_RUNNER_SKIP: &str = "the C runner prints the loopback's own URMA trace through \
      urma_loopback_* (a provider extension), not the interposition layer's";
 
-impl TraceFaults for Hardware {
+impl TraceFaults for Layer {
     fn name(&self) -> &'static str {
-        "hardware"
+        if self.loopback_underneath {
+            "interpose"
+        } else {
+            "hardware"
+        }
     }
     fn knobs(&self) -> Knobs {
         *layer::knobs()
     }
     fn start(&self) {
-        // The provider is not reset (it has no such call): each run creates fresh objects.
+        // The loopback underneath: its knobs and counters cleared, its trace off. An unknown
+        // provider is not reset (it has no such call): each run creates fresh objects.
+        if self.loopback_underneath {
+            lb::reset();
+        }
         layer::reset();
         layer::knobs().trace_capture(true);
     }
@@ -186,10 +172,19 @@ impl TraceFaults for Hardware {
         layer::knobs().apply_knobs(&layer_spec(spec))
     }
     fn release_crs(&self, order: ReleaseOrder) -> u64 {
-        // The provider's own count of generated CRs is unknown here: let the pollers hand what
-        // the provider completed to the layer until its count stays unchanged for 50 ms (at
-        // most 2 s).
-        settle_layer_crs(Duration::from_millis(50), None);
+        // The layer holds CRs when they are polled, not when they are generated: let the
+        // pollers take what the provider has completed, so the release covers the same CRs as
+        // the loopback's. Over the loopback: once the layer has seen every CR the loopback
+        // generated and its count stayed unchanged for 20 ms; over an unknown provider, whose
+        // count is not known: once the count stayed unchanged for 50 ms.
+        if self.loopback_underneath {
+            settle_layer_crs(
+                Duration::from_millis(20),
+                Some(&|| lb::counters().crs_generated),
+            );
+        } else {
+            settle_layer_crs(Duration::from_millis(50), None);
+        }
         layer::knobs().release_crs(order, 0)
     }
     fn send_wrs(&self) -> u64 {
@@ -198,10 +193,16 @@ impl TraceFaults for Hardware {
     fn cr_at_poll(&self) -> bool {
         true
     }
-    fn set_nocopy(&self, _on: bool) -> bool {
-        false
+    fn set_nocopy(&self, on: bool) -> bool {
+        if self.loopback_underneath {
+            lb::set_nocopy(on);
+        }
+        self.loopback_underneath
     }
     fn skip(&self, id: &str) -> Option<&'static str> {
+        if self.loopback_underneath {
+            return None;
+        }
         HARDWARE_SKIPS
             .iter()
             .find(|(s, _)| *s == id)
@@ -255,10 +256,12 @@ mod tests {
             .collect();
         for (id, why) in HARDWARE_SKIPS {
             assert!(ids.iter().any(|i| i == id), "{id} is not in the catalogue");
-            assert_eq!(Hardware.skip(id), Some(*why));
+            assert_eq!(HARDWARE.skip(id), Some(*why));
         }
-        assert_eq!(Hardware.skip("len-1"), None);
-        assert_eq!(Interpose.skip("recv-capacity-0"), None);
+        assert_eq!(HARDWARE.skip("len-1"), None);
+        assert_eq!(INTERPOSE.skip("recv-capacity-0"), None);
+        assert_eq!(HARDWARE.name(), "hardware");
+        assert_eq!(INTERPOSE.name(), "interpose");
     }
 
     #[test]

@@ -149,16 +149,9 @@ pub fn judge(
     ms: u128,
 ) -> Outcome {
     let mut o = Outcome {
-        id: id.into(),
-        kind,
-        desc: desc.into(),
-        verdict: Verdict::Pass,
-        sections: Vec::new(),
-        diff: None,
-        legacy_trace: String::new(),
-        rust_trace: String::new(),
         seed,
         ms,
+        ..Outcome::new(id, kind, desc, Verdict::Pass)
     };
     let (l, r) = match (legacy, rust) {
         (Ok(l), Ok(r)) => (l, r),
@@ -216,20 +209,27 @@ pub fn load(opts: &Options) -> Result<Loaded, String> {
     })
 }
 
+impl Outcome {
+    /// An outcome with `verdict` and no traces (yet).
+    pub fn new(id: &str, kind: &'static str, desc: &str, verdict: Verdict) -> Outcome {
+        Outcome {
+            id: id.into(),
+            kind,
+            desc: desc.into(),
+            verdict,
+            sections: vec![],
+            diff: None,
+            legacy_trace: String::new(),
+            rust_trace: String::new(),
+            seed: None,
+            ms: 0,
+        }
+    }
+}
+
 /// The outcome of a scenario the backend does not run.
 fn skipped(id: &str, kind: &'static str, desc: &str, why: &str) -> Outcome {
-    Outcome {
-        id: id.into(),
-        kind,
-        desc: desc.into(),
-        verdict: Verdict::Skipped(why.into()),
-        sections: vec![],
-        diff: None,
-        legacy_trace: String::new(),
-        rust_trace: String::new(),
-        seed: None,
-        ms: 0,
-    }
+    Outcome::new(id, kind, desc, Verdict::Skipped(why.into()))
 }
 
 fn line(o: &Outcome) -> String {
@@ -341,18 +341,12 @@ pub fn run(opts: &Options) -> i32 {
                 }
             }
             Err(e) => {
-                let o = Outcome {
-                    id: "c-runner".into(),
-                    kind: "c-runner",
-                    desc: "build of compat-tests/c/runner.c".into(),
-                    verdict: Verdict::Fail(e),
-                    sections: vec![],
-                    diff: None,
-                    legacy_trace: String::new(),
-                    rust_trace: String::new(),
-                    seed: None,
-                    ms: 0,
-                };
+                let o = Outcome::new(
+                    "c-runner",
+                    "c-runner",
+                    "build of compat-tests/c/runner.c",
+                    Verdict::Fail(e),
+                );
                 println!("{}", line(&o));
                 c_outcomes.push(o);
             }
