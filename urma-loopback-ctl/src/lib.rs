@@ -11,6 +11,9 @@
 //! * [`Api`], the typed table of the control functions, resolved with `dlsym` in the
 //!   `liburma.so.0` actually loaded in the process ([`api`]), and safe wrappers over it
 //!   ([`reset`], [`counters`], [`fail_post`], ...).
+//! * [`faults`]: the fault bookkeeping the provider and the interposition layer share (CR fate,
+//!   use-once rule lists, release orders);
+//! * [`forbid`]: the binding refuses every later use (the harness's hardware mode).
 //!
 //! The provider builds its exports against these types: `urma-loopback/src/ctl.rs` fills a
 //! constant [`Api`] with its own functions, so a prototype that drifts from the binding stops
