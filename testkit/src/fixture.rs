@@ -968,6 +968,15 @@ mod tests {
     }
 
     #[test]
+    fn eids_parse_and_print_in_ipv6_notation() {
+        let e = parse_eid("::ffff:127.0.0.1").unwrap();
+        assert_eq!(e, [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1]);
+        assert_eq!(eid_string(e), "::ffff:127.0.0.1");
+        assert!(parse_eid("127.0.0.1").unwrap_err().contains("IPv6"));
+        assert!(parse_eid("").is_err());
+    }
+
+    #[test]
     fn fixture_round_trip_poll_and_event_mode() {
         let lb = Loopback::get();
         for event_mode in [false, true] {
