@@ -18,7 +18,7 @@ ifneq ($(TARGET_DIR),)
 export CARGO_TARGET_DIR := $(abspath $(TARGET_DIR))
 endif
 
-GOALS := build test compat legacy-asan-suite reliability-check reliability-memcheck \
+GOALS := build test compat compat-device legacy-asan-suite reliability-check reliability-memcheck \
   reliability-helgrind stress fuzz fuzz-smoke bench bench-quick dist rpm rpm-test rpm-clean \
   test-aarch64 test-aarch64-quick msrv lint fmt deps clean help
 

@@ -1,22 +1,31 @@
 #!/bin/sh
 # mlcachedirect-conformance: run the C-vs-Rust conformance comparison (`make compat`) against the
-# installed library, on this machine, over the private software loopback URMA provider.
+# installed library, on this machine: over the private software loopback URMA provider, or with
+# --device over the machine's own URMA device (hardware mode).
 #
 # Usage: mlcachedirect-conformance [--out DIR] [--rust-lib PATH] [--legacy-lib PATH] [compat options...]
+#        mlcachedirect-conformance --device NAME [--eid EID] [options...]
 #   --out DIR          where report.md and the traces go (default: ./mlcachedirect-conformance-report)
 #   --rust-lib PATH    library under test (default: the installed @LIBDIR@/libos_transport.so.1)
 #   --legacy-lib PATH  reference C library 1.0 (default: the copy shipped in @PRIVDIR@/legacy/)
+#   --device NAME      hardware mode: URMA device NAME of the system's liburma.so.0 (UMDK's
+#                      umdk-urma-lib; URMA_INTERPOSE_REAL=PATH names another), with the URMA
+#                      interposition layer @LAYERDIR@/liburma.so.0 in front for the trace and the
+#                      faults; only the public URMA API is used. --eid EID (IPv6 notation) picks
+#                      the device's EID (default its first). Scenarios that need the loopback,
+#                      and the C runner, are reported SKIPPED with the reason.
 # Any other option is passed to the harness unchanged (--scenario ID, --random N, --seed S, --list,
 # --no-interop; see `@PRIVDIR@/compat --help`). Exit status: the harness's: 0 when nothing FAILs,
 # 1 otherwise, 2 on usage or set-up errors.
 #
-# The loopback liburma.so.0 and the reference library are private to this package: they are found
-# only through the LD_LIBRARY_PATH set here, never by other programs on the system.
-# The installed harness runs everything `make compat` runs: the in-process scenarios, the C runner
-# (a C consumer program built with the package, @PRIVDIR@/c-runner) on both libraries, the random
-# scenarios and the C <-> Rust interop matrix.
+# The loopback liburma.so.0, the interposition layer and the reference library are private to
+# this package: they are found only through the LD_LIBRARY_PATH set here, never by other programs.
+# Without --device the installed harness runs everything `make compat` runs: the in-process
+# scenarios, the C runner (a C consumer program built with the package, @PRIVDIR@/c-runner) on both
+# libraries, the random scenarios and the C <-> Rust interop matrix.
 set -eu
 privdir=@PRIVDIR@
+layerdir=@LAYERDIR@
 rust_lib=@LIBDIR@/libos_transport.so.1
 legacy_lib=$privdir/legacy/libos_transport.so.1
 out=./mlcachedirect-conformance-report
@@ -29,17 +38,38 @@ while [ $# -gt 0 ]; do
         --rust-lib=*) rust_lib=${1#--rust-lib=}; shift ;;
         --legacy-lib) legacy_lib=${2:?--legacy-lib needs a path}; shift 2 ;;
         --legacy-lib=*) legacy_lib=${1#--legacy-lib=}; shift ;;
-        -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n -e '/^set -eu/q' -e '2,$p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) break ;;
     esac
 done
+device=
+for a in "$@"; do
+    [ "$a" = --device ] && device=1
+done
 
-for f in "$rust_lib" "$legacy_lib" "$privdir/liburma.so.0" "$privdir/compat" "$privdir/c-runner" \
-         "$privdir/ledger.json"; do
+for f in "$rust_lib" "$legacy_lib" "$privdir/compat" "$privdir/ledger.json"; do
     [ -e "$f" ] || { echo "mlcachedirect-conformance: missing $f" >&2; exit 2; }
 done
 mkdir -p "$out"
 
+if [ -n "$device" ]; then
+    # liburma.so.0 = the interposition layer, which loads the system library by path.
+    real=${URMA_INTERPOSE_REAL:-@LIBDIR@/liburma.so.0}
+    [ -e "$layerdir/liburma.so.0" ] || { echo "mlcachedirect-conformance: missing $layerdir/liburma.so.0" >&2; exit 2; }
+    [ -e "$real" ] || {
+        echo "mlcachedirect-conformance: --device: no $real (install umdk-urma-lib, or set URMA_INTERPOSE_REAL)" >&2
+        exit 2
+    }
+    LD_LIBRARY_PATH=$layerdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    URMA_INTERPOSE_REAL=$real
+    export LD_LIBRARY_PATH URMA_INTERPOSE_REAL
+    exec "$privdir/compat" --rust-lib "$rust_lib" --legacy-lib "$legacy_lib" --out "$out" \
+        --ledger "$privdir/ledger.json" "$@"
+fi
+
+for f in "$privdir/liburma.so.0" "$privdir/c-runner"; do
+    [ -e "$f" ] || { echo "mlcachedirect-conformance: missing $f" >&2; exit 2; }
+done
 # liburma.so.0 = the loopback provider, for the harness and both libraries under test.
 LD_LIBRARY_PATH=$privdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 COMPAT_URMA_DIR=$privdir

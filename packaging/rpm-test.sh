@@ -10,7 +10,8 @@
 #      with `pkg-config --cflags --libs os-transport` from the root, run in its `install` mode on
 #      the root's library over the loopback provider (2 MiB + 1 byte)
 #   5. CMake consumer: the same program built by CMake with find_package(os-transport) from the root
-#   6. mlcachedirect-conformance from the root: the full comparison, C runner included
+#   6. mlcachedirect-conformance from the root: the full comparison, C runner included; then a
+#      few scenarios in hardware mode (--device) with the shipped interposition layer in front
 #   7. runtime-only migration: a root with only the original os-transport 1.0.0-1 (stand-in),
 #      `dnf upgrade` to mlcachedirect, dlopen("libos_transport.so") and dlopen("libos_transport.so.1")
 #      before and after, then back to os-transport (docs/migration.md)
@@ -77,6 +78,7 @@ umdk_min=$(awk '$1 == "%global" && $2 == "umdk_min" { print $3 }' "$src/openeule
 conf_provides=$(rpm -qp --provides "$conf_rpm")
 conf_requires=$(rpm -qp --requires "$conf_rpm")
 conf_obsoletes=$(rpm -qp --obsoletes "$conf_rpm")
+conf_files=$(rpm -qlp "$conf_rpm")
 main_provides=$(rpm -qp --provides "$main_rpm")
 main_requires=$(rpm -qp --requires "$main_rpm")
 main_files=$(rpm -qlp "$main_rpm")
@@ -86,6 +88,8 @@ has_fixed() { grep -qxF -e "$2" <<<"$1"; }    # has_fixed LIST LINE
 grep -q 'liburma' <<<"$conf_provides" && fail "$name-conformance offers liburma: $(grep liburma <<<"$conf_provides")"
 grep -q 'libos_transport' <<<"$conf_provides" && fail "$name-conformance offers libos_transport"
 grep -q 'liburma' <<<"$conf_requires" && fail "$name-conformance requires the system liburma"
+has_fixed "$conf_files" "$libdir/mlcachedirect/interpose/liburma.so.0" ||
+    fail "$name-conformance does not ship the interposition layer $libdir/mlcachedirect/interpose/liburma.so.0"
 has_fixed "$conf_provides" "$name-compat = $version-$release" || fail "$name-conformance does not provide $name-compat"
 has_fixed "$conf_obsoletes" "$name-compat < $version-$release" || fail "$name-conformance does not obsolete $name-compat"
 has_fixed "$main_provides" "libos_transport.so.1()(64bit)" || fail "$name does not provide libos_transport.so.1()(64bit)"
@@ -204,6 +208,7 @@ step "CMake consumer (find_package(os-transport), send + recv over the loopback)
 if [ -e "$root/usr/bin/$name-conformance" ]; then
     # The installed wrapper, with its absolute paths moved into the root.
     sed -e "s|$privdir|$root$privdir|g" -e "s|$libdir/libos_transport|$root$libdir/libos_transport|g" \
+        -e "s|$libdir/mlcachedirect|$root$libdir/mlcachedirect|g" \
         "$root/usr/bin/$name-conformance" > "$work/$name-conformance"
     chmod +x "$work/$name-conformance"
     # The full comparison, as a user runs it: catalogue, C runner, random scenarios, interop.
@@ -216,6 +221,20 @@ if [ -e "$root/usr/bin/$name-conformance" ]; then
     c_runner=$(sed -E -n 's/.*, ([0-9]+) C runner,.*/\1/p' <<<"$summary")
     [ "${c_runner:-0}" -gt 0 ] || fail "$name-conformance ran no C runner scenario: $summary"
     step "$name-conformance on the installed library ($c_runner C runner scenarios)"
+    # Hardware mode: the shipped layer in front of the system liburma.so.0. The root has no UMDK
+    # library (its stand-in ships no file), so the shipped loopback plays an unknown provider.
+    dlog=$work/log/conformance-device.log
+    URMA_INTERPOSE_REAL=$root$privdir/liburma.so.0 "$work/$name-conformance" --device loopback0 \
+        --scenario len-6m+5 --scenario error-cr --scenario dup-send-cr --scenario recv-capacity-0 \
+        --no-interop --out "$work/conformance-device" > "$dlog" 2>&1 ||
+        { tail -n 30 "$dlog"; fail "$name-conformance --device"; }
+    grep -qF "interposition layer in front of $root$privdir/liburma.so.0" "$dlog" ||
+        fail "$name-conformance --device did not put the layer in front"
+    grep -qxF 'compat: urma_loopback_* calls by the harness: 0 (the binding is forbidden in hardware mode)' "$dlog" ||
+        fail "$name-conformance --device: control API calls not reported as 0"
+    grep -qE '^SKIPPED +recv-capacity-0 ' "$dlog" || fail "$name-conformance --device did not skip recv-capacity-0"
+    grep -E '^compat: [0-9]+ scenarios' "$dlog" | sed 's/^/   /'
+    step "$name-conformance --device loopback0 (hardware mode, layer from $libdir/mlcachedirect/interpose)"
 else
     echo "== rpm-test: $name-conformance: not in this build (harness not built), skipped"
 fi

@@ -28,21 +28,40 @@ unsafe impl<T> Send for SendPtr<T> {}
 // SAFETY: as above.
 unsafe impl<T> Sync for SendPtr<T> {}
 
-/// Process fixture: `urma_init` (once), device `loopback0`, one context. Never torn down.
+/// Process fixture: `urma_init` (once), one device, one context on one of its EIDs. Never torn
+/// down. By default ([`Loopback::get`]) the first device of `urma_get_device_list` and EID index
+/// 0 (the loopback's `loopback0`); [`Loopback::open`] chooses a device and an EID by name, as an
+/// application on a UB machine does.
 pub struct Loopback {
     pub dev: *mut u::urma_device_t,
     pub ctx: *mut u::urma_context_t,
+    /// The EID index the context was created on.
+    pub eid_index: u32,
 }
 // SAFETY: the loopback's context is usable from any thread.
 unsafe impl Send for Loopback {}
 // SAFETY: as above.
 unsafe impl Sync for Loopback {}
 
+static FIXTURE: OnceLock<Loopback> = OnceLock::new();
+
+/// Parses an EID written as an IPv6 address (`::ffff:127.0.0.1`, `fe80::1`): URMA EIDs are 16
+/// bytes in network order, printed that way by UMDK's tools.
+pub fn parse_eid(s: &str) -> Result<[u8; 16], String> {
+    s.parse::<std::net::Ipv6Addr>()
+        .map(|a| a.octets())
+        .map_err(|_| format!("EID '{s}' is not an IPv6-style address (e.g. ::ffff:127.0.0.1)"))
+}
+
+/// Formats an EID the way [`parse_eid`] reads it.
+pub fn eid_string(raw: [u8; 16]) -> String {
+    std::net::Ipv6Addr::from(raw).to_string()
+}
+
 impl Loopback {
-    /// The process-wide fixture (initialised on first use).
+    /// The process-wide fixture (initialised on first use: the first device, EID index 0).
     pub fn get() -> &'static Loopback {
-        static LB: OnceLock<Loopback> = OnceLock::new();
-        LB.get_or_init(|| {
+        FIXTURE.get_or_init(|| {
             // SAFETY: plain URMA calls with valid arguments; results are checked.
             unsafe {
                 assert_eq!(
@@ -57,9 +76,77 @@ impl Loopback {
                 u::urma_free_device_list(list);
                 let ctx = u::urma_create_context(dev, 0);
                 assert!(!ctx.is_null(), "urma_create_context");
-                Loopback { dev, ctx }
+                Loopback {
+                    dev,
+                    ctx,
+                    eid_index: 0,
+                }
             }
         })
+    }
+
+    /// Opens the process-wide fixture on device `name` (`urma_get_device_by_name`) and the EID
+    /// `eid` of its `urma_get_eid_list` (its first EID when `None`). Only the public URMA API
+    /// is used. Err (nothing opened) when there is no such device or EID, or when the fixture
+    /// is already open.
+    pub fn open(name: &str, eid: Option<[u8; 16]>) -> Result<&'static Loopback, String> {
+        if FIXTURE.get().is_some() {
+            return Err("the URMA fixture is already open".into());
+        }
+        let cname =
+            std::ffi::CString::new(name).map_err(|_| format!("bad device name {name:?}"))?;
+        // SAFETY: plain URMA calls with valid arguments; every result is checked and the EID
+        // list is read within its returned length and freed once.
+        unsafe {
+            let r = u::urma_init(std::ptr::null_mut());
+            if r != u::URMA_SUCCESS {
+                return Err(format!("urma_init failed ({r})"));
+            }
+            let dev = u::urma_get_device_by_name(cname.as_ptr() as *mut _);
+            if dev.is_null() {
+                return Err(format!("no URMA device named '{name}'"));
+            }
+            let mut n = 0u32;
+            let list = u::urma_get_eid_list(dev, &mut n);
+            if list.is_null() || n == 0 {
+                return Err(format!("device '{name}' has no EID"));
+            }
+            let eids: Vec<([u8; 16], u32)> = std::slice::from_raw_parts(list, n as usize)
+                .iter()
+                .map(|e| (e.eid.raw, e.eid_index))
+                .collect();
+            u::urma_free_eid_list(list);
+            let index = match eid {
+                None => eids[0].1,
+                Some(want) => eids
+                    .iter()
+                    .find(|e| e.0 == want)
+                    .map(|e| e.1)
+                    .ok_or_else(|| {
+                        let have: Vec<String> = eids.iter().map(|e| eid_string(e.0)).collect();
+                        format!(
+                            "device '{name}' has no EID {} (it has {})",
+                            eid_string(want),
+                            have.join(", ")
+                        )
+                    })?,
+            };
+            let ctx = u::urma_create_context(dev, index);
+            if ctx.is_null() {
+                return Err(format!(
+                    "urma_create_context on '{name}', EID index {index} failed"
+                ));
+            }
+            let lb = Loopback {
+                dev,
+                ctx,
+                eid_index: index,
+            };
+            FIXTURE
+                .set(lb)
+                .map_err(|_| "the URMA fixture is already open".to_string())?;
+            Ok(FIXTURE.get().expect("just set"))
+        }
     }
 }
 
@@ -903,6 +990,15 @@ mod tests {
         // SAFETY: valid WR chain over live fixture objects.
         let r = unsafe { u::urma_post_jfs_wr(pair.sender.jfs, &mut wr, &mut bad) };
         assert_eq!(r, u::URMA_SUCCESS);
+    }
+
+    #[test]
+    fn eids_parse_and_print_in_ipv6_notation() {
+        let e = parse_eid("::ffff:127.0.0.1").unwrap();
+        assert_eq!(e, [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1]);
+        assert_eq!(eid_string(e), "::ffff:127.0.0.1");
+        assert!(parse_eid("127.0.0.1").unwrap_err().contains("IPv6"));
+        assert!(parse_eid("").is_err());
     }
 
     #[test]

@@ -30,18 +30,15 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use urma_loopback_ctl::spec;
+use urma_loopback_ctl::{faults, spec};
 use urma_sys as u;
 
 use crate::lock;
 
-pub const Q_SEND: i32 = 1;
-pub const Q_RECV: i32 = 2;
-pub const ACT_DROP: i32 = 1;
-pub const ACT_DUP: i32 = 2;
-pub const ORDER_FIFO: i32 = 0;
-pub const ORDER_REVERSE: i32 = 1;
-pub const ORDER_SHUFFLE: i32 = 2;
+/// The selector values of `urma_interpose.h`, the loopback's (one definition, the control plane's).
+pub use urma_loopback_ctl::{
+    CR_DROP as ACT_DROP, CR_DUP as ACT_DUP, ORDER_FIFO, ORDER_SHUFFLE, Q_RECV, Q_SEND,
+};
 
 #[derive(Default)]
 struct Knobs {
@@ -194,15 +191,7 @@ pub fn set_delay(ms: u64) {
 /// The status the WR numbered `nth` of `queue` must fail with (consumes the rule).
 pub fn take_fail_post(queue: i32, nth: u64) -> Option<i32> {
     let mut out = None;
-    edit(|k| {
-        if let Some(i) = k
-            .fail_post
-            .iter()
-            .position(|&(q, n, _)| q == queue && n == nth)
-        {
-            out = Some(k.fail_post.remove(i).2);
-        }
-    });
+    edit(|k| out = faults::take_post(&mut k.fail_post, queue, nth));
     if out.is_some() {
         crs(|c| c.counters.posts_failed_injected += 1);
     }
@@ -222,12 +211,8 @@ pub fn posted_send(nth: u64, local_id: u32, user_ctx: u64) {
     }
     let (mut st, mut act) = (None, None);
     edit(|k| {
-        if let Some(i) = k.fail_cr.iter().position(|&(n, _)| n == nth) {
-            st = Some(k.fail_cr.remove(i).1);
-        }
-        if let Some(i) = k.send_cr_action.iter().position(|&(n, _)| n == nth) {
-            act = Some(k.send_cr_action.remove(i).1);
-        }
+        st = faults::take(&mut k.fail_cr, nth);
+        act = faults::take(&mut k.send_cr_action, nth);
     });
     let key = (local_id, user_ctx);
     if st.is_some() || act.is_some() {
@@ -242,14 +227,6 @@ pub fn posted_send(nth: u64, local_id: u32, user_ctx: u64) {
     }
 }
 
-fn fate_of(action: i32) -> Fate {
-    match action {
-        ACT_DROP => Fate::Drop,
-        ACT_DUP => Fate::Dup,
-        _ => Fate::Deliver,
-    }
-}
-
 pub fn count_posted(send: u64, recv: u64) {
     crs(|c| {
         c.counters.send_wrs += send;
@@ -257,23 +234,9 @@ pub fn count_posted(send: u64, recv: u64) {
     });
 }
 
-/// What the layer does with one CR from the provider.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Fate {
-    Deliver,
-    Drop,
-    Dup,
-}
-
-impl Fate {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Fate::Deliver => "deliver",
-            Fate::Drop => "drop",
-            Fate::Dup => "dup",
-        }
-    }
-}
+/// What the layer does with one CR from the provider (the control plane's, shared with the
+/// loopback).
+pub use urma_loopback_ctl::faults::Fate;
 
 /// Applies the CR faults to one CR just returned by the provider: the `fail_cr` rewrite (in
 /// place) and its fate.
@@ -284,13 +247,9 @@ pub fn on_provider_cr(cr: &mut u::urma_cr_t) -> Fate {
     let recv_nth = (s_r == 1).then(|| RECV_CR_SEQ.fetch_add(1, Ordering::AcqRel) + 1);
     let mut fate = Fate::Deliver;
     edit(|k| {
-        if let Some(i) = k.cr_action.iter().position(|&(n, _)| n == nth) {
-            fate = fate_of(k.cr_action.remove(i).1);
-        } else if let Some(rn) = recv_nth {
-            if let Some(i) = k.recv_cr_action.iter().position(|&(n, _)| n == rn) {
-                fate = fate_of(k.recv_cr_action.remove(i).1);
-            }
-        }
+        let action = faults::take(&mut k.cr_action, nth)
+            .or_else(|| recv_nth.and_then(|rn| faults::take(&mut k.recv_cr_action, rn)));
+        fate = action.map_or(Fate::Deliver, Fate::of);
     });
     crs(|c| {
         c.counters.crs_from_provider += 1;
@@ -303,7 +262,7 @@ pub fn on_provider_cr(cr: &mut u::urma_cr_t) -> Fate {
             }
             if let Some(a) = pop_mark(&mut c.acting, key) {
                 if fate == Fate::Deliver {
-                    fate = fate_of(a);
+                    fate = Fate::of(a);
                 }
             }
         }
@@ -377,11 +336,7 @@ pub fn count_to_app(n: usize) {
 pub fn release(order: i32, seed: u64, delay_ms: u32) -> u64 {
     crs(|c| {
         let mut v = std::mem::take(&mut c.held);
-        match order {
-            ORDER_REVERSE => v.reverse(),
-            ORDER_SHUFFLE => shuffle(&mut v, seed),
-            _ => {}
-        }
+        faults::order(&mut v, order, seed);
         let n = v.len() as u64;
         let due = Instant::now() + Duration::from_millis(delay_ms as u64);
         for (j, cr) in v {
@@ -399,22 +354,6 @@ pub fn release(order: i32, seed: u64, delay_ms: u32) -> u64 {
         }
         n
     })
-}
-
-fn shuffle<T>(v: &mut [T], seed: u64) {
-    // Deterministic Fisher-Yates driven by splitmix64.
-    let mut s = seed;
-    let mut next = || {
-        s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = s;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    };
-    for i in (1..v.len()).rev() {
-        let j = (next() % (i as u64 + 1)) as usize;
-        v.swap(i, j);
-    }
 }
 
 /// Forgets everything kept for a deleted JFC.

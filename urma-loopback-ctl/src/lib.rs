@@ -11,12 +11,16 @@
 //! * [`Api`], the typed table of the control functions, resolved with `dlsym` in the
 //!   `liburma.so.0` actually loaded in the process ([`api`]), and safe wrappers over it
 //!   ([`reset`], [`counters`], [`fail_post`], ...).
+//! * [`faults`]: the fault bookkeeping the provider and the interposition layer share (CR fate,
+//!   use-once rule lists, release orders);
+//! * [`forbid`]: the binding refuses every later use (the harness's hardware mode).
 //!
 //! The provider builds its exports against these types: `urma-loopback/src/ctl.rs` fills a
 //! constant [`Api`] with its own functions, so a prototype that drifts from the binding stops
 //! the provider from compiling.
 
 use std::ffi::{c_char, c_int, c_void, CString};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 /// `URMA_LOOPBACK_Q_SEND`: the send queues (`urma_post_jfs_wr`, `urma_post_jetty_send_wr`).
@@ -380,9 +384,32 @@ impl Api {
     }
 }
 
+static FORBIDDEN: OnceLock<&'static str> = OnceLock::new();
+static ATTEMPTS: AtomicU64 = AtomicU64::new(0);
+
+/// Forbids this binding for the rest of the process: every later [`api`] access (so every
+/// wrapper of this crate) is counted and panics with `why` instead of calling the provider. The
+/// harness's hardware mode (`compat --device`) uses it to show that it never calls
+/// `urma_loopback_*`, whatever the provider underneath exports. Err if it was already forbidden.
+pub fn forbid(why: &'static str) -> Result<(), String> {
+    FORBIDDEN
+        .set(why)
+        .map_err(|_| "the loopback control binding is already forbidden".to_string())
+}
+
+/// Accesses of the binding ([`api`]) since it was [`forbid`]den (0 while it is allowed).
+pub fn forbidden_attempts() -> u64 {
+    ATTEMPTS.load(Ordering::Acquire)
+}
+
 /// The control functions of the loaded loopback, resolved once. Panics with a clear message if
-/// the `liburma.so.0` in the process is not the loopback provider.
+/// the `liburma.so.0` in the process is not the loopback provider, or if the binding is
+/// [`forbid`]den.
 pub fn api() -> &'static Api {
+    if let Some(why) = FORBIDDEN.get() {
+        ATTEMPTS.fetch_add(1, Ordering::AcqRel);
+        panic!("the loopback control API (urma_loopback_*) was called: {why}");
+    }
     static API: OnceLock<Api> = OnceLock::new();
     API.get_or_init(|| Api::load().unwrap_or_else(|e| panic!("{e}")))
 }
@@ -495,6 +522,121 @@ pub fn capture_trace<R>(f: impl FnOnce() -> R) -> (R, Vec<String>) {
 /// The interposition layer's counters (`urma_interpose_counters_t` of `urma_interpose.h`), defined
 /// once for the layer (urma-interpose) and for the harness's binding of its control API.
 pub mod trace_line;
+
+/// The fault bookkeeping the loopback's knobs and the interposition layer share: the fate of a
+/// CR, the rule lists ("the Nth WR / CR", each rule used once) and the release orders of held
+/// CRs. Each side keeps its own lists and counters; the rules' meaning is written once here.
+pub mod faults {
+    use std::ffi::c_int;
+
+    use super::{CR_DROP, CR_DUP, ORDER_REVERSE, ORDER_SHUFFLE};
+
+    /// What happens to one CR.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Fate {
+        Deliver,
+        Drop,
+        Dup,
+    }
+
+    impl Fate {
+        /// From a `cr_action` selector (`CR_DROP`, `CR_DUP`; anything else delivers).
+        pub fn of(action: c_int) -> Fate {
+            match action {
+                CR_DROP => Fate::Drop,
+                CR_DUP => Fate::Dup,
+                _ => Fate::Deliver,
+            }
+        }
+
+        /// The trace's name of the fate (`fate` of a `cr` line).
+        pub fn as_str(self) -> &'static str {
+            match self {
+                Fate::Deliver => "deliver",
+                Fate::Drop => "drop",
+                Fate::Dup => "dup",
+            }
+        }
+    }
+
+    /// Takes the rule for the `nth` item out of `rules` ((nth, value) pairs): its value, once.
+    pub fn take<T: Copy>(rules: &mut Vec<(u64, T)>, nth: u64) -> Option<T> {
+        let i = rules.iter().position(|&(n, _)| n == nth)?;
+        Some(rules.remove(i).1)
+    }
+
+    /// Takes the `fail_post` rule ((queue, nth, status)) for the `nth` WR of `queue`: its
+    /// status, once.
+    pub fn take_post(
+        rules: &mut Vec<(c_int, u64, c_int)>,
+        queue: c_int,
+        nth: u64,
+    ) -> Option<c_int> {
+        let i = rules.iter().position(|&(q, n, _)| q == queue && n == nth)?;
+        Some(rules.remove(i).2)
+    }
+
+    /// Puts held CRs in their release order: `ORDER_FIFO` (as held), `ORDER_REVERSE`, or
+    /// `ORDER_SHUFFLE` (a Fisher-Yates shuffle driven by splitmix64 from `seed`: the same seed
+    /// gives the same order on the loopback and in the layer).
+    pub fn order<T>(v: &mut [T], order: c_int, seed: u64) {
+        match order {
+            ORDER_REVERSE => v.reverse(),
+            ORDER_SHUFFLE => {
+                let mut s = seed;
+                let mut next = || {
+                    s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
+                    let mut z = s;
+                    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+                    z ^ (z >> 31)
+                };
+                for i in (1..v.len()).rev() {
+                    let j = (next() % (i as u64 + 1)) as usize;
+                    v.swap(i, j);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+        use crate::{ORDER_FIFO, Q_RECV, Q_SEND};
+
+        #[test]
+        fn rules_are_used_once_and_orders_are_deterministic() {
+            let mut r = vec![(3u64, 7u32), (3, 8), (5, 9)];
+            assert_eq!(take(&mut r, 3), Some(7));
+            assert_eq!(take(&mut r, 3), Some(8));
+            assert_eq!(take(&mut r, 3), None);
+            assert_eq!(take(&mut r, 4), None);
+            let mut p = vec![(Q_SEND, 2u64, -1), (Q_RECV, 2, 12)];
+            assert_eq!(take_post(&mut p, Q_RECV, 2), Some(12));
+            assert_eq!(take_post(&mut p, Q_RECV, 2), None);
+            assert_eq!(take_post(&mut p, Q_SEND, 2), Some(-1));
+            assert_eq!(Fate::of(CR_DROP), Fate::Drop);
+            assert_eq!(Fate::of(CR_DUP).as_str(), "dup");
+            assert_eq!(Fate::of(0), Fate::Deliver);
+            let base: Vec<u32> = (0..16).collect();
+            let mut f = base.clone();
+            order(&mut f, ORDER_FIFO, 1);
+            assert_eq!(f, base);
+            order(&mut f, ORDER_REVERSE, 1);
+            assert_eq!(f, base.iter().rev().copied().collect::<Vec<_>>());
+            let (mut a, mut b, mut c) = (base.clone(), base.clone(), base.clone());
+            order(&mut a, ORDER_SHUFFLE, 42);
+            order(&mut b, ORDER_SHUFFLE, 42);
+            order(&mut c, ORDER_SHUFFLE, 43);
+            assert_eq!(a, b, "same seed, same order");
+            assert_ne!(a, base);
+            assert_ne!(a, c);
+            a.sort();
+            assert_eq!(a, base, "a permutation");
+        }
+    }
+}
 
 pub mod interpose {
     /// `urma_interpose_counters_t`.

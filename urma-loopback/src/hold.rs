@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use crate::knobs::{ANY, KNOBS, ORDER_REVERSE, ORDER_SHUFFLE};
+use crate::knobs::{ANY, KNOBS};
 use crate::queues::Jfc;
 use crate::stats::COUNTERS;
 use crate::util::lock;
@@ -55,11 +55,7 @@ pub fn release_held(order: i32, seed: u64, delay_ms: u32) -> u64 {
     let mut v: Vec<Pending> = std::mem::take(&mut *lock(&HELD));
     let n = v.len() as u64;
     COUNTERS.crs_held.fetch_sub(n, Ordering::Relaxed);
-    match order {
-        ORDER_REVERSE => v.reverse(),
-        ORDER_SHUFFLE => shuffle(&mut v, seed),
-        _ => {}
-    }
+    urma_loopback_ctl::faults::order(&mut v, order, seed);
     if delay_ms == 0 {
         for (j, cr, s) in v {
             j.push(cr, s);
@@ -68,22 +64,6 @@ pub fn release_held(order: i32, seed: u64, delay_ms: u32) -> u64 {
         delay_push(Instant::now() + Duration::from_millis(delay_ms as u64), v);
     }
     n
-}
-
-fn shuffle<T>(v: &mut [T], seed: u64) {
-    // Deterministic Fisher-Yates with a splitmix64 generator.
-    let mut s = seed;
-    let mut next = || {
-        s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = s;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    };
-    for i in (1..v.len()).rev() {
-        let j = (next() % (i as u64 + 1)) as usize;
-        v.swap(i, j);
-    }
 }
 
 type DelayQ = (Mutex<VecDeque<(Instant, Vec<Pending>)>>, Condvar);

@@ -12,7 +12,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use urma_loopback_ctl::spec;
+use urma_loopback_ctl::{faults, spec};
 
 use crate::util::{lock, Line};
 
@@ -95,15 +95,7 @@ pub fn take_fail_post(queue: i32, nth: u64) -> Option<i32> {
         return None;
     }
     let mut out = None;
-    edit(|k| {
-        if let Some(i) = k
-            .fail_post
-            .iter()
-            .position(|&(q, n, _)| q == queue && n == nth)
-        {
-            out = Some(k.fail_post.remove(i).2);
-        }
-    });
+    edit(|k| out = faults::take_post(&mut k.fail_post, queue, nth));
     out
 }
 
@@ -113,31 +105,12 @@ pub fn take_fail_cr(nth: u64) -> Option<u32> {
         return None;
     }
     let mut out = None;
-    edit(|k| {
-        if let Some(i) = k.fail_cr.iter().position(|&(n, _)| n == nth) {
-            out = Some(k.fail_cr.remove(i).1);
-        }
-    });
+    edit(|k| out = faults::take(&mut k.fail_cr, nth));
     out
 }
 
-/// What happens to one generated CR.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Fate {
-    Deliver,
-    Drop,
-    Dup,
-}
-
-impl Fate {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Fate::Deliver => "deliver",
-            Fate::Drop => "drop",
-            Fate::Dup => "dup",
-        }
-    }
-}
+/// What happens to one generated CR (the control plane's, shared with the interposition layer).
+pub use urma_loopback_ctl::faults::Fate;
 
 /// Decides the fate of the Nth CR (consumes the rule).
 pub fn cr_fate(nth: u64) -> Fate {
@@ -145,15 +118,7 @@ pub fn cr_fate(nth: u64) -> Fate {
         return Fate::Deliver;
     }
     let mut out = Fate::Deliver;
-    edit(|k| {
-        if let Some(i) = k.cr_action.iter().position(|&(n, _)| n == nth) {
-            out = match k.cr_action.remove(i).1 {
-                CR_DROP => Fate::Drop,
-                CR_DUP => Fate::Dup,
-                _ => Fate::Deliver,
-            };
-        }
-    });
+    edit(|k| out = faults::take(&mut k.cr_action, nth).map_or(Fate::Deliver, Fate::of));
     out
 }
 

@@ -4,7 +4,8 @@
 //! UMDK `liburma`. Objects live in the process that created them; processes of one host share
 //! the device and reach each other's objects through [`peer`] and [`xproc`]. It exports the 49 URMA
 //! functions of the URMA ABI (urma-sys, `tests/data/urma_abi_*.json`) with the real prototypes and C layouts (types from `urma-sys`), plus
-//! a test-control API (`urma_loopback_*`, declared in `include/urma_loopback.h`).
+//! a test-control API (`urma_loopback_*`, declared in `include/urma_loopback.h`; cargo feature
+//! `ctl`, on by default).
 //!
 //! Design (see `docs/loopback.md` for the user view and the layer table); each module uses only
 //! modules listed before it:
@@ -31,6 +32,7 @@
 pub mod api;
 pub mod cobj;
 pub mod complete;
+#[cfg(feature = "ctl")]
 pub mod ctl;
 pub mod datapath;
 pub mod engine;

@@ -1,5 +1,5 @@
 //! The goals (see [`crate::GOALS`]). Knobs come from the environment, so `make GOAL VAR=value`
-//! and `VAR=value cargo xtask GOAL` are the same: COMPAT_ARGS, BENCH_ARGS, BENCH_OUT,
+//! and `VAR=value cargo xtask GOAL` are the same: COMPAT_ARGS, COMPAT_DEVICE_RANDOM, BENCH_ARGS, BENCH_OUT,
 //! HELGRIND_STRICT, STRESS_REQS, STRESS_FUZZ_CRS, FUZZ_TIME, FUZZ_SMOKE_RUNS, CLANG, REL_CC,
 //! VALGRIND, RPMBUILD_OPTS, DIST_TREE.
 
@@ -19,6 +19,7 @@ pub fn dispatch(ctx: &mut Ctx, goal: &str, args: &[String]) {
         }
         "test" => test(ctx),
         "compat" => compat(ctx, goal, args),
+        "compat-device" => compat_device(ctx, goal, args),
         "legacy-asan-suite" => legacy_asan_suite(ctx, goal),
         "reliability-check" => {
             reliability_memcheck(ctx, goal);
@@ -88,6 +89,7 @@ fn test(ctx: &mut Ctx) {
     run(cargo_cmd().args(["test", "--workspace", "--no-fail-fast"]));
     loopback_in_process_only(ctx);
     compat(ctx, "test", &[]);
+    compat_device(ctx, "test", &[]);
     // The same scenarios with sender and receiver in two processes (docs/compat.md).
     compat(ctx, "test", &["--split".to_string()]);
     legacy_asan_suite(ctx, "test");
@@ -114,6 +116,127 @@ fn compat(ctx: &mut Ctx, goal: &str, args: &[String]) {
     run(cargo_cmd()
         .args(["run", "-q", "-p", "compat-tests", "--bin", "compat", "--"])
         .args(compat_args(args)));
+}
+
+/// The `urma_*` functions `lib` defines in its dynamic symbol table (`nm -D --defined-only`).
+fn urma_exports(lib: &Path) -> Vec<String> {
+    let out = Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(lib)
+        .output()
+        .unwrap_or_else(|e| fail(format!("nm: {e}")));
+    if !out.status.success() {
+        fail(format!("nm -D {} failed", lib.display()));
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(2))
+        .filter(|n| n.starts_with("urma_"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Hardware mode over the loopback treated as an unknown provider: `compat --device loopback0`
+/// with the interposition layer in front of a loopback built without its control API (cargo
+/// feature `ctl` off, in `<target>/xtask/no-ctl`). Checks that this build exports the URMA
+/// functions and no `urma_loopback_*` (and that the normal build does, so the check can fail),
+/// that the run passes and reports no control-API call, and, as the negative control, that the
+/// loopback-controlled `--interpose` backend cannot pass over that build. `COMPAT_DEVICE_RANDOM`
+/// random scenarios (default 10); `args` go to compat.
+fn compat_device(ctx: &mut Ctx, goal: &str, args: &[String]) {
+    let built = build(ctx, goal);
+    let dir = ctx.target.join("xtask/no-ctl");
+    let mut cmd = cargo_cmd();
+    cmd.args([
+        "build",
+        "-p",
+        "urma-loopback",
+        "--no-default-features",
+        "--target-dir",
+    ])
+    .arg(&dir);
+    let no_ctl = cargo::build(cmd).loopback_dir.join("liburma.so.0");
+    let full = urma_exports(&built.loopback_dir.join("liburma.so.0"));
+    let bare = urma_exports(&no_ctl);
+    let is_ctl = |n: &&String| n.starts_with("urma_loopback_");
+    if !full.iter().any(|n| n == "urma_loopback_reset") {
+        fail("the check is blind: nm finds no urma_loopback_reset in the normal loopback");
+    }
+    let leaked: Vec<&String> = bare.iter().filter(is_ctl).collect();
+    if !leaked.is_empty() {
+        fail(format!("{} exports {leaked:?}", no_ctl.display()));
+    }
+    let want: Vec<&String> = full.iter().filter(|n| !is_ctl(n)).collect();
+    if bare.iter().collect::<Vec<_>>() != want {
+        fail(format!(
+            "{} does not export the same URMA functions as the normal loopback",
+            no_ctl.display()
+        ));
+    }
+    println!(
+        "compat-device: {} exports {} urma_* functions, none of them urma_loopback_* (the normal build: {} more)",
+        no_ctl.display(),
+        bare.len(),
+        full.len() - bare.len()
+    );
+    let out = ctx.target.join("compat-device");
+    let random = env_or("COMPAT_DEVICE_RANDOM", "10");
+    let compat = |extra: &[&str]| {
+        let mut c = cargo_cmd();
+        c.args(["run", "-q", "-p", "compat-tests", "--bin", "compat", "--"])
+            .args(extra)
+            .env("URMA_INTERPOSE_REAL", &no_ctl);
+        c
+    };
+    let out_s = out.to_string_lossy().to_string();
+    run(compat(&[
+        "--device",
+        "loopback0",
+        "--random",
+        &random,
+        "--out",
+        &out_s,
+    ])
+    .args(args));
+    let report: serde_json::Value = std::fs::read_to_string(out.join("report.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_else(|| fail("compat --device wrote no readable report.json"));
+    if report["backend"] != "hardware" || report["loopback_control_calls"] != 0 {
+        fail(format!(
+            "compat --device: backend {}, loopback control calls {}",
+            report["backend"], report["loopback_control_calls"]
+        ));
+    }
+    // Negative control: the backend that resets the loopback through urma_loopback_* between
+    // scenarios fails over the same build.
+    let neg = ctx.target.join("compat-device/negative-control");
+    let neg_s = neg.to_string_lossy().to_string();
+    let mut neg_cmd = compat(&[
+        "--interpose",
+        "--scenario",
+        "len-1",
+        "--no-interop",
+        "--out",
+        &neg_s,
+    ]);
+    eprintln!("+ {}", crate::show(&neg_cmd));
+    let o = neg_cmd
+        .output()
+        .unwrap_or_else(|e| fail(format!("cannot run compat: {e}")));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    if o.status.code() != Some(1) || !stderr.contains("urma_loopback_reset not found") {
+        fail(format!(
+            "negative control: compat --interpose over {} should FAIL (exit 1) for want of \
+             urma_loopback_reset, got {}:\n{}\n{stderr}",
+            no_ctl.display(),
+            o.status,
+            String::from_utf8_lossy(&o.stdout),
+        ));
+    }
+    println!(
+        "compat-device: negative control OK (compat --interpose FAILs without the control API)"
+    );
 }
 
 /// The URMA headers and `-lurma` directory for C built here: the ones urma-sys's build script

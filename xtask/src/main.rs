@@ -34,6 +34,11 @@ pub const GOALS: &[(&str, &str, &str)] = &[
         "the C-vs-Rust conformance report (target/compat/report.md); args: compat's",
     ),
     (
+        "compat-device",
+        "base",
+        "compat --device over the loopback built without urma_loopback_* (hardware mode, short)",
+    ),
+    (
         "legacy-asan-suite",
         "base",
         "compat-tests' case_legacy tests against the ASan/UBSan build of legacy-c",

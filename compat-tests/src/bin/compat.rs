@@ -3,14 +3,15 @@
 //! ```text
 //! compat [--rust-lib PATH] [--legacy-lib PATH] [--out DIR] [--random N] [--seed S]
 //!        [--scenario ID]... [--list] [--no-c-runner] [--c-runner-exe PATH] [--no-interop]
-//!        [--ledger PATH] [--interpose] [--split]
+//!        [--ledger PATH] [--interpose] [--device NAME [--eid EID]] [--split]
 //! ```
 //! Defaults: the Rust library `<target>/<profile>/libos_transport.so`, the reference C library
 //! `$LEGACY_LIB` or the library legacy-c's build script built, `--out <target>/compat`,
 //! `--random $COMPAT_RANDOM` or 200, `--seed $COMPAT_SEED` or 20250413. Exit status 0 only when
-//! nothing FAILs. See docs/compat.md.
+//! nothing FAILs. `--device` is hardware mode: only the public URMA API of the system library, with
+//! the interposition layer in front for the trace and the faults. See docs/compat.md.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use compat_tests::harness::{backend, ledger, report, split};
 use compat_tests::interpose_ctl;
@@ -20,7 +21,7 @@ fn usage() -> ! {
     eprintln!(
         "usage: compat [--rust-lib PATH] [--legacy-lib PATH] [--out DIR] [--random N] [--seed S] \
          [--scenario ID]... [--list] [--no-c-runner] [--c-runner-exe PATH] [--no-interop] \
-         [--ledger PATH] [--interpose] [--split]"
+         [--ledger PATH] [--interpose] [--device NAME [--eid EID]] [--split]"
     );
     std::process::exit(2)
 }
@@ -43,9 +44,12 @@ fn main() {
         c_runner: true,
         c_runner_exe: None,
         interop: true,
+        c_runner_skip: None,
     };
     let mut interpose = false;
     let mut two_processes = false;
+    let mut device: Option<String> = None;
+    let mut eid: Option<String> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut val = |name: &str| {
@@ -73,6 +77,8 @@ fn main() {
             "--no-interop" => opts.interop = false,
             "--interpose" => interpose = true,
             "--split" => two_processes = true,
+            "--device" => device = Some(val("--device")),
+            "--eid" => eid = Some(val("--eid")),
             "-h" | "--help" => {
                 println!("{}", include_str!("compat_help.txt"));
                 return;
@@ -94,10 +100,27 @@ fn main() {
         opts.random = 1;
         opts.seed = extra[0];
     }
-    if interpose {
-        use_interpose();
+    if two_processes && (interpose || device.is_some()) {
+        // The split children use the loopback's trace and reach each other on one host.
+        eprintln!("compat: --split runs over the loopback; --interpose and --device are not combined with it yet");
+        usage()
+    }
+    if eid.is_some() && device.is_none() {
+        eprintln!("compat: --eid needs --device");
+        usage()
+    }
+    if let Some(name) = &device {
+        if interpose {
+            eprintln!("compat: --device already puts the interposition layer in front");
+            usage()
+        }
+        use_hardware(name, eid.as_deref());
+    } else if interpose {
+        use_interpose(false);
+    }
+    if device.is_some() || interpose {
         // The C runner prints the loopback's own trace: not comparable with the layer's.
-        opts.c_runner = false;
+        opts.c_runner_skip = Some(backend::C_RUNNER_SKIP);
     }
     if two_processes {
         std::process::exit(split::run(&opts));
@@ -108,13 +131,62 @@ fn main() {
 /// Marks the process re-executed with the layer in front (so it is never re-executed twice).
 const REEXEC_ENV: &str = "COMPAT_INTERPOSE_REEXEC";
 
+/// `--device NAME [--eid EID]`: hardware mode. The layer goes in front of the system's
+/// `liburma.so.0` (`URMA_INTERPOSE_REAL`, default [`system_liburma`]); the loopback's control
+/// binding is forbidden before anything runs; the URMA fixture opens device `NAME` and the EID
+/// `EID` (default its first) through the public API.
+fn use_hardware(name: &str, eid: Option<&str>) {
+    let eid = eid.map(|e| {
+        compat_tests::parse_eid(e).unwrap_or_else(|e| {
+            eprintln!("compat: --eid: {e}");
+            std::process::exit(2)
+        })
+    });
+    use_interpose(true);
+    let why = "hardware mode (compat --device) uses only the public URMA API";
+    if let Err(e) = compat_tests::loopback_ctl::forbid(why) {
+        eprintln!("compat: {e}");
+        std::process::exit(2);
+    }
+    if let Err(e) = backend::set(&backend::HARDWARE) {
+        eprintln!("compat: {e}");
+        std::process::exit(2);
+    }
+    match compat_tests::Loopback::open(name, eid) {
+        Ok(lb) => println!(
+            "compat: hardware mode: device {name}, EID index {}; interposition layer in front of {}",
+            lb.eid_index,
+            std::env::var("URMA_INTERPOSE_REAL").unwrap_or_default()
+        ),
+        Err(e) => {
+            eprintln!("compat: --device: {e}");
+            std::process::exit(2);
+        }
+    }
+}
+
+/// Where the system's `liburma.so.0` usually is (UMDK's `umdk-urma-lib` installs it in the
+/// library directory): the first that exists of `/usr/lib64`, `/usr/lib/<multiarch>`, `/usr/lib`.
+fn system_liburma() -> Option<PathBuf> {
+    let multiarch = format!("/usr/lib/{}-linux-gnu", std::env::consts::ARCH);
+    ["/usr/lib64", multiarch.as_str(), "/usr/lib"]
+        .iter()
+        .map(|d| Path::new(d).join("liburma.so.0"))
+        .find(|p| p.exists())
+}
+
 /// `--interpose`: the URMA trace and the faults go through the interposition layer. When the
 /// layer is not this process's liburma.so.0 yet, re-executes the harness with
-/// `LD_LIBRARY_PATH=<profile>/interpose:...` and `URMA_INTERPOSE_REAL` (default: the loopback,
-/// `testkit::target::loopback_lib`).
-fn use_interpose() {
+/// `LD_LIBRARY_PATH=<profile>/interpose:...` and `URMA_INTERPOSE_REAL` (when unset: for
+/// `--interpose` the loopback, `testkit::target::loopback_lib`; for `--device` (`hardware`) the
+/// system library, [`system_liburma`]). Returns only when the layer is this process's
+/// liburma.so.0 (with `hardware` false, after choosing the [`backend::INTERPOSE`] backend).
+fn use_interpose(hardware: bool) {
     if interpose_ctl::present() {
-        if let Err(e) = backend::set(&backend::Interpose) {
+        if hardware {
+            return;
+        }
+        if let Err(e) = backend::set(&backend::INTERPOSE) {
             eprintln!("compat: {e}");
             std::process::exit(2);
         }
@@ -149,7 +221,19 @@ fn use_interpose() {
         .env("LD_LIBRARY_PATH", path)
         .env(REEXEC_ENV, "1");
     if std::env::var_os("URMA_INTERPOSE_REAL").is_none() {
-        cmd.env("URMA_INTERPOSE_REAL", compat_tests::target::loopback_lib());
+        let real = if hardware {
+            system_liburma()
+        } else {
+            Some(compat_tests::target::loopback_lib())
+        };
+        let Some(real) = real else {
+            eprintln!(
+                "compat: --device: no liburma.so.0 in /usr/lib64 or /usr/lib: set \
+                 URMA_INTERPOSE_REAL to the path of the system's URMA library"
+            );
+            std::process::exit(2);
+        };
+        cmd.env("URMA_INTERPOSE_REAL", real);
     }
     let e = std::os::unix::process::CommandExt::exec(&mut cmd);
     eprintln!("compat: --interpose: cannot re-execute the harness: {e}");

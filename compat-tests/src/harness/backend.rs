@@ -1,12 +1,16 @@
 //! The seam between the harness and whoever records its URMA trace and injects its faults:
 //!
 //! * [`Loopback`] (default): the loopback provider's own trace and knobs (`urma_loopback_*`);
-//! * [`Interpose`] (`compat --interpose`): the interposition layer (`urma_interpose_*`) in front
-//!   of the provider; the loopback underneath only executes (its trace and knobs stay off).
+//! * [`Layer`]: the interposition layer (`urma_interpose_*`) in front of the provider:
+//!   [`INTERPOSE`] (`compat --interpose`) over the loopback, which only executes (its trace and
+//!   knobs stay off); [`HARDWARE`] (`compat --device NAME`) over whatever provider the system
+//!   library is, treated as unknown: not one call of `urma_loopback_*` (the binding is forbidden,
+//!   [`crate::loopback_ctl::forbid`]), and the scenarios that need a provider-only condition are
+//!   skipped ([`TraceFaults::skip`]).
 //!
 //! Scenarios keep writing their faults in the loopback's numbering (docs/compat.md: for one
 //! request, CR 3k+1 = WRITE k, 3k+2 = the receive-side CR of SEND_IMM k, 3k+3 = its local CR);
-//! [`Interpose`] maps CR numbers to the layer's send-WR / receive-CR numbering, which does not
+//! [`Layer`] maps CR numbers to the layer's send-WR / receive-CR numbering, which does not
 //! depend on how the two pollers interleave.
 
 use std::sync::OnceLock;
@@ -44,6 +48,16 @@ pub trait TraceFaults: Send + Sync {
     fn send_wrs(&self) -> u64;
     /// Whether `cr` lines are recorded when the CR is polled (not when it is generated).
     fn cr_at_poll(&self) -> bool;
+    /// Turns the provider's no-copy mode on or off (a speed-up for scenarios that do not check
+    /// data). False when the backend cannot: the payload is then copied and checked.
+    fn set_nocopy(&self, on: bool) -> bool {
+        lb::set_nocopy(on);
+        true
+    }
+    /// Why scenario `id` cannot run on this backend (None: it runs).
+    fn skip(&self, _id: &str) -> Option<&'static str> {
+        None
+    }
 }
 
 /// The loopback's own trace and knobs.
@@ -68,8 +82,25 @@ impl TraceFaults for Loopback {
     }
 }
 
-/// The interposition layer, over the loopback.
-pub struct Interpose;
+/// The interposition layer (`urma_interpose_*`) in front of the provider: over the loopback
+/// ([`INTERPOSE`], `compat --interpose`), or over a provider treated as unknown ([`HARDWARE`],
+/// `compat --device`).
+pub struct Layer {
+    /// The provider is the loopback, whose control API resets it between runs, counts the CRs
+    /// it generated and offers a no-copy mode. False in hardware mode: nothing here, nor
+    /// anything the harness calls while it is chosen, reaches the provider's own extensions.
+    loopback_underneath: bool,
+}
+
+/// `compat --interpose`: the layer over the loopback.
+pub static INTERPOSE: Layer = Layer {
+    loopback_underneath: true,
+};
+
+/// `compat --device`: the layer over an unknown provider (hardware mode).
+pub static HARDWARE: Layer = Layer {
+    loopback_underneath: false,
+};
 
 /// Rewrites a loopback knob spec for the layer: `drop_cr` / `dup_cr` by CR number become
 /// `*_send_cr` (the WRITE's or SEND_IMM's send WR) or `*_recv_cr`; other items are the same.
@@ -103,16 +134,37 @@ pub fn layer_spec(spec: &str) -> String {
         .join(",")
 }
 
-impl TraceFaults for Interpose {
+/// Scenarios [`HARDWARE`] skips, with the reason: each needs a condition that only the loopback
+/// provider can make and the interposition layer cannot.
+pub const HARDWARE_SKIPS: &[(&str, &str)] = &[(
+    "recv-capacity-0",
+    "needs the provider to fail a SEND_IMM that finds no posted receive WR within the 200 ms \
+     waits (receiver-not-ready retries exhausted, URMA_CR_RNR_RETRY_CNT_EXC_ERR); how long a \
+     real provider retries is its transport's RNR policy, which the layer can neither set nor \
+     fake without changing the WRs the trace compares",
+)];
+
+/// Why the C runner is skipped outside the loopback's own backend.
+pub const C_RUNNER_SKIP: &str = "the C runner prints the loopback's own URMA trace through \
+     urma_loopback_* (a provider extension), not the interposition layer's";
+
+impl TraceFaults for Layer {
     fn name(&self) -> &'static str {
-        "interpose"
+        if self.loopback_underneath {
+            "interpose"
+        } else {
+            "hardware"
+        }
     }
     fn knobs(&self) -> Knobs {
         *layer::knobs()
     }
     fn start(&self) {
-        // The loopback underneath: its knobs and counters cleared, its trace off.
-        lb::reset();
+        // The loopback underneath: its knobs and counters cleared, its trace off. An unknown
+        // provider is not reset (it has no such call): each run creates fresh objects.
+        if self.loopback_underneath {
+            lb::reset();
+        }
         layer::reset();
         layer::knobs().trace_capture(true);
     }
@@ -122,23 +174,16 @@ impl TraceFaults for Interpose {
     fn release_crs(&self, order: ReleaseOrder) -> u64 {
         // The layer holds CRs when they are polled, not when they are generated: let the
         // pollers take what the provider has completed, so the release covers the same CRs as
-        // the loopback's. Done when the layer has seen every CR the loopback underneath
-        // generated and its count has stayed unchanged for 20 ms (at most 2 s: a loaded machine
-        // can leave the pollers behind for longer than a fixed quiet time).
-        let end = Instant::now() + Duration::from_secs(2);
-        let mut last = layer::counters().crs_from_provider;
-        let mut since = Instant::now();
-        while Instant::now() < end {
-            std::thread::sleep(Duration::from_millis(2));
-            let now = layer::counters().crs_from_provider;
-            if now != last {
-                last = now;
-                since = Instant::now();
-            } else if now >= lb::counters().crs_generated
-                && since.elapsed() >= Duration::from_millis(20)
-            {
-                break;
-            }
+        // the loopback's. Over the loopback: once the layer has seen every CR the loopback
+        // generated and its count stayed unchanged for 20 ms; over an unknown provider, whose
+        // count is not known: once the count stayed unchanged for 50 ms.
+        if self.loopback_underneath {
+            settle_layer_crs(
+                Duration::from_millis(20),
+                Some(&|| lb::counters().crs_generated),
+            );
+        } else {
+            settle_layer_crs(Duration::from_millis(50), None);
         }
         layer::knobs().release_crs(order, 0)
     }
@@ -147,6 +192,40 @@ impl TraceFaults for Interpose {
     }
     fn cr_at_poll(&self) -> bool {
         true
+    }
+    fn set_nocopy(&self, on: bool) -> bool {
+        if self.loopback_underneath {
+            lb::set_nocopy(on);
+        }
+        self.loopback_underneath
+    }
+    fn skip(&self, id: &str) -> Option<&'static str> {
+        if self.loopback_underneath {
+            return None;
+        }
+        HARDWARE_SKIPS
+            .iter()
+            .find(|(s, _)| *s == id)
+            .map(|(_, why)| *why)
+    }
+}
+
+/// Waits until the layer's count of CRs taken from the provider stayed unchanged for `quiet`
+/// and, with `Some(f)`, reached `f()` (at most 2 s: a loaded machine can leave the pollers behind
+/// for longer than a fixed quiet time).
+fn settle_layer_crs(quiet: Duration, at_least: Option<&dyn Fn() -> u64>) {
+    let end = Instant::now() + Duration::from_secs(2);
+    let mut last = layer::counters().crs_from_provider;
+    let mut since = Instant::now();
+    while Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(2));
+        let now = layer::counters().crs_from_provider;
+        if now != last {
+            last = now;
+            since = Instant::now();
+        } else if at_least.is_none_or(|n| now >= n()) && since.elapsed() >= quiet {
+            break;
+        }
     }
 }
 
@@ -168,6 +247,22 @@ pub fn get() -> &'static dyn TraceFaults {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hardware_skips_name_catalogue_scenarios() {
+        let ids: Vec<String> = super::super::scenario::catalogue()
+            .into_iter()
+            .map(|s| s.id)
+            .collect();
+        for (id, why) in HARDWARE_SKIPS {
+            assert!(ids.iter().any(|i| i == id), "{id} is not in the catalogue");
+            assert_eq!(HARDWARE.skip(id), Some(*why));
+        }
+        assert_eq!(HARDWARE.skip("len-1"), None);
+        assert_eq!(INTERPOSE.skip("recv-capacity-0"), None);
+        assert_eq!(HARDWARE.name(), "hardware");
+        assert_eq!(INTERPOSE.name(), "interpose");
+    }
 
     #[test]
     fn cr_numbers_map_to_send_wrs_and_recv_crs() {

@@ -30,7 +30,6 @@ use crate::lib_under_test::{
     os_transport_cfg_t, ost_buffer_info_t, ost_device_info_t, task_sync_t, urma_jetty_info_t,
     OsTransportLib, DEFAULT_CHUNK_SIZE,
 };
-use crate::loopback_ctl as ctl;
 use crate::oracle::{dec, UserData};
 
 /// A loaded library under test with its log-callback slot.
@@ -297,9 +296,10 @@ impl Ctx {
         let mut src = Buffer::new(lb, setup.buf_len + 4096);
         let dst = Buffer::new(lb, setup.buf_len + 4096);
         let rdst = dst.import(lb);
-        if setup.nocopy {
-            ctl::set_nocopy(true);
-        } else {
+        // A backend without a no-copy mode (hardware) moves and checks the payload instead.
+        let mut setup = setup;
+        setup.nocopy = setup.nocopy && backend::get().set_nocopy(true);
+        if !setup.nocopy {
             let p = pattern();
             for (i, c) in src.as_mut_slice().chunks_mut(PATTERN_LEN).enumerate() {
                 let n = c.len();
@@ -1095,7 +1095,9 @@ impl Ctx {
                     .note(format!("unparsable loopback trace line: {l}")),
             }
         }
-        ctl::set_nocopy(false);
+        if self.setup.nocopy {
+            backend::get().set_nocopy(false);
+        }
         record::set_current(None);
     }
 }

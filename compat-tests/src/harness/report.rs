@@ -14,7 +14,7 @@ use super::ctx::{Ctx, Lib};
 use super::ledger::{self, Ledger};
 use super::normalise::{normalise, Normalised};
 use super::scenario::Scenario;
-use super::{crunner, interop, random, scenario};
+use super::{backend, crunner, interop, random, scenario};
 
 /// Command-line options of `compat`.
 #[derive(Debug, Clone)]
@@ -32,6 +32,9 @@ pub struct Options {
     /// `compat-tests/c/runner.c` (the installed conformance package ships one).
     pub c_runner_exe: Option<PathBuf>,
     pub interop: bool,
+    /// The C runner is not run, for this reason (reported as SKIPPED): set by the backends whose
+    /// trace it cannot give ([`super::backend::C_RUNNER_SKIP`]).
+    pub c_runner_skip: Option<&'static str>,
 }
 
 /// The verdict of one comparison.
@@ -40,6 +43,8 @@ pub enum Verdict {
     Pass,
     Diverges(Vec<String>),
     Fail(String),
+    /// Not run on this backend, with the reason ([`super::backend::TraceFaults::skip`]).
+    Skipped(String),
 }
 
 impl Verdict {
@@ -49,6 +54,7 @@ impl Verdict {
             Verdict::Pass => "PASS".into(),
             Verdict::Diverges(ids) => format!("DIVERGES-AS-DOCUMENTED {}", ids.join(",")),
             Verdict::Fail(_) => "FAIL".into(),
+            Verdict::Skipped(_) => "SKIPPED".into(),
         }
     }
 }
@@ -143,16 +149,9 @@ pub fn judge(
     ms: u128,
 ) -> Outcome {
     let mut o = Outcome {
-        id: id.into(),
-        kind,
-        desc: desc.into(),
-        verdict: Verdict::Pass,
-        sections: Vec::new(),
-        diff: None,
-        legacy_trace: String::new(),
-        rust_trace: String::new(),
         seed,
         ms,
+        ..Outcome::new(id, kind, desc, Verdict::Pass)
     };
     let (l, r) = match (legacy, rust) {
         (Ok(l), Ok(r)) => (l, r),
@@ -210,6 +209,29 @@ pub fn load(opts: &Options) -> Result<Loaded, String> {
     })
 }
 
+impl Outcome {
+    /// An outcome with `verdict` and no traces (yet).
+    pub fn new(id: &str, kind: &'static str, desc: &str, verdict: Verdict) -> Outcome {
+        Outcome {
+            id: id.into(),
+            kind,
+            desc: desc.into(),
+            verdict,
+            sections: vec![],
+            diff: None,
+            legacy_trace: String::new(),
+            rust_trace: String::new(),
+            seed: None,
+            ms: 0,
+        }
+    }
+}
+
+/// The outcome of a scenario the backend does not run.
+fn skipped(id: &str, kind: &'static str, desc: &str, why: &str) -> Outcome {
+    Outcome::new(id, kind, desc, Verdict::Skipped(why.into()))
+}
+
 /// PASS, DIVERGES-AS-DOCUMENTED and FAIL counts of `outcomes`.
 pub fn counts(outcomes: &[Outcome]) -> (usize, usize, usize) {
     let n = |f: fn(&Verdict) -> bool| outcomes.iter().filter(|o| f(&o.verdict)).count();
@@ -224,7 +246,7 @@ pub fn counts(outcomes: &[Outcome]) -> (usize, usize, usize) {
 pub fn line(o: &Outcome) -> String {
     let w = o.verdict.word();
     let mut s = format!("{w:<28} {:<22} {}", o.id, o.desc);
-    if let Verdict::Fail(why) = &o.verdict {
+    if let Verdict::Fail(why) | Verdict::Skipped(why) = &o.verdict {
         s.push_str(&format!("\n    -> {why}"));
         if let Some(seed) = o.seed {
             s.push_str(&format!("\n    -> replay: compat --scenario rand-{seed}"));
@@ -282,6 +304,12 @@ pub fn run(opts: &Options) -> i32 {
     let mut outcomes: Vec<Outcome> = Vec::new();
     let mut diverging_ids: BTreeSet<String> = BTreeSet::new();
     for s in &cat {
+        if let Some(why) = backend::get().skip(&s.id) {
+            let o = skipped(&s.id, "catalogue", &s.desc, why);
+            println!("{}", line(&o));
+            outcomes.push(o);
+            continue;
+        }
         let t = Instant::now();
         let l = run_on(libs.legacy, s);
         let r = run_on(libs.rust, s);
@@ -304,7 +332,18 @@ pub fn run(opts: &Options) -> i32 {
         outcomes.push(o);
     }
     let mut c_outcomes = Vec::new();
-    if opts.c_runner && (opts.only.is_empty() || opts.only.iter().any(|o| o.starts_with("c-"))) {
+    let c_skip = opts.c_runner_skip.filter(|_| opts.c_runner);
+    if let Some(why) = c_skip {
+        for (id, d) in crunner::SCENARIOS {
+            if opts.only.is_empty() || opts.only.iter().any(|o| o == id) {
+                let o = skipped(id, "c-runner", d, why);
+                println!("{}", line(&o));
+                c_outcomes.push(o);
+            }
+        }
+    } else if opts.c_runner
+        && (opts.only.is_empty() || opts.only.iter().any(|o| o.starts_with("c-")))
+    {
         match crunner::run_all(opts, &ledger, &opts.only) {
             Ok(v) => {
                 for o in v {
@@ -316,24 +355,24 @@ pub fn run(opts: &Options) -> i32 {
                 }
             }
             Err(e) => {
-                let o = Outcome {
-                    id: "c-runner".into(),
-                    kind: "c-runner",
-                    desc: "build of compat-tests/c/runner.c".into(),
-                    verdict: Verdict::Fail(e),
-                    sections: vec![],
-                    diff: None,
-                    legacy_trace: String::new(),
-                    rust_trace: String::new(),
-                    seed: None,
-                    ms: 0,
-                };
+                let o = Outcome::new(
+                    "c-runner",
+                    "c-runner",
+                    "build of compat-tests/c/runner.c",
+                    Verdict::Fail(e),
+                );
                 println!("{}", line(&o));
                 c_outcomes.push(o);
             }
         }
     }
     for s in &rnd {
+        if let Some(why) = backend::get().skip(&s.id) {
+            let o = skipped(&s.id, "random", &s.desc, why);
+            println!("{}", line(&o));
+            outcomes.push(o);
+            continue;
+        }
         let t = Instant::now();
         let l = run_on(libs.legacy, s);
         let r = run_on(libs.rust, s);
@@ -353,12 +392,22 @@ pub fn run(opts: &Options) -> i32 {
         outcomes.push(o);
     }
     outcomes.extend(c_outcomes);
+    let skipped_ids: BTreeSet<String> = outcomes
+        .iter()
+        .filter(|o| matches!(o.verdict, Verdict::Skipped(_)))
+        .map(|o| o.id.clone())
+        .collect();
     // Ledger consistency: every observable entry must show in at least one catalogue or
     // C-runner scenario of this run (only checked on full runs).
     let mut ledger_problems = Vec::new();
     if opts.only.is_empty() {
         for e in &ledger.entries {
-            let explicit: Vec<&String> = e.scenarios.iter().filter(|s| *s != "*").collect();
+            // Scenarios the backend skipped show nothing either way.
+            let explicit: Vec<&String> = e
+                .scenarios
+                .iter()
+                .filter(|s| *s != "*" && !skipped_ids.contains(*s))
+                .collect();
             if e.observable
                 && !explicit.is_empty()
                 && !explicit.iter().any(|s| diverging_ids.contains(*s))
@@ -390,6 +439,19 @@ pub fn run(opts: &Options) -> i32 {
     for p in &ledger_problems {
         println!("FAIL                         ledger                 {p}");
     }
+    // Hardware mode forbids the loopback's control binding: every attempt panicked a scenario
+    // (FAIL above) and is counted; the count is the run's proof that none happened.
+    let ctl_calls = crate::loopback_ctl::forbidden_attempts();
+    if backend::get().name() == "hardware" {
+        println!(
+            "compat: urma_loopback_* calls by the harness: {ctl_calls} (the binding is forbidden in hardware mode)"
+        );
+    }
+    if ctl_calls > 0 {
+        ledger_problems.push(format!(
+            "the harness called the loopback control API {ctl_calls} times in hardware mode"
+        ));
+    }
     let cells = if opts.interop && opts.only.is_empty() {
         interop::run(libs.legacy, libs.rust)
     } else {
@@ -402,9 +464,10 @@ pub fn run(opts: &Options) -> i32 {
     let (pass, div, fail) = counts(&outcomes);
     let fail = fail + ledger_problems.len();
     let ifail = cells.iter().filter(|c| !c.ok).count();
+    let skip = skipped_ids.len();
     let secs = t0.elapsed().as_secs_f64();
     println!(
-        "\ncompat: {} scenarios ({} catalogue, {} C runner, {} random): {pass} PASS, {div} DIVERGES-AS-DOCUMENTED, {fail} FAIL; interop {}/{} cells OK; {:.1} s",
+        "\ncompat: {} scenarios ({} catalogue, {} C runner, {} random): {pass} PASS, {div} DIVERGES-AS-DOCUMENTED, {fail} FAIL, {skip} SKIPPED; interop {}/{} cells OK; {:.1} s",
         outcomes.len(),
         outcomes.iter().filter(|o| o.kind == "catalogue").count(),
         outcomes.iter().filter(|o| o.kind == "c-runner").count(),
@@ -438,6 +501,8 @@ fn write_reports(
 ) -> std::io::Result<()> {
     std::fs::create_dir_all(&opts.out)?;
     let j = json!({
+        "backend": backend::get().name(),
+        "loopback_control_calls": crate::loopback_ctl::forbidden_attempts(),
         "legacy_lib": opts.legacy_lib.display().to_string(),
         "rust_lib": opts.rust_lib.display().to_string(),
         "seed": opts.seed,
@@ -448,6 +513,7 @@ fn write_reports(
             "pass": outcomes.iter().filter(|o| o.verdict == Verdict::Pass).count(),
             "diverges": outcomes.iter().filter(|o| matches!(o.verdict, Verdict::Diverges(_))).count(),
             "fail": outcomes.iter().filter(|o| matches!(o.verdict, Verdict::Fail(_))).count() + ledger_problems.len(),
+            "skipped": outcomes.iter().filter(|o| matches!(o.verdict, Verdict::Skipped(_))).count(),
             "interop_ok": cells.iter().filter(|c| c.ok).count(),
             "interop_cells": cells.len(),
         },
@@ -458,7 +524,7 @@ fn write_reports(
             "desc": o.desc,
             "verdict": o.verdict.word(),
             "ledger": match &o.verdict { Verdict::Diverges(v) => json!(v), _ => json!([]) },
-            "reason": match &o.verdict { Verdict::Fail(w) => json!(w), _ => Value::Null },
+            "reason": match &o.verdict { Verdict::Fail(w) | Verdict::Skipped(w) => json!(w), _ => Value::Null },
             "differing_sections": o.sections,
             "seed": o.seed,
             "ms": o.ms as u64,
@@ -476,7 +542,8 @@ fn write_reports(
     let mut md = String::new();
     md.push_str("# os_transport C-vs-Rust conformance report\n\n");
     md.push_str(&format!(
-        "- reference C library: `{}`\n- Rust library: `{}`\n- random seed {} ({} scenarios)\n- run time {:.1} s\n\n",
+        "- URMA trace and faults: {}\n- reference C library: `{}`\n- Rust library: `{}`\n- random seed {} ({} scenarios)\n- run time {:.1} s\n\n",
+        backend::get().name(),
         opts.legacy_lib.display(),
         opts.rust_lib.display(),
         opts.seed,
@@ -506,7 +573,7 @@ fn write_reports(
     md.push_str("\n## Differences\n\n");
     for o in outcomes.iter().filter(|o| o.verdict != Verdict::Pass) {
         md.push_str(&format!("### {} — {}\n\n", o.id, o.verdict.word()));
-        if let Verdict::Fail(w) = &o.verdict {
+        if let Verdict::Fail(w) | Verdict::Skipped(w) = &o.verdict {
             md.push_str(&format!("{w}\n\n"));
         }
         if let Some(d) = &o.diff {

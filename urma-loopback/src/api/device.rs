@@ -2,11 +2,13 @@
 
 use super::*;
 
-static ENV_ONCE: Once = Once::new();
+#[cfg(feature = "ctl")]
+static ENV_ONCE: std::sync::Once = std::sync::Once::new();
 
 #[no_mangle]
 pub unsafe extern "C" fn urma_init(conf: *mut u::urma_init_attr_t) -> u::urma_status_t {
     entry(u::URMA_FAIL, || {
+        #[cfg(feature = "ctl")]
         ENV_ONCE.call_once(crate::ctl::apply_env);
         if !conf.is_null() {
             // SAFETY: non-NULL conf points to a caller-owned urma_init_attr_t.
