@@ -997,11 +997,7 @@ fn tput_section(ctx: &Ctx, md: &mut String, base: &Lib, libs: &[Lib]) {
             let _ = write!(line, " {} |", fmt_num(ctx.med("tput", &l.name, c, "rps")));
         }
         let r = ctx.med("tput", "rust", c, "rps") / ctx.med("tput", &base.name, c, "rps");
-        let rv = ctx.values("tput", "rust", c, "rps");
-        let bv = ctx.values("tput", &base.name, c, "rps");
-        let per: Vec<f64> = rv.iter().zip(&bv).map(|(a, b)| a / b).collect();
-        let lo = per.iter().cloned().fold(f64::INFINITY, f64::min);
-        let hi = per.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let (lo, hi) = ratio_spread(ctx, "tput", base, c, "rps");
         let _ = writeln!(
             md,
             "{line} **{}** | {}–{} |",
@@ -1082,6 +1078,16 @@ fn bw_section(ctx: &Ctx, md: &mut String, libs: &[Lib]) {
     let _ = writeln!(md);
 }
 
+/// Lowest and highest per-repetition ratio Rust ÷ `base` of `metric` in one configuration.
+fn ratio_spread(ctx: &Ctx, kind: &str, base: &Lib, c: Cfg, metric: &str) -> (f64, f64) {
+    let rv = ctx.values(kind, "rust", c, metric);
+    let bv = ctx.values(kind, &base.name, c, metric);
+    let per: Vec<f64> = rv.iter().zip(&bv).map(|(a, b)| a / b).collect();
+    let lo = per.iter().cloned().fold(f64::INFINITY, f64::min);
+    let hi = per.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    (lo, hi)
+}
+
 fn xproc_section(ctx: &Ctx, md: &mut String, base: &Lib, libs: &[Lib]) {
     let lim = memcpy_limit(ctx, XPROC.depth);
     let _ = writeln!(
@@ -1110,7 +1116,14 @@ fn xproc_section(ctx: &Ctx, md: &mut String, base: &Lib, libs: &[Lib]) {
             fmt_num(v / b)
         );
     }
-    let _ = writeln!(md);
+    let (lo, hi) = ratio_spread(ctx, "xproc", base, XPROC, "mib_s");
+    let _ = writeln!(
+        md,
+        "\nRust ÷ {} per repetition: {}–{}.\n",
+        base.label,
+        fmt_num(lo),
+        fmt_num(hi)
+    );
 }
 
 fn cg_section(ctx: &Ctx, md: &mut String, cgs: &[CgResult], libs: &[Lib]) {

@@ -25,10 +25,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use compat_tests::harness::split::EndpointInfo;
-use compat_tests::{
-    import_receiver, import_seg_desc, loopback_ctl as ctl, Buffer, ImportedSeg, Loopback, PairArgs,
-    RecvKind, SegArgs, DEFAULT_CHUNK_SIZE, TOKEN,
-};
+use compat_tests::{loopback_ctl as ctl, Buffer, Loopback, PairArgs, SegArgs, DEFAULT_CHUNK_SIZE};
 use urma_sys as u;
 
 use crate::cell::{
@@ -234,24 +231,10 @@ fn sender(cfg: &CellCfg, cout: &mut impl BufRead) -> Result<String, String> {
     }
     let mut pair = endpoints(lb, cfg.event);
     // The fixture's local target is replaced by the receiver's jetty and segment.
-    let tjetty = import_receiver(lb, RecvKind::Jetty, info.jetty);
-    if tjetty.is_null() {
-        return Err("the import of the receiver's jetty was refused".into());
-    }
+    let (tjetty, remote) = info.import(lb)?;
     // SAFETY: the fixture's own import of its local receiver, replaced and released once.
     unsafe { u::urma_unimport_jetty(pair.sender.tjetty) };
     pair.sender.tjetty = tjetty;
-    let flag = (u::URMA_ACCESS_READ | u::URMA_ACCESS_WRITE)
-        << urma_sys::flags::IMPORT_SEG_FLAG_ACCESS_SHIFT;
-    let tseg = import_seg_desc(lb, info.seg, Some(TOKEN), flag);
-    if tseg.is_null() {
-        return Err("the import of the receiver's segment was refused".into());
-    }
-    let remote = ImportedSeg {
-        tseg,
-        addr: info.seg.ubva.va,
-        len: info.seg.len as usize,
-    };
     let mut src = Buffer::new(lb, cfg.len as usize);
     src.fill(SRC_BYTE);
     let (lib, _) = load_lib(&cfg.lib)?;

@@ -205,6 +205,33 @@ impl EndpointInfo {
         })
     }
 
+    /// Imports what the receiver published into this process: its jetty (by id, with the
+    /// fixture's token) and its destination segment (remote read + write). `Err` names what the
+    /// provider refused; nothing stays imported then.
+    pub fn import(
+        &self,
+        lb: &Loopback,
+    ) -> Result<(*mut u::urma_target_jetty_t, ImportedSeg), &'static str> {
+        let tjetty = import_receiver(lb, RecvKind::Jetty, self.jetty);
+        if tjetty.is_null() {
+            return Err("the import of the other process's jetty was refused");
+        }
+        let flag = (u::URMA_ACCESS_READ | u::URMA_ACCESS_WRITE)
+            << urma_sys::flags::IMPORT_SEG_FLAG_ACCESS_SHIFT;
+        let tseg = import_seg_desc(lb, self.seg, Some(TOKEN), flag);
+        if tseg.is_null() {
+            // SAFETY: imported above, released once.
+            unsafe { u::urma_unimport_jetty(tjetty) };
+            return Err("the import of the other process's segment was refused");
+        }
+        let seg = ImportedSeg {
+            tseg,
+            addr: self.seg.ubva.va,
+            len: self.seg.len as usize,
+        };
+        Ok((tjetty, seg))
+    }
+
     /// Parses [`EndpointInfo::to_json`]'s form.
     pub fn from_json(v: &Value) -> Option<EndpointInfo> {
         let j = v.get("jetty")?;
@@ -475,30 +502,11 @@ fn sender(
     let mut ctx = Ctx::new(lib, lib, p.setup);
     ctx.pace = false;
     // The targets of this process's own fixture are replaced by the receiver's objects.
-    let tjetty = import_receiver(lb, RecvKind::Jetty, info.jetty);
-    if tjetty.is_null() {
-        return Err(not_run(
-            "the import of the other process's jetty was refused",
-        ));
-    }
-    let flag = (u::URMA_ACCESS_READ | u::URMA_ACCESS_WRITE)
-        << urma_sys::flags::IMPORT_SEG_FLAG_ACCESS_SHIFT;
-    let tseg = import_seg_desc(lb, info.seg, Some(TOKEN), flag);
-    if tseg.is_null() {
-        // SAFETY: imported above, released once.
-        unsafe { u::urma_unimport_jetty(tjetty) };
-        return Err(not_run(
-            "the import of the other process's segment was refused",
-        ));
-    }
+    let (tjetty, rdst) = info.import(lb).map_err(not_run)?;
     // SAFETY: the fixture's own import of its local receiver, replaced and released once.
     unsafe { u::urma_unimport_jetty(ctx.pair.sender.tjetty) };
     ctx.pair.sender.tjetty = tjetty;
-    ctx.rdst = ImportedSeg {
-        tseg,
-        addr: info.seg.ubva.va,
-        len: info.seg.len as usize,
-    };
+    ctx.rdst = rdst;
     let f = &p.flow;
     if ctx.init(Side::Send, f.workers, f.capacity) != 0 || ctx.hs.is_null() {
         problems.push("sender init failed".into());
