@@ -51,6 +51,9 @@ pub struct Engine<J: Send + 'static> {
     done: AtomicU64,
     /// Threads waiting in [`Engine::settle`].
     waiters: AtomicU32,
+    /// Held by whoever runs jobs: the engine thread, or a submitter running its own batch in
+    /// place ([`Engine::submit_in_place_if_idle`]), so jobs never run concurrently.
+    exec: Mutex<()>,
 }
 
 /// Jobs collected by one post call before they are submitted together.
@@ -103,6 +106,7 @@ impl<J: Send + 'static> Engine<J> {
             submitted: AtomicU64::new(0),
             done: AtomicU64::new(0),
             waiters: AtomicU32::new(0),
+            exec: Mutex::new(()),
         }
     }
 
@@ -154,6 +158,35 @@ impl<J: Send + 'static> Engine<J> {
         }
     }
 
+    /// Runs the jobs of `b` on the calling thread when nothing is queued or running (the FIFO
+    /// order and the one-runner rule are kept: the batch is counted as submitted under the
+    /// queue lock, and it runs under the lock every runner holds); otherwise queues it like
+    /// [`Engine::submit`]. For work that moves no data (the loopback's no-copy mode), where a
+    /// hand-off to the engine thread would only add a wake-up and a sleep to every post.
+    pub fn submit_in_place_if_idle(&'static self, b: Batch<J>) {
+        if b.is_empty() {
+            return;
+        }
+        let st = lock(&self.st);
+        if !st.jobs.is_empty() || self.busy() || ON_ENGINE.with(|c| c.get()) {
+            drop(st);
+            return self.submit(b);
+        }
+        let Ok(ex) = self.exec.try_lock() else {
+            drop(st);
+            return self.submit(b);
+        };
+        let n = b.rest.len() as u64 + u64::from(b.first.is_some());
+        self.submitted.fetch_add(n, Ordering::SeqCst);
+        drop(st);
+        let mut jobs: VecDeque<J> = b.first.into_iter().chain(b.rest).collect();
+        // A job never settles; if one did, it must not wait for itself here either.
+        ON_ENGINE.with(|c| c.set(true));
+        self.run_all_locked(&mut jobs);
+        ON_ENGINE.with(|c| c.set(false));
+        drop(ex);
+    }
+
     /// Waits until every job submitted before this call has run (no-op on the engine thread).
     pub fn settle(&'static self) {
         let target = self.submitted.load(Ordering::SeqCst);
@@ -184,6 +217,12 @@ impl<J: Send + 'static> Engine<J> {
     }
 
     fn run_all(&self, jobs: &mut VecDeque<J>) {
+        let _ex = lock(&self.exec);
+        self.run_all_locked(jobs);
+    }
+
+    /// [`Engine::run_all`] with the runner lock already held.
+    fn run_all_locked(&self, jobs: &mut VecDeque<J>) {
         let n = jobs.len() as u64;
         for j in jobs.drain(..) {
             guard((), || (self.run)(j));
@@ -232,6 +271,41 @@ mod tests {
     }
 
     static TEST_ENGINE: Engine<u32> = Engine::new("engine-test", record);
+
+    #[test]
+    fn in_place_runs_on_the_caller_when_idle_and_queues_behind_work_otherwise() {
+        static SEEN2: Mutex<Vec<(u32, bool)>> = Mutex::new(Vec::new());
+        static GATE2: AtomicBool = AtomicBool::new(false);
+        fn record2(n: u32) {
+            while GATE2.load(Ordering::Acquire) {
+                std::thread::yield_now();
+            }
+            let on_engine = std::thread::current().name() == Some("engine-test-2");
+            lock(&SEEN2).push((n, on_engine));
+        }
+        static E: Engine<u32> = Engine::new("engine-test-2", record2);
+        let one = |n: u32| {
+            let mut b = Batch::new();
+            b.push(n);
+            b
+        };
+        // Idle: the batch runs before the call returns, on this thread.
+        E.submit_in_place_if_idle(one(1));
+        assert!(!E.busy());
+        assert_eq!(*lock(&SEEN2), vec![(1, false)]);
+        // Work queued on the engine (held at the gate): the batch queues behind it.
+        GATE2.store(true, Ordering::Release);
+        E.submit(one(2));
+        E.submit_in_place_if_idle(one(3));
+        assert!(E.busy(), "the in-place batch waits behind the queued job");
+        GATE2.store(false, Ordering::Release);
+        E.settle();
+        assert_eq!(
+            std::mem::take(&mut *lock(&SEEN2)),
+            vec![(1, false), (2, true), (3, true)],
+            "submission order kept; queued work runs on the engine thread"
+        );
+    }
 
     #[test]
     fn jobs_run_on_the_engine_thread_in_order_and_settle_waits_for_them() {
