@@ -175,17 +175,17 @@ pub unsafe fn post_send_chain(
         }
         wr = w.next;
     }
-    if knobs::NOCOPY.load(Ordering::Relaxed) && !knobs::ASYNC_POST.load(Ordering::Relaxed) {
+    let asynchronous = knobs::ASYNC_POST.load(Ordering::Relaxed);
+    if knobs::NOCOPY.load(Ordering::Relaxed) && !asynchronous {
         // No-copy mode moves no data: a post made while the engine is idle runs its WRs on
         // the posting thread, as the synchronous stub the library-overhead benchmarks are
-        // defined against (docs/loopback.md, "DMA engine"); otherwise they queue behind the
-        // engine's work as below.
+        // defined against (docs/loopback.md, "Data path"); otherwise they queue behind the
+        // engine's work.
         ENGINE.submit_in_place_if_idle(batch);
-        ENGINE.settle();
-        return u::URMA_SUCCESS;
+    } else {
+        ENGINE.submit(batch);
     }
-    ENGINE.submit(batch);
-    if !knobs::ASYNC_POST.load(Ordering::Relaxed) {
+    if !asynchronous {
         // Completion-synchronous post (the default): the engine moved the data and generated
         // the CRs before the call returns, as the synchronous provider did.
         ENGINE.settle();

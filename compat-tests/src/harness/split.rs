@@ -432,17 +432,7 @@ fn receiver(lib: &'static Lib, p: &Plan, problems: &mut Vec<String>) -> Result<V
         eprintln!("compat: split receiver: still alive, the sender said {l:?}");
         return Err(1);
     }
-    for (s, x) in syncs.iter().zip(&f.xfers) {
-        if let Some(s) = s {
-            let (rc, st) = ctx.wait(Side::Recv, s, Some(WAIT_MS));
-            if rc != 0 {
-                problems.push(format!(
-                    "recv wait ck=0x{:x} returned {rc} status {st}",
-                    x.ck
-                ));
-            }
-        }
-    }
+    wait_all(&mut ctx, Side::Recv, &syncs, &f.xfers, problems);
     for x in &f.xfers {
         if !ctx.check_data(&format!("data ck=0x{:x}", x.ck), x.off, x.len as usize) {
             problems.push(format!("data ck=0x{:x} differs", x.ck));
@@ -530,17 +520,7 @@ fn sender(
             ));
         }
     } else {
-        for (s, x) in syncs.iter().zip(&f.xfers) {
-            if let Some(s) = s {
-                let (rc, st) = ctx.wait(Side::Send, s, Some(WAIT_MS));
-                if rc != 0 {
-                    problems.push(format!(
-                        "send wait ck=0x{:x} returned {rc} status {st}",
-                        x.ck
-                    ));
-                }
-            }
-        }
+        wait_all(&mut ctx, Side::Send, &syncs, &f.xfers, problems);
     }
     // A CR of a WR to another process comes with the peer's acknowledgement, possibly after
     // the wait returned: hand every one over before the pollers stop, as in-process (where a
@@ -562,6 +542,29 @@ pub struct LibRef {
     pub path: PathBuf,
     pub slot: u32,
     pub name: &'static str,
+}
+
+/// Waits (bounded) for every request of `syncs` on `side`; a wait that does not return 0 is a
+/// problem naming its transfer.
+fn wait_all(
+    ctx: &mut Ctx,
+    side: Side,
+    syncs: &[Option<String>],
+    xfers: &[Xfer],
+    problems: &mut Vec<String>,
+) {
+    let what = if side == Side::Recv { "recv" } else { "send" };
+    for (s, x) in syncs.iter().zip(xfers) {
+        if let Some(s) = s {
+            let (rc, st) = ctx.wait(side, s, Some(WAIT_MS));
+            if rc != 0 {
+                problems.push(format!(
+                    "{what} wait ck=0x{:x} returned {rc} status {st}",
+                    x.ck
+                ));
+            }
+        }
+    }
 }
 
 /// Result of one two-process run.
