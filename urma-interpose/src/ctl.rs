@@ -15,7 +15,7 @@ pub const KNOBS_ENV: &str = "URMA_INTERPOSE_KNOBS";
 /// Applies `URMA_INTERPOSE_TRACE` and `URMA_INTERPOSE_KNOBS` (errors on stderr).
 pub fn apply_env() {
     if let Ok(p) = std::env::var(TRACE_ENV) {
-        if let Err(e) = trace::open_file(Some(&p)) {
+        if let Err(e) = trace::SINK.open_file(Some(&p)) {
             crate::say!("urma-interpose: {TRACE_ENV}={p}: {e}");
         }
     }
@@ -38,7 +38,7 @@ pub extern "C" fn urma_interpose_active() -> bool {
 pub extern "C" fn urma_interpose_reset() {
     guard((), || {
         faults::reset();
-        trace::reset();
+        trace::SINK.reset();
         objects::reset_names();
     })
 }
@@ -186,7 +186,7 @@ pub unsafe extern "C" fn urma_interpose_trace_open(path: *const c_char) -> c_int
                 Err(_) => return -1,
             }
         };
-        match trace::open_file(p.as_deref()) {
+        match trace::SINK.open_file(p.as_deref()) {
             Ok(()) => 0,
             Err(e) => {
                 crate::say!("urma-interpose: trace file: {e}");
@@ -199,7 +199,7 @@ pub unsafe extern "C" fn urma_interpose_trace_open(path: *const c_char) -> c_int
 /// Starts (clearing) or stops the in-memory capture.
 #[no_mangle]
 pub extern "C" fn urma_interpose_trace_capture(on: bool) {
-    guard((), || trace::capture(on))
+    guard((), || trace::SINK.capture(on))
 }
 
 /// Takes the captured lines as one malloc'd NUL-terminated string, each line ending with
@@ -210,29 +210,8 @@ pub extern "C" fn urma_interpose_trace_capture(on: bool) {
 /// `len` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn urma_interpose_trace_take(len: *mut usize) -> *mut c_char {
-    guard(std::ptr::null_mut(), || {
-        let mut text = String::new();
-        for l in trace::take() {
-            text.push_str(&l);
-            text.push('\n');
-        }
-        let n = text.len();
-        // SAFETY: malloc of n + 1 bytes, checked for NULL.
-        let p = unsafe { libc::malloc(n + 1) } as *mut u8;
-        if p.is_null() {
-            return std::ptr::null_mut();
-        }
-        // SAFETY: p has n + 1 writable bytes, text n readable ones; no overlap; len NULL or
-        // writable.
-        unsafe {
-            std::ptr::copy_nonoverlapping(text.as_ptr(), p, n);
-            *p.add(n) = 0;
-            if !len.is_null() {
-                *len = n;
-            }
-        }
-        p as *mut c_char
-    })
+    // SAFETY: len is NULL or writable (the caller's contract).
+    guard(std::ptr::null_mut(), || unsafe { trace::SINK.take_c(len) })
 }
 
 /// Frees a string returned by `urma_interpose_trace_take`.

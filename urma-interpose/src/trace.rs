@@ -11,37 +11,18 @@
 //! Sinks: a file (`URMA_INTERPOSE_TRACE=/path` at load, or `urma_interpose_trace_open`) and an
 //! in-memory capture (`urma_interpose_trace_capture` / `urma_interpose_trace_take`).
 
-use urma_loopback_ctl::trace_line::{hex, json_str as js, Sink};
+use urma_loopback_ctl::trace_line::{self, hex, json_str as js, Sink};
 use urma_sys as u;
 
 use crate::objects::{self, qname};
 
-/// The layer's trace sinks (file and capture; `urma_loopback_ctl::trace_line`).
-static SINK: Sink = Sink::new();
+/// The layer's trace sinks (file and capture; `urma_loopback_ctl::trace_line`): the control exports (`ctl`)
+/// open, capture, take and reset it directly.
+pub static SINK: Sink = Sink::new();
 
 /// Whether any sink is active.
 pub fn enabled() -> bool {
     SINK.enabled()
-}
-
-/// Opens (truncates) a trace file; `None` closes the file sink.
-pub fn open_file(path: Option<&str>) -> std::io::Result<()> {
-    SINK.open_file(path)
-}
-
-/// Starts (clearing) or stops the in-memory capture; stopped lines are kept until [`take`].
-pub fn capture(on: bool) {
-    SINK.capture(on)
-}
-
-/// Takes the captured lines (the capture keeps running if it was on).
-pub fn take() -> Vec<String> {
-    SINK.take()
-}
-
-/// Stops every sink and forgets captured lines.
-pub fn reset() {
-    SINK.reset()
 }
 
 fn emit(line: String) {
@@ -159,28 +140,7 @@ pub unsafe fn post_recv(q: &str, w: &u::urma_jfr_wr_t, ret: i32) {
 }
 
 fn cr_fields(cr: &u::urma_cr_t) -> String {
-    // SAFETY: the CR flag union is a plain u8.
-    let flag = unsafe { cr.flag.value };
-    let s_r = flag & 1;
-    let (remote, imm) = if s_r == 1 {
-        // SAFETY: both union members are plain integers; imm_data is always readable.
-        let imm = unsafe { cr.__bindgen_anon_1.imm_data };
-        (js(&qname(cr.remote_id.id)), hex(imm))
-    } else {
-        ("null".into(), "null".into())
-    };
-    format!(
-        "\"s_r\":{},\"status\":{},\"opcode\":{},\"jetty\":{},\"user_ctx\":{},\"len\":{},\"local\":{},\"remote\":{},\"imm\":{}",
-        s_r,
-        { cr.status },
-        { cr.opcode },
-        (flag >> 1) & 1,
-        hex(cr.user_ctx),
-        cr.completion_len,
-        js(&qname(cr.local_id)),
-        remote,
-        imm
-    )
+    trace_line::cr_fields(cr, &qname(cr.local_id), || qname(cr.remote_id.id))
 }
 
 /// One `cr` line: a CR the provider returned, and what the layer does with it.

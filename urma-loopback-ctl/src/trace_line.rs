@@ -2,6 +2,7 @@
 //! interposition layer (`urma-interpose/src/trace.rs`), which write the same JSON-lines format
 //! (docs/loopback.md) so that the harness's normaliser reads either.
 
+use std::ffi::c_char;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -83,6 +84,37 @@ impl Sink {
         out
     }
 
+    /// Takes the captured lines (as [`Sink::take`]) as one `malloc`'d NUL-terminated string, each
+    /// line ending with '\n': the text of both libraries' `*_trace_take` exports (freed with
+    /// their `*_free`, or `free()`). `*len`, if `len` is not NULL, gets the length without the
+    /// NUL. NULL only when out of memory (the lines are then lost).
+    ///
+    /// # Safety
+    /// `len` is NULL or points to a writable `usize`.
+    pub unsafe fn take_c(&self, len: *mut usize) -> *mut c_char {
+        let mut text = String::new();
+        for l in self.take() {
+            text.push_str(&l);
+            text.push('\n');
+        }
+        let n = text.len();
+        // SAFETY: malloc of n + 1 bytes; checked for NULL before use.
+        let p = unsafe { libc::malloc(n + 1) } as *mut u8;
+        if p.is_null() {
+            return std::ptr::null_mut();
+        }
+        // SAFETY: p has n + 1 writable bytes, text n readable ones, no overlap; len is NULL or
+        // writable (the caller's contract).
+        unsafe {
+            std::ptr::copy_nonoverlapping(text.as_ptr(), p, n);
+            *p.add(n) = 0;
+            if !len.is_null() {
+                *len = n;
+            }
+        }
+        p as *mut c_char
+    }
+
     /// Stops every sink and forgets captured lines.
     pub fn reset(&self) {
         let mut s = lock(&self.sinks);
@@ -134,6 +166,34 @@ pub fn json_str(v: &str) -> String {
     o
 }
 
+/// The CR fields of `cr` and `poll` lines, in the trace's order: `local` is the name of the CR's
+/// local queue; `remote` gives the name of the sender of a receive CR (`s_r` 1; not called for a
+/// send CR, whose `remote` and `imm` are `null`).
+pub fn cr_fields(cr: &u::urma_cr_t, local: &str, remote: impl FnOnce() -> String) -> String {
+    // SAFETY: the CR flag union is a plain u8.
+    let flag = unsafe { cr.flag.value };
+    let s_r = flag & 1;
+    let (remote, imm) = if s_r == 1 {
+        // SAFETY: both union members are plain integers; reading imm_data is always defined.
+        let imm = unsafe { cr.__bindgen_anon_1.imm_data };
+        (json_str(&remote()), hex(imm))
+    } else {
+        ("null".to_string(), "null".to_string())
+    };
+    format!(
+        "\"s_r\":{},\"status\":{},\"opcode\":{},\"jetty\":{},\"user_ctx\":{},\"len\":{},\"local\":{},\"remote\":{},\"imm\":{}",
+        s_r,
+        { cr.status },
+        { cr.opcode },
+        (flag >> 1) & 1,
+        hex(cr.user_ctx),
+        cr.completion_len,
+        json_str(local),
+        remote,
+        imm
+    )
+}
+
 /// The trace's name of a WR / CR opcode.
 pub fn opcode_name(op: u32) -> &'static str {
     match op {
@@ -178,6 +238,56 @@ mod tests {
         assert_eq!(t.take(), vec!["b".to_string()]);
         t.reset();
         assert!(!t.enabled() && t.take().is_empty());
+    }
+
+    #[test]
+    fn take_c_is_the_lines_each_ending_with_a_newline() {
+        let t = Sink::new();
+        t.capture(true);
+        t.emit("{\"ev\":1}".into());
+        t.emit("x".into());
+        let mut len = usize::MAX;
+        // SAFETY: len is writable.
+        let p = unsafe { t.take_c(&mut len) };
+        assert!(!p.is_null());
+        // SAFETY: p is a NUL-terminated string of len bytes from take_c, freed once below.
+        let text = unsafe { std::ffi::CStr::from_ptr(p) }.to_bytes().to_vec();
+        // SAFETY: p came from malloc in take_c.
+        unsafe { libc::free(p.cast()) };
+        assert_eq!(text, b"{\"ev\":1}\nx\n");
+        assert_eq!(len, text.len());
+        assert!(t.take().is_empty(), "the lines were taken");
+        // An empty capture is an empty string; a NULL len is allowed.
+        // SAFETY: NULL len.
+        let p = unsafe { t.take_c(std::ptr::null_mut()) };
+        assert!(!p.is_null());
+        // SAFETY: as above.
+        assert_eq!(unsafe { *p }, 0);
+        // SAFETY: as above.
+        unsafe { libc::free(p.cast()) };
+    }
+
+    #[test]
+    fn cr_fields_name_the_remote_of_a_receive_cr_only() {
+        // SAFETY: urma_cr_t is plain data (integers, unions of integers); all-zero is valid.
+        let mut cr: u::urma_cr_t = unsafe { std::mem::zeroed() };
+        cr.status = 9;
+        cr.opcode = 3;
+        cr.user_ctx = 0x2a;
+        cr.completion_len = 64;
+        cr.flag.value = 0b10;
+        cr.__bindgen_anon_1.imm_data = 7;
+        let send = cr_fields(&cr, "jfs1", || unreachable!("no remote for a send CR"));
+        assert_eq!(
+            send,
+            "\"s_r\":0,\"status\":9,\"opcode\":3,\"jetty\":1,\"user_ctx\":\"0x000000000000002a\",\"len\":64,\"local\":\"jfs1\",\"remote\":null,\"imm\":null"
+        );
+        cr.flag.value = 0b01;
+        let recv = cr_fields(&cr, "jfr1", || "jetty2".into());
+        assert_eq!(
+            recv,
+            "\"s_r\":1,\"status\":9,\"opcode\":3,\"jetty\":0,\"user_ctx\":\"0x000000000000002a\",\"len\":64,\"local\":\"jfr1\",\"remote\":\"jetty2\",\"imm\":\"0x0000000000000007\""
+        );
     }
 
     #[test]

@@ -85,7 +85,7 @@ pub fn apply_env() {
     }
     if let Ok(path) = std::env::var("URMA_LOOPBACK_TRACE") {
         if !path.is_empty() {
-            if let Err(e) = trace::open_file(Some(&path)) {
+            if let Err(e) = trace::SINK.open_file(Some(&path)) {
                 crate::util::log_err(&format!("URMA_LOOPBACK_TRACE={path}: {e}"));
             }
         }
@@ -101,7 +101,7 @@ pub extern "C" fn urma_loopback_reset() {
         hold::release_held(knobs::ORDER_FIFO, 0, 0);
         crate::datapath::clear_parked();
         crate::stats::reset();
-        trace::reset();
+        trace::SINK.reset();
         crate::registry::reset_names();
     })
 }
@@ -234,7 +234,7 @@ pub unsafe extern "C" fn urma_loopback_trace_open(path: *const c_char) -> c_int 
                     .into_owned(),
             )
         };
-        match trace::open_file(p.as_deref()) {
+        match trace::SINK.open_file(p.as_deref()) {
             Ok(()) => 0,
             Err(_) => -1,
         }
@@ -244,7 +244,7 @@ pub unsafe extern "C" fn urma_loopback_trace_open(path: *const c_char) -> c_int 
 /// Starts (discarding earlier lines) or stops the in-memory trace capture.
 #[no_mangle]
 pub extern "C" fn urma_loopback_trace_capture(on: bool) {
-    entry((), || trace::capture(on))
+    entry((), || trace::SINK.capture(on))
 }
 
 /// Takes the captured lines as one malloc'd NUL-terminated string, one JSON object per line,
@@ -252,29 +252,8 @@ pub extern "C" fn urma_loopback_trace_capture(on: bool) {
 /// `urma_loopback_free` (or free()). Returns NULL only when out of memory.
 #[no_mangle]
 pub unsafe extern "C" fn urma_loopback_trace_take(len: *mut usize) -> *mut c_char {
-    entry(std::ptr::null_mut(), || {
-        let lines = trace::take();
-        let mut text = String::new();
-        for l in lines {
-            text.push_str(&l);
-            text.push('\n');
-        }
-        let n = text.len();
-        // SAFETY: malloc of n + 1 bytes; checked for NULL before use.
-        let p = unsafe { libc::malloc(n + 1) } as *mut u8;
-        if p.is_null() {
-            return std::ptr::null_mut();
-        }
-        // SAFETY: p has n + 1 writable bytes; text has n readable bytes; no overlap.
-        unsafe {
-            std::ptr::copy_nonoverlapping(text.as_ptr(), p, n);
-            *p.add(n) = 0;
-            if !len.is_null() {
-                *len = n;
-            }
-        }
-        p as *mut c_char
-    })
+    // SAFETY: len is NULL or writable (per the header).
+    entry(std::ptr::null_mut(), || unsafe { trace::SINK.take_c(len) })
 }
 
 /// Frees memory returned by the control API.

@@ -9,36 +9,17 @@
 use std::collections::HashMap;
 use std::sync::RwLock;
 
-use urma_loopback_ctl::trace_line::Sink;
+use urma_loopback_ctl::trace_line::{self, Sink};
 
 use crate::util::{rlock, wlock};
 
-/// The loopback's trace sinks (file and capture; `urma_loopback_ctl::trace_line`).
-static SINK: Sink = Sink::new();
+/// The loopback's trace sinks (file and capture; `urma_loopback_ctl::trace_line`): the control exports (`ctl`)
+/// open, capture, take and reset it directly.
+pub static SINK: Sink = Sink::new();
 
 /// Whether any sink is active (cheap check before formatting a line).
 pub fn enabled() -> bool {
     SINK.enabled()
-}
-
-/// Opens (truncates) a trace file; `None` closes the file sink.
-pub fn open_file(path: Option<&str>) -> std::io::Result<()> {
-    SINK.open_file(path)
-}
-
-/// Starts (clearing) or stops the in-memory capture (stopped lines are kept until [`take`]).
-pub fn capture(on: bool) {
-    SINK.capture(on)
-}
-
-/// Takes the captured lines (capture keeps running if it was on).
-pub fn take() -> Vec<String> {
-    SINK.take()
-}
-
-/// Stops every sink and forgets captured lines.
-pub fn reset() {
-    SINK.reset()
 }
 
 /// Emits one line (no trailing newline in `line`).
@@ -73,36 +54,13 @@ pub static LOCAL_UASID: std::sync::atomic::AtomicU32 = std::sync::atomic::Atomic
 
 /// The CR fields shared by `cr` and `poll` lines.
 pub fn cr_fields(cr: &urma_sys::urma_cr_t) -> String {
-    // SAFETY: the CR flag union is a plain u8.
-    let flag = unsafe { cr.flag.value };
-    let s_r = flag & 1;
-    let local = qname(cr.local_id);
     let mine = LOCAL_UASID.load(std::sync::atomic::Ordering::Relaxed);
-    let remote = if s_r == 1 && mine != 0 && cr.remote_id.uasid != mine {
-        // A sender in another process: its ids are not ours to name.
-        s(&format!("uasid{}:{}", cr.remote_id.uasid, cr.remote_id.id))
-    } else if s_r == 1 {
-        s(&qname(cr.remote_id.id))
-    } else {
-        "null".to_string()
-    };
-    // SAFETY: both union members are plain u64/u32 data; reading imm_data is always defined.
-    let imm = unsafe { cr.__bindgen_anon_1.imm_data };
-    let imm = if s_r == 1 {
-        hex(imm)
-    } else {
-        "null".to_string()
-    };
-    format!(
-        "\"s_r\":{},\"status\":{},\"opcode\":{},\"jetty\":{},\"user_ctx\":{},\"len\":{},\"local\":{},\"remote\":{},\"imm\":{}",
-        s_r,
-        { cr.status },
-        { cr.opcode },
-        (flag >> 1) & 1,
-        hex(cr.user_ctx),
-        cr.completion_len,
-        s(&local),
-        remote,
-        imm
-    )
+    trace_line::cr_fields(cr, &qname(cr.local_id), || {
+        if mine != 0 && cr.remote_id.uasid != mine {
+            // A sender in another process: its ids are not ours to name.
+            format!("uasid{}:{}", cr.remote_id.uasid, cr.remote_id.id)
+        } else {
+            qname(cr.remote_id.id)
+        }
+    })
 }
