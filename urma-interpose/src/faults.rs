@@ -30,7 +30,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use urma_loopback_ctl::{faults, spec};
+use urma_loopback_ctl::faults;
+use urma_loopback_ctl::spec::{self, num, Knob};
 use urma_sys as u;
 
 use crate::lock;
@@ -402,42 +403,28 @@ pub fn take_synthetic(jfc: usize, n: u32) -> u32 {
     })
 }
 
-/// Applies a knob spec (syntax and value rules: `urma_loopback_ctl::spec`, shared with the
-/// loopback). Keys: `fail_post=N:ST`, `fail_recv_post=N:ST` (ST an `int`, negative allowed),
-/// `fail_cr=N:CR_ST`, `drop_cr=N`, `dup_cr=N`, `drop_send_cr=N`, `dup_send_cr=N`,
-/// `drop_recv_cr=N`, `dup_recv_cr=N`, `hold=0|1`, `delay_ms=N`.
+/// Applies a knob spec (syntax, value rules and the fault keys: `urma_loopback_ctl::spec`,
+/// shared with the loopback). Keys: `fail_post=N:ST`, `fail_recv_post=N:ST` (ST an `int`,
+/// negative allowed), `fail_cr=N:CR_ST`, `drop_cr=N`, `dup_cr=N`, `drop_send_cr=N`,
+/// `dup_send_cr=N`, `drop_recv_cr=N`, `dup_recv_cr=N`, `hold=0|1`, `delay_ms=N`.
 /// Returns the number of items applied, or the first item that does not parse (items before it
 /// are applied).
 pub fn apply_spec(spec: &str) -> Result<usize, String> {
-    let mut n = 0;
-    for item in spec::items(spec) {
-        let (item, k, v) = item?;
-        let bad = || item.to_string();
-        let num = |s: &str| spec::num(s).ok_or_else(bad);
-        match k {
-            "fail_post" => {
-                let (a, b) = spec::post_fault(v).ok_or_else(bad)?;
-                add_fail_post(Q_SEND, a, b);
-            }
-            "fail_recv_post" => {
-                let (a, b) = spec::post_fault(v).ok_or_else(bad)?;
-                add_fail_post(Q_RECV, a, b);
-            }
-            "fail_cr" => {
-                let (a, b) = spec::cr_fault(v).ok_or_else(bad)?;
-                add_fail_cr(a, b);
-            }
-            "drop_cr" => add_cr_action(num(v)?, ACT_DROP),
-            "dup_cr" => add_cr_action(num(v)?, ACT_DUP),
-            "drop_send_cr" => add_send_cr_action(num(v)?, ACT_DROP),
-            "dup_send_cr" => add_send_cr_action(num(v)?, ACT_DUP),
-            "drop_recv_cr" => add_recv_cr_action(num(v)?, ACT_DROP),
-            "dup_recv_cr" => add_recv_cr_action(num(v)?, ACT_DUP),
-            "hold" => set_hold(num(v)? != 0),
-            "delay_ms" => set_delay(num(v)?),
-            _ => return Err(bad()),
+    spec::apply(spec, |knob| {
+        match knob {
+            Knob::FailPost { queue, nth, status } => add_fail_post(queue, nth, status),
+            Knob::FailCr { nth, status } => add_fail_cr(nth, status),
+            Knob::CrAction { nth, action } => add_cr_action(nth, action),
+            Knob::Hold(on) => set_hold(on),
+            Knob::DelayMs(ms) => set_delay(ms),
+            Knob::Other(k, v) => match k {
+                "drop_send_cr" => add_send_cr_action(num(v)?, ACT_DROP),
+                "dup_send_cr" => add_send_cr_action(num(v)?, ACT_DUP),
+                "drop_recv_cr" => add_recv_cr_action(num(v)?, ACT_DROP),
+                "dup_recv_cr" => add_recv_cr_action(num(v)?, ACT_DUP),
+                _ => return None,
+            },
         }
-        n += 1;
-    }
-    Ok(n)
+        Some(())
+    })
 }

@@ -12,7 +12,8 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use urma_loopback_ctl::{faults, spec};
+use urma_loopback_ctl::faults;
+use urma_loopback_ctl::spec::{self, num, Knob};
 
 use crate::util::{lock, Line};
 
@@ -122,7 +123,7 @@ pub fn cr_fate(nth: u64) -> Fate {
     out
 }
 
-/// Applies a knob spec (syntax and value rules: `urma_loopback_ctl::spec`).
+/// Applies a knob spec (syntax, value rules and the fault keys: `urma_loopback_ctl::spec`).
 ///
 /// Keys: `fail_post=N:STATUS`, `fail_recv_post=N:STATUS` (STATUS an `int`, negative allowed),
 /// `fail_cr=N:CR_STATUS`, `drop_cr=N`, `dup_cr=N`, `hold=0|1`, `delay_ms=N`, `nocopy=0|1`,
@@ -130,47 +131,23 @@ pub fn cr_fate(nth: u64) -> Fate {
 /// `async_post=0|1`. Returns the number of items applied, or Err(item)
 /// for the first item that does not parse (items before it are applied).
 pub fn apply_spec(spec: &str) -> Result<usize, String> {
-    let mut n = 0;
-    for item in spec::items(spec) {
-        let (item, k, v) = item?;
-        let bad = || item.to_string();
-        let num = |s: &str| spec::num(s).ok_or_else(bad);
-        match k {
-            "fail_post" => {
-                let (a, b) = spec::post_fault(v).ok_or_else(bad)?;
-                edit(|kn| kn.fail_post.push((Q_SEND, a, b)));
+    spec::apply(spec, |knob| {
+        match knob {
+            Knob::FailPost { queue, nth, status } => {
+                edit(|kn| kn.fail_post.push((queue, nth, status)))
             }
-            "fail_recv_post" => {
-                let (a, b) = spec::post_fault(v).ok_or_else(bad)?;
-                edit(|kn| kn.fail_post.push((Q_RECV, a, b)));
-            }
-            "fail_cr" => {
-                let (a, b) = spec::cr_fault(v).ok_or_else(bad)?;
-                edit(|kn| kn.fail_cr.push((a, b)));
-            }
-            "drop_cr" => {
-                let a = num(v)?;
-                edit(|kn| kn.cr_action.push((a, CR_DROP)));
-            }
-            "dup_cr" => {
-                let a = num(v)?;
-                edit(|kn| kn.cr_action.push((a, CR_DUP)));
-            }
-            "hold" => {
-                let a = num(v)? != 0;
-                edit(|kn| kn.hold = a);
-            }
-            "delay_ms" => {
-                let a = num(v)?;
-                edit(|kn| kn.delay_ms = a);
-            }
-            "nocopy" => NOCOPY.store(num(v)? != 0, Ordering::Release),
-            "async_post" => ASYNC_POST.store(num(v)? != 0, Ordering::Release),
-            "delete_timeout_ms" => DELETE_TIMEOUT_MS.store(num(v)?, Ordering::Release),
-            "rnr_timeout_ms" => RNR_TIMEOUT_MS.store(num(v)?, Ordering::Release),
-            _ => return Err(bad()),
+            Knob::FailCr { nth, status } => edit(|kn| kn.fail_cr.push((nth, status))),
+            Knob::CrAction { nth, action } => edit(|kn| kn.cr_action.push((nth, action))),
+            Knob::Hold(on) => edit(|kn| kn.hold = on),
+            Knob::DelayMs(ms) => edit(|kn| kn.delay_ms = ms),
+            Knob::Other(k, v) => match k {
+                "nocopy" => NOCOPY.store(num(v)? != 0, Ordering::Release),
+                "async_post" => ASYNC_POST.store(num(v)? != 0, Ordering::Release),
+                "delete_timeout_ms" => DELETE_TIMEOUT_MS.store(num(v)?, Ordering::Release),
+                "rnr_timeout_ms" => RNR_TIMEOUT_MS.store(num(v)?, Ordering::Release),
+                _ => return None,
+            },
         }
-        n += 1;
-    }
-    Ok(n)
+        Some(())
+    })
 }
