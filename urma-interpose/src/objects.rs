@@ -12,33 +12,9 @@
 use std::collections::HashMap;
 use std::sync::RwLock;
 
+use urma_loopback_ctl::trace_line::{Kind, Names};
+
 use crate::{rlock, wlock};
-
-/// Object kinds that get a name.
-#[derive(Clone, Copy)]
-pub enum Kind {
-    Jfc,
-    Jfs,
-    Jfr,
-    Jetty,
-    TJetty,
-    Seg,
-    ISeg,
-}
-
-impl Kind {
-    fn prefix(self) -> &'static str {
-        match self {
-            Kind::Jfc => "jfc",
-            Kind::Jfs => "jfs",
-            Kind::Jfr => "jfr",
-            Kind::Jetty => "jetty",
-            Kind::TJetty => "tjetty",
-            Kind::Seg => "seg",
-            Kind::ISeg => "iseg",
-        }
-    }
-}
 
 /// A segment as SGEs name it: its name and the address offsets are taken from.
 #[derive(Clone)]
@@ -56,7 +32,6 @@ pub struct JfcInfo {
 
 #[derive(Default)]
 pub struct Objects {
-    next: [u64; 7],
     /// jetty / JFS / JFR id -> name.
     qid: HashMap<u32, String>,
     /// JFS or jetty handle -> (send queue name, id).
@@ -72,6 +47,8 @@ pub struct Objects {
 }
 
 static OBJECTS: RwLock<Option<Objects>> = RwLock::new(None);
+/// The name counters (the trace's, as the loopback's).
+static NAMES: Names = Names::new();
 
 fn with<R>(f: impl FnOnce(&mut Objects) -> R) -> R {
     f(wlock(&OBJECTS).get_or_insert_with(Objects::default))
@@ -81,20 +58,14 @@ fn read<R>(f: impl FnOnce(&Objects) -> R) -> Option<R> {
     rlock(&OBJECTS).as_ref().map(f)
 }
 
-fn next_name(o: &mut Objects, k: Kind) -> String {
-    let n = &mut o.next[k as usize];
-    *n += 1;
-    format!("{}{}", k.prefix(), *n)
-}
-
 /// Restarts the numbering (objects keep their names).
 pub fn reset_names() {
-    with(|o| o.next = [0; 7]);
+    NAMES.reset()
 }
 
 pub fn add_jfc(h: usize, jfce: usize) {
     with(|o| {
-        let name = next_name(o, Kind::Jfc);
+        let name = NAMES.next(Kind::Jfc);
         o.jfc.insert(h, JfcInfo { name, jfce });
     });
 }
@@ -118,7 +89,7 @@ pub fn jfcs_of(jfce: usize) -> Vec<usize> {
 /// A JFS (send queue only).
 pub fn add_jfs(h: usize, id: u32) {
     with(|o| {
-        let name = next_name(o, Kind::Jfs);
+        let name = NAMES.next(Kind::Jfs);
         o.qid.insert(id, name.clone());
         o.sq.insert(h, (name, id));
     });
@@ -127,7 +98,7 @@ pub fn add_jfs(h: usize, id: u32) {
 /// A JFR (receive queue only).
 pub fn add_jfr(h: usize, id: u32) {
     with(|o| {
-        let name = next_name(o, Kind::Jfr);
+        let name = NAMES.next(Kind::Jfr);
         o.qid.insert(id, name.clone());
         o.rq.insert(h, name);
     });
@@ -136,7 +107,7 @@ pub fn add_jfr(h: usize, id: u32) {
 /// A jetty; `shared_jfr`: the JFR whose receive queue it uses (share_jfr), if any.
 pub fn add_jetty(h: usize, id: u32, shared_jfr: Option<usize>) {
     with(|o| {
-        let name = next_name(o, Kind::Jetty);
+        let name = NAMES.next(Kind::Jetty);
         o.qid.insert(id, name.clone());
         o.sq.insert(h, (name.clone(), id));
         let rq = shared_jfr
@@ -148,7 +119,7 @@ pub fn add_jetty(h: usize, id: u32, shared_jfr: Option<usize>) {
 
 pub fn add_tjetty(h: usize) {
     with(|o| {
-        let name = next_name(o, Kind::TJetty);
+        let name = NAMES.next(Kind::TJetty);
         o.tjetty.insert(h, name);
     });
 }
@@ -156,7 +127,7 @@ pub fn add_tjetty(h: usize) {
 pub fn add_seg(h: usize, va: u64, token_id: u32) {
     with(|o| {
         let s = SegName {
-            name: next_name(o, Kind::Seg),
+            name: NAMES.next(Kind::Seg),
             base: va,
         };
         o.by_va.insert((va, token_id), s.clone());
@@ -166,7 +137,7 @@ pub fn add_seg(h: usize, va: u64, token_id: u32) {
 
 pub fn add_iseg(h: usize, va: u64, token_id: u32) {
     with(|o| {
-        let own = next_name(o, Kind::ISeg);
+        let own = NAMES.next(Kind::ISeg);
         let s = o.by_va.get(&(va, token_id)).cloned().unwrap_or(SegName {
             name: own,
             base: va,

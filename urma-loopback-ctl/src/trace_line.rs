@@ -5,7 +5,7 @@
 use std::ffi::c_char;
 use std::fmt::Write as _;
 use std::io::Write as _;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use urma_sys as u;
@@ -140,6 +140,73 @@ impl Sink {
 impl Default for Sink {
     fn default() -> Self {
         Sink::new()
+    }
+}
+
+/// The kinds of objects the trace names (`<prefix><n>`: `jfs1`, `seg2`, ...), in the order of
+/// the loopback's live-object counts.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Kind {
+    Ctx = 0,
+    Jfce,
+    Jfc,
+    Jfs,
+    Jfr,
+    Jetty,
+    TJetty,
+    Seg,
+    ISeg,
+    TokenId,
+}
+
+/// Number of [`Kind`]s.
+pub const KIND_COUNT: usize = 10;
+
+impl Kind {
+    /// Prefix of the kind's symbolic (trace) names.
+    pub fn prefix(self) -> &'static str {
+        match self {
+            Kind::Ctx => "ctx",
+            Kind::Jfce => "jfce",
+            Kind::Jfc => "jfc",
+            Kind::Jfs => "jfs",
+            Kind::Jfr => "jfr",
+            Kind::Jetty => "jetty",
+            Kind::TJetty => "tjetty",
+            Kind::Seg => "seg",
+            Kind::ISeg => "iseg",
+            Kind::TokenId => "tokenid",
+        }
+    }
+}
+
+/// The symbolic-name counters of one library, one per [`Kind`]. One `static` per library.
+pub struct Names([AtomicU64; KIND_COUNT]);
+
+impl Names {
+    /// Every kind's numbering at 1.
+    pub const fn new() -> Names {
+        Names([const { AtomicU64::new(1) }; KIND_COUNT])
+    }
+
+    /// The name of a new object of kind `k`: `<prefix><n>`, n counting from 1 per kind in
+    /// creation order since [`Names::new`] or the last [`Names::reset`].
+    pub fn next(&self, k: Kind) -> String {
+        let n = self.0[k as usize].fetch_add(1, Ordering::Relaxed);
+        format!("{}{}", k.prefix(), n)
+    }
+
+    /// Restarts every kind's numbering at 1 (objects keep the names they have).
+    pub fn reset(&self) {
+        for a in &self.0 {
+            a.store(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Default for Names {
+    fn default() -> Self {
+        Names::new()
     }
 }
 
@@ -288,6 +355,18 @@ mod tests {
             recv,
             "\"s_r\":1,\"status\":9,\"opcode\":3,\"jetty\":0,\"user_ctx\":\"0x000000000000002a\",\"len\":64,\"local\":\"jfr1\",\"remote\":\"jetty2\",\"imm\":\"0x0000000000000007\""
         );
+    }
+
+    #[test]
+    fn names_count_per_kind_from_one_until_reset() {
+        let n = Names::new();
+        assert_eq!(n.next(Kind::Jfs), "jfs1");
+        assert_eq!(n.next(Kind::Jfs), "jfs2");
+        assert_eq!(n.next(Kind::ISeg), "iseg1");
+        assert_eq!(n.next(Kind::TokenId), "tokenid1");
+        n.reset();
+        assert_eq!(n.next(Kind::Jfs), "jfs1");
+        assert_eq!(Kind::TokenId as usize + 1, KIND_COUNT);
     }
 
     #[test]

@@ -240,40 +240,8 @@ pub enum Obj {
     EidList,
 }
 
-/// Kinds of objects (counts, symbolic names).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Kind {
-    Ctx = 0,
-    Jfce,
-    Jfc,
-    Jfs,
-    Jfr,
-    Jetty,
-    TJetty,
-    Seg,
-    ISeg,
-    TokenId,
-}
-
-pub const KIND_COUNT: usize = 10;
-
-impl Kind {
-    /// Prefix used for symbolic (trace) names.
-    pub fn prefix(self) -> &'static str {
-        match self {
-            Kind::Ctx => "ctx",
-            Kind::Jfce => "jfce",
-            Kind::Jfc => "jfc",
-            Kind::Jfs => "jfs",
-            Kind::Jfr => "jfr",
-            Kind::Jetty => "jetty",
-            Kind::TJetty => "tjetty",
-            Kind::Seg => "seg",
-            Kind::ISeg => "iseg",
-            Kind::TokenId => "tokenid",
-        }
-    }
-}
+/// Kinds of objects (counts, symbolic names): the trace's, shared with the interposition layer.
+pub use urma_loopback_ctl::trace_line::{Kind, KIND_COUNT};
 
 impl Obj {
     pub fn kind(&self) -> Option<Kind> {

@@ -16,6 +16,8 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
+use urma_loopback_ctl::trace_line::Names;
+
 pub use crate::cobj::{CBox, Ctx};
 pub use crate::objects::*;
 use crate::queues::{Jfc, Jfce};
@@ -291,7 +293,7 @@ pub fn live_counts() -> [u64; KIND_COUNT] {
 // ---- numeric ids (never reused within a process) and symbolic names (reset by ctl reset) ----
 
 static NEXT_ID: [AtomicU32; KIND_COUNT] = [const { AtomicU32::new(1) }; KIND_COUNT];
-static NEXT_SYM: [AtomicU32; KIND_COUNT] = [const { AtomicU32::new(1) }; KIND_COUNT];
+static NAMES: Names = Names::new();
 
 /// Allocates a numeric id for a kind (1, 2, ...; never reused).
 pub fn next_id(k: Kind) -> u32 {
@@ -301,15 +303,12 @@ pub fn next_id(k: Kind) -> u32 {
 /// Allocates the symbolic name of a new object: `<prefix><n>`, n counting from 1 in creation
 /// order since process start or the last `urma_loopback_reset()`.
 pub fn next_name(k: Kind) -> String {
-    let n = NEXT_SYM[k as usize].fetch_add(1, Ordering::Relaxed);
-    format!("{}{}", k.prefix(), n)
+    NAMES.next(k)
 }
 
 /// Restarts symbolic numbering.
 pub fn reset_names() {
-    for a in NEXT_SYM.iter() {
-        a.store(1, Ordering::Relaxed);
-    }
+    NAMES.reset()
 }
 
 /// Global init state (urma_init / urma_uninit).
