@@ -13,6 +13,8 @@
 //!   ([`reset`], [`counters`], [`fail_post`], ...).
 //! * [`faults`]: the fault bookkeeping the provider and the interposition layer share (CR fate,
 //!   use-once rule lists, release orders);
+//! * [`spec`]: the knob-spec syntax and the reading of the fault keys both libraries have;
+//! * [`trace_line`]: the trace's sinks, line pieces and symbolic object names, the same in both;
 //! * [`forbid`]: the binding refuses every later use (the harness's hardware mode).
 //!
 //! The provider builds its exports against these types: `urma-loopback/src/ctl.rs` fills a
