@@ -325,12 +325,12 @@ mod tests {
         assert_eq!(len, text.len());
         assert!(t.take().is_empty(), "the lines were taken");
         // An empty capture is an empty string; a NULL len is allowed.
-        // SAFETY: NULL len.
+        // SAFETY: a NULL len is allowed (nothing is written through it).
         let p = unsafe { t.take_c(std::ptr::null_mut()) };
         assert!(!p.is_null());
-        // SAFETY: as above.
+        // SAFETY: p is non-NULL (checked) and points to at least the NUL take_c wrote.
         assert_eq!(unsafe { *p }, 0);
-        // SAFETY: as above.
+        // SAFETY: p came from malloc in take_c and is freed once.
         unsafe { libc::free(p.cast()) };
     }
 
