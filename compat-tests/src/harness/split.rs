@@ -926,7 +926,7 @@ pub fn run_pair(launch: &mut Launch, plan: &Plan, slib: &LibRef, rlib: &LibRef) 
                 not_run_reason(&lines)
             } else {
                 format!(
-                    "the receiver printed no port (exit {code}): {}",
+                    "the receiver did not start (exit {code}): {}",
                     last_words(&err)
                 )
             });
