@@ -1,29 +1,33 @@
 //! Two processes (`compat --split`): each scenario's receiver and sender run in processes of
-//! their own, over the loopback's cross-process path.
+//! their own, over the provider's cross-process path (the loopback's, or a device's).
 //!
 //! The `compat` binary re-executes itself as a child ([`CHILD_ARG`] `recv|send`) that loads
-//! one library, builds a [`Ctx`] of its own (fresh endpoints and buffers, the loopback's trace
-//! capture) and runs one side of a [`Plan`]:
+//! one library, builds a [`Ctx`] of its own (fresh endpoints and buffers, the trace capture)
+//! and runs one side of a [`Plan`]:
 //!
-//! * the receiver listens on 127.0.0.1 with an ephemeral port (printed as `port <n>` for the
-//!   parent), inits its library, starts its pollers and posts its `os_transport_recv`s, then
+//! * the receiver listens on 127.0.0.1 (or `--listen`) with an ephemeral port (printed as
+//!   `port <n>` for the parent), inits its library, starts its pollers and posts its `os_transport_recv`s, then
 //!   tells the sender its endpoint information ([`EndpointInfo`]: the context's uasid, the
 //!   receive jetty's {EID, uasid, id}, the destination segment's {EID, uasid, va}, length and
 //!   token id; the tokens are the fixture's) as one JSON line over TCP;
-//! * the sender connects, answers with its own uasid, imports the receiver's jetty and segment
+//! * the sender connects, answers with its own uasid and EID, imports the receiver's jetty and segment
 //!   by what it was told (they replace the targets of its own in-process fixture), inits its
 //!   library and runs the sends and their waits; it then releases its imports and says `closed`;
 //! * the receiver waits for its receives, checks the destination byte for byte against the
 //!   pattern the sender's source was filled with (both fill it the same way), waits for
 //!   `closed` and tears down.
 //!
-//! Each child writes its raw trace (the recorder's events and its process's URMA trace) to a
-//! file; the parent tags every event with its process (`"proc": "recv"|"send"`) and
+//! Each child prints its raw trace (the recorder's events and its process's URMA trace) on its
+//! stdout; the parent tags every event with its process (`"proc": "recv"|"send"`) and
 //! concatenates the receiver's and the sender's. The normaliser keeps the two processes apart
 //! (section `api:recv`, `urma:send`, ...), so nothing depends on how the two interleaved.
 //!
+//! The children take the parent's backend ([`Mode`]: the loopback's trace, or the
+//! interposition layer's with `--interpose` / in hardware mode). With two nodes ([`node`]) the
+//! receivers are children of the serving node, which forwards their output over TCP.
+//!
 //! A child that finds the provider does not reach the other process (the peer has the same
-//! uasid, or the import of its jetty or segment is refused) exits with [`NOT_RUN`]; the run is
+//! uasid and EID, or the import of its jetty or segment is refused) exits with [`NOT_RUN`]; the run is
 //! then reported as not run, never as a result.
 
 use std::io::{BufRead, BufReader, Write};

@@ -393,3 +393,51 @@ pub fn serve(opts: &report::Options, mode: Mode, addr: &str) -> i32 {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hellos_that_differ_name_what_differs() {
+        let a = hello(&Mode::Hardware {
+            device: "d".into(),
+            eid: None,
+        });
+        assert_eq!(hello_mismatch(&a, &a.clone()), None);
+        let mut b = a.clone();
+        b["version"] = json!("0.0.0");
+        b["backend"] = json!("loopback");
+        let d = hello_mismatch(&a, &b).expect("a difference");
+        assert!(
+            d.contains("compat version") && d.contains("backend") && !d.contains("catalogue"),
+            "{d}"
+        );
+        assert_eq!(catalogue_digest(), catalogue_digest());
+        assert_eq!(catalogue_digest().len(), 16);
+    }
+
+    #[test]
+    fn a_child_end_crosses_the_connection_intact() {
+        let end: ChildEnd = (
+            3,
+            vec!["trace {\"k\":\"api\"}".into(), "problems []".into()],
+            "stderr\nlast".into(),
+        );
+        assert_eq!(end_from(&end_json(&end)), Some(end));
+        assert_eq!(end_from(&json!({"end": {"code": 0}})), None);
+    }
+
+    #[test]
+    fn addresses_are_host_port_or_a_bare_port() {
+        assert_eq!(
+            parse_addr("47311").unwrap(),
+            "127.0.0.1:47311".parse().unwrap()
+        );
+        assert_eq!(parse_addr("[::1]:5").unwrap(), "[::1]:5".parse().unwrap());
+        assert!(parse_addr("10.0.0.1").is_err());
+        assert!(parse_addr("host:port")
+            .unwrap_err()
+            .contains("is not a HOST:PORT address"));
+    }
+}
