@@ -1045,7 +1045,7 @@ fn peer_death(pr: &mut PairRun, send: Proc, recv: Proc) {
             pr.waited = all
                 .iter()
                 .find_map(|l| l.strip_prefix("waited "))
-                .and_then(|w| serde_json::from_str(&w).ok());
+                .and_then(|w| serde_json::from_str(w).ok());
         }
         if code == NOT_RUN {
             pr.not_run = Some(not_run_reason(&all));
