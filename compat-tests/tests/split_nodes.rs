@@ -37,6 +37,14 @@ fn text(o: &Output) -> String {
     )
 }
 
+/// Runs `c` and asserts that it ends with status `code` and says `msg`.
+fn expect_error(c: &mut Command, code: i32, msg: &str) -> Output {
+    let o = c.output().expect("run compat");
+    assert_eq!(o.status.code(), Some(code), "{}", text(&o));
+    assert!(text(&o).contains(msg), "wanted {msg:?}:\n{}", text(&o));
+    o
+}
+
 /// A free port on 127.0.0.1 (bound and released: nothing listens on it afterwards).
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -50,17 +58,7 @@ fn verdicts(out: &Path) -> (BTreeMap<String, String>, Value) {
         &std::fs::read_to_string(out.join("report-split.json")).expect("report-split.json"),
     )
     .expect("report-split.json is JSON");
-    let v = report["scenarios"]
-        .as_array()
-        .expect("scenarios")
-        .iter()
-        .map(|s| {
-            (
-                s["id"].as_str().unwrap().to_string(),
-                s["verdict"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect();
+    let v = compat_tests::harness::report::verdicts_of(&report);
     (v, report)
 }
 
@@ -140,59 +138,38 @@ fn two_invocations_judge_as_one() {
 #[test]
 fn a_bad_address_is_a_usage_error() {
     for role in ["--peer", "--serve"] {
-        let o = compat()
-            .args(["--split", role, "no-such-host.invalid:x", "--out"])
-            .arg(out_dir("bad"))
-            .output()
-            .expect("run compat");
-        assert_eq!(o.status.code(), Some(2), "{role}:\n{}", text(&o));
-        assert!(
-            text(&o).contains("is not a HOST:PORT address"),
-            "{}",
-            text(&o)
+        expect_error(
+            compat()
+                .args(["--split", role, "no-such-host.invalid:x", "--out"])
+                .arg(out_dir("bad")),
+            2,
+            "is not a HOST:PORT address",
         );
     }
-    let o = compat()
-        .args(["--peer", "127.0.0.1:1"])
-        .output()
-        .expect("run");
-    assert_eq!(o.status.code(), Some(2));
-    assert!(text(&o).contains("--serve and --peer are the two nodes of --split"));
+    expect_error(
+        compat().args(["--peer", "127.0.0.1:1"]),
+        2,
+        "--serve and --peer are the two nodes of --split",
+    );
 }
 
 #[test]
 fn a_node_that_never_comes_ends_the_wait() {
     let t = Instant::now();
-    let o = compat()
-        .args([
-            "--split",
-            "--peer",
-            &format!("127.0.0.1:{}", free_port()),
-            "--out",
-        ])
-        .arg(out_dir("never-serve"))
-        .env("COMPAT_PEER_WAIT", "1")
-        .output()
-        .expect("run compat");
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(
-        text(&o).contains("no serving node answered"),
-        "{}",
-        text(&o)
-    );
-    let o = compat()
-        .args([
-            "--split",
-            "--serve",
-            &format!("127.0.0.1:{}", free_port()),
-            "--out",
-        ])
-        .arg(out_dir("never-peer"))
-        .env("COMPAT_PEER_WAIT", "1")
-        .output()
-        .expect("run compat");
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(text(&o).contains("no driver connected"), "{}", text(&o));
+    for (role, msg) in [
+        ("--peer", "no serving node answered"),
+        ("--serve", "no driver connected"),
+    ] {
+        expect_error(
+            compat()
+                .args(["--split", role, &format!("127.0.0.1:{}", free_port())])
+                .arg("--out")
+                .arg(out_dir(&format!("never{role}")))
+                .env("COMPAT_PEER_WAIT", "1"),
+            2,
+            msg,
+        );
+    }
     assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
 }
 
@@ -224,16 +201,12 @@ fn two_ends_that_differ_refuse_each_other() {
         h["catalogue"] = Value::from("0000000000000000");
         h
     });
-    let o = compat()
-        .args(["--split", "--peer", &addr, "--out"])
-        .arg(out_dir("differ-driver"))
-        .output()
-        .expect("run compat");
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(
-        text(&o).contains("the two ends differ: two-process catalogue"),
-        "{}",
-        text(&o)
+    expect_error(
+        compat()
+            .args(["--split", "--peer", &addr, "--out"])
+            .arg(out_dir("differ-driver")),
+        2,
+        "the two ends differ: two-process catalogue",
     );
     let _ = node.join();
     // The serving node, greeted by another version.
