@@ -53,6 +53,35 @@ fn free_port() -> u16 {
         .expect("a free port")
 }
 
+/// A serving node (`compat --split [extra] --serve <free port>`) started in the background:
+/// (its process, its address).
+fn start_serving(extra: &[&str], out: &str) -> (std::process::Child, String) {
+    let addr = format!("127.0.0.1:{}", free_port());
+    let child = compat()
+        .arg("--split")
+        .args(extra)
+        .args(["--serve", &addr, "--out"])
+        .arg(out_dir(out))
+        .env("COMPAT_PEER_WAIT", "60")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the serving node");
+    (child, addr)
+}
+
+/// A connection to the serving node at `addr`, once it listens (at most 30 s).
+fn connect(addr: &str) -> std::net::TcpStream {
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        match std::net::TcpStream::connect(addr) {
+            Ok(s) => return s,
+            Err(e) if Instant::now() > end => panic!("the serving node never listened: {e}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
 fn verdicts(out: &Path) -> (BTreeMap<String, String>, Value) {
     let report: Value = serde_json::from_str(
         &std::fs::read_to_string(out.join("report-split.json")).expect("report-split.json"),
@@ -89,16 +118,7 @@ fn two_invocations_judge_as_one() {
     assert_eq!(want.len(), SCENARIOS.len(), "{want:?}");
     assert_eq!(one_report["totals"]["peer_death_ok"], 2, "{one_report}");
 
-    let addr = format!("127.0.0.1:{}", free_port());
-    let serve_out = out_dir("serve");
-    let serve = compat()
-        .args(["--split", "--interpose", "--serve", &addr, "--out"])
-        .arg(&serve_out)
-        .env("COMPAT_PEER_WAIT", "60")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start the serving node");
+    let (serve, addr) = start_serving(&["--interpose"], "serve");
     let two = out_dir("two");
     let o = with_scenarios(
         compat()
@@ -210,23 +230,8 @@ fn two_ends_that_differ_refuse_each_other() {
     );
     let _ = node.join();
     // The serving node, greeted by another version.
-    let addr = format!("127.0.0.1:{}", free_port());
-    let serve = compat()
-        .args(["--split", "--serve", &addr, "--out"])
-        .arg(out_dir("differ-serve"))
-        .env("COMPAT_PEER_WAIT", "60")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start the serving node");
-    let end = Instant::now() + Duration::from_secs(30);
-    let s = loop {
-        match std::net::TcpStream::connect(&addr) {
-            Ok(s) => break s,
-            Err(e) if Instant::now() > end => panic!("the serving node never listened: {e}"),
-            Err(_) => std::thread::sleep(Duration::from_millis(50)),
-        }
-    };
+    let (serve, addr) = start_serving(&[], "differ-serve");
+    let s = connect(&addr);
     let mut w = s.try_clone().expect("clone");
     let hello = serde_json::json!({"hello": 1, "version": "0.0.0", "catalogue": "x", "backend": "loopback"});
     writeln!(w, "{hello}").expect("hello");
@@ -275,4 +280,31 @@ fn a_node_that_goes_away_mid_run_fails_the_run_and_keeps_the_report() {
             .is_some_and(|s| s.starts_with("len-1: ") && s.contains("is gone")),
         "{report}"
     );
+}
+
+#[test]
+fn a_driver_that_goes_away_mid_run_ends_the_serving_node() {
+    use compat_tests::harness::split::{node, Mode};
+    let t = Instant::now();
+    let (serve, addr) = start_serving(&[], "driver-gone");
+    let s = connect(&addr);
+    {
+        // A driver that starts one receiver and then disappears.
+        let mut w = s.try_clone().expect("clone");
+        let mut r = BufReader::new(s);
+        let mut line = String::new();
+        writeln!(w, "{}", node::hello(&Mode::Loopback)).expect("hello");
+        r.read_line(&mut line).expect("hello back");
+        let back: Value = serde_json::from_str(&line).expect("JSON");
+        assert_eq!(back, node::hello(&Mode::Loopback));
+        writeln!(w, "{}", serde_json::json!({"recv": "len-1", "lib": "rust"})).expect("recv");
+        line.clear();
+        r.read_line(&mut line).expect("port");
+        let port: Value = serde_json::from_str(&line).expect("JSON");
+        assert!(port["port"].as_u64().is_some_and(|p| p > 0), "{port}");
+    }
+    let o = serve.wait_with_output().expect("serving node");
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("went away"), "{}", text(&o));
+    assert!(t.elapsed() < Duration::from_secs(120), "{:?}", t.elapsed());
 }

@@ -65,7 +65,8 @@ pub fn catalogue_digest() -> String {
     format!("{h:016x}")
 }
 
-fn hello(mode: &Mode) -> Value {
+/// The first line each end sends: what must be the same on both.
+pub fn hello(mode: &Mode) -> Value {
     json!({
         "hello": PROTOCOL,
         "version": env!("CARGO_PKG_VERSION"),
