@@ -14,9 +14,20 @@
 #                      faults; only the public URMA API is used. --eid EID (IPv6 notation) picks
 #                      the device's EID (default its first). Scenarios that need the loopback,
 #                      and the C runner, are reported SKIPPED with the reason.
+#   --split            sender and receiver of each scenario in two processes (with or without
+#                      --device), endpoint information over TCP; report report-split.md/.json
+#   --split --device NAME [--eid EID] --serve HOST:PORT
+#                      two UB nodes, node B: listens on HOST:PORT (an address node A reaches) and
+#                      runs the receiver side of every run node A asks for, until it says done
+#   --split --device NAME [--eid EID] --peer HOST:PORT
+#                      two UB nodes, node A: connects to node B's HOST:PORT, runs the sender
+#                      side, collects node B's traces over that connection, writes the report.
+#                      Each node gives its own --device and --eid; both must run the same
+#                      package version (checked at the start). COMPAT_PEER_WAIT=SECONDS bounds
+#                      how long either end waits for the other to come (default 120)
 # Any other option is passed to the harness unchanged (--scenario ID, --random N, --seed S, --list,
 # --no-interop; see `@PRIVDIR@/compat --help`). Exit status: the harness's: 0 when nothing FAILs,
-# 1 otherwise, 2 on usage or set-up errors.
+# 1 otherwise, 2 on usage or set-up errors, 3 (--split) when the provider reaches no other process.
 #
 # The loopback liburma.so.0, the interposition layer and the reference library are private to
 # this package: they are found only through the LD_LIBRARY_PATH set here, never by other programs.

@@ -38,17 +38,7 @@ fn run(out: &Path, interpose: bool) -> BTreeMap<String, String> {
     let report: Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).expect("report"))
             .expect("report.json");
-    report["scenarios"]
-        .as_array()
-        .expect("scenarios")
-        .iter()
-        .map(|s| {
-            (
-                s["id"].as_str().unwrap().to_string(),
-                s["verdict"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
+    compat_tests::harness::report::verdicts_of(&report)
 }
 
 #[test]

@@ -237,6 +237,106 @@ fn compat_device(ctx: &mut Ctx, goal: &str, args: &[String]) {
     println!(
         "compat-device: negative control OK (compat --interpose FAILs without the control API)"
     );
+    compat_device_split(ctx, &built, &no_ctl, &out);
+}
+
+/// The verdict of each scenario, the interop column and the totals of a `report-split.json`.
+fn split_report(dir: &Path) -> serde_json::Value {
+    std::fs::read_to_string(dir.join("report-split.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_else(|| fail(format!("no readable {}/report-split.json", dir.display())))
+}
+
+/// Hardware mode with sender and receiver in two processes, first as one command
+/// (`compat --split --device loopback0`), then as two nodes: `--serve` and `--peer` started as
+/// two separate invocations on 127.0.0.1. Both must have no FAIL, no `urma_loopback_*` call and
+/// every interop cell of the two-process column OK; the two-node run must give every scenario
+/// the one-command run's verdict.
+fn compat_device_split(ctx: &Ctx, built: &Built, no_ctl: &Path, out: &Path) {
+    // The harness binary itself (`--all-targets` also builds a unit-test executable named
+    // after the bin target, which `Built::executable` may pick).
+    let exe = &built.profile_dir.join("compat");
+    if !exe.exists() {
+        fail(format!("{} was not built", exe.display()));
+    }
+    let compat = |args: &[&str], dir: &Path| {
+        let mut c = Command::new(exe);
+        c.args(["--split", "--device", "loopback0"])
+            .args(args)
+            .arg("--out")
+            .arg(dir)
+            .env("URMA_INTERPOSE_REAL", no_ctl)
+            .env("LD_LIBRARY_PATH", ctx.loader_path(built, &[]));
+        c
+    };
+    let check = |what: &str, r: &serde_json::Value| {
+        let t = &r["totals"];
+        let cells = t["interop_cells"].as_u64().unwrap_or(0);
+        if r["backend"] != "hardware"
+            || r["loopback_control_calls"] != 0
+            || t["fail"] != 0
+            || t["not_run"] != 0
+            || cells == 0
+            || t["interop_two_ok"].as_u64() != Some(cells)
+        {
+            fail(format!(
+                "{what}: backend {}, loopback control calls {}, totals {t}",
+                r["backend"], r["loopback_control_calls"]
+            ));
+        }
+    };
+    let one_dir = out.join("split-one-command");
+    run(&mut compat(&[], &one_dir));
+    let one = split_report(&one_dir);
+    check("compat --split --device", &one);
+    // Two nodes: the serving node in a process tree of its own, the driver in another.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or_else(|e| fail(format!("no free port on 127.0.0.1: {e}")));
+    let addr = format!("127.0.0.1:{port}");
+    let serve_dir = out.join("split-serve");
+    let mut serve_cmd = compat(&["--serve", &addr], &serve_dir);
+    eprintln!("+ {} &", crate::show(&serve_cmd));
+    let mut serve = serve_cmd
+        .spawn()
+        .unwrap_or_else(|e| fail(format!("cannot start the serving node: {e}")));
+    let two_dir = out.join("split-two-nodes");
+    let driven = try_run(&mut compat(&["--peer", &addr], &two_dir));
+    let served = serve.wait().map(|s| s.success()).unwrap_or(false);
+    if driven.is_err() || !served {
+        fail(format!(
+            "two nodes: the driver {}, the serving node {}",
+            if driven.is_ok() { "passed" } else { "failed" },
+            if served { "passed" } else { "failed" }
+        ));
+    }
+    let two = split_report(&two_dir);
+    check("compat --split --device --peer", &two);
+    let verdicts = |r: &serde_json::Value| -> Vec<(String, String)> {
+        r["scenarios"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|s| (s["id"].to_string(), s["verdict"].to_string()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let (v1, v2) = (verdicts(&one), verdicts(&two));
+    if v1.is_empty() || v1 != v2 || one["interop"] != two["interop"] {
+        fail(format!(
+            "two nodes judged otherwise than one command:\n one: {v1:?}\n two: {v2:?}\n interop one: {}\n interop two: {}",
+            one["interop"], two["interop"]
+        ));
+    }
+    println!(
+        "compat-device: two processes over the layer: {} scenarios and {} interop cells, the same \
+         verdicts as one command and as two nodes (--serve / --peer); no urma_loopback_* call",
+        v1.len(),
+        two["totals"]["interop_cells"]
+    );
 }
 
 /// The URMA headers and `-lurma` directory for C built here: the ones urma-sys's build script

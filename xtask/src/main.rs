@@ -36,7 +36,8 @@ pub const GOALS: &[(&str, &str, &str)] = &[
     (
         "compat-device",
         "base",
-        "compat --device over the loopback built without urma_loopback_* (hardware mode, short)",
+        "compat --device over the loopback built without urma_loopback_* (hardware mode, short; \
+         --split as one command and as two nodes)",
     ),
     (
         "legacy-asan-suite",

@@ -3,7 +3,8 @@
 //! ```text
 //! compat [--rust-lib PATH] [--legacy-lib PATH] [--out DIR] [--random N] [--seed S]
 //!        [--scenario ID]... [--list] [--no-c-runner] [--c-runner-exe PATH] [--no-interop]
-//!        [--ledger PATH] [--interpose] [--device NAME [--eid EID]] [--split]
+//!        [--ledger PATH] [--interpose] [--device NAME [--eid EID]]
+//!        [--split [--serve HOST:PORT | --peer HOST:PORT]]
 //! ```
 //! Defaults: the Rust library `<target>/<profile>/libos_transport.so`, the reference C library
 //! `$LEGACY_LIB` or the library legacy-c's build script built, `--out <target>/compat`,
@@ -21,7 +22,8 @@ fn usage() -> ! {
     eprintln!(
         "usage: compat [--rust-lib PATH] [--legacy-lib PATH] [--out DIR] [--random N] [--seed S] \
          [--scenario ID]... [--list] [--no-c-runner] [--c-runner-exe PATH] [--no-interop] \
-         [--ledger PATH] [--interpose] [--device NAME [--eid EID]] [--split]"
+         [--ledger PATH] [--interpose] [--device NAME [--eid EID]] \
+         [--split [--serve HOST:PORT | --peer HOST:PORT]]"
     );
     std::process::exit(2)
 }
@@ -49,6 +51,8 @@ fn main() {
     let mut interpose = false;
     let mut two_processes = false;
     let mut device: Option<String> = None;
+    let mut serve: Option<String> = None;
+    let mut peer: Option<String> = None;
     let mut eid: Option<String> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -79,6 +83,8 @@ fn main() {
             "--split" => two_processes = true,
             "--device" => device = Some(val("--device")),
             "--eid" => eid = Some(val("--eid")),
+            "--serve" => serve = Some(val("--serve")),
+            "--peer" => peer = Some(val("--peer")),
             "-h" | "--help" => {
                 println!("{}", include_str!("compat_help.txt"));
                 return;
@@ -100,9 +106,12 @@ fn main() {
         opts.random = 1;
         opts.seed = extra[0];
     }
-    if two_processes && (interpose || device.is_some()) {
-        // The split children use the loopback's trace and reach each other on one host.
-        eprintln!("compat: --split runs over the loopback; --interpose and --device are not combined with it yet");
+    if (serve.is_some() || peer.is_some()) && !two_processes {
+        eprintln!("compat: --serve and --peer are the two nodes of --split");
+        usage()
+    }
+    if serve.is_some() && peer.is_some() {
+        eprintln!("compat: a node either serves (--serve) or drives (--peer), not both");
         usage()
     }
     if eid.is_some() && device.is_none() {
@@ -123,7 +132,18 @@ fn main() {
         opts.c_runner_skip = Some(backend::C_RUNNER_SKIP);
     }
     if two_processes {
-        std::process::exit(split::run(&opts));
+        let mode = match (&device, interpose) {
+            (Some(d), _) => split::Mode::Hardware {
+                device: d.clone(),
+                eid: eid.clone(),
+            },
+            (None, true) => split::Mode::Interpose,
+            (None, false) => split::Mode::Loopback,
+        };
+        if let Some(addr) = &serve {
+            std::process::exit(split::node::serve(&opts, mode, addr));
+        }
+        std::process::exit(split::run(&opts, mode, peer.as_deref()));
     }
     std::process::exit(report::run(&opts));
 }
@@ -143,19 +163,9 @@ fn use_hardware(name: &str, eid: Option<&str>) {
         })
     });
     use_interpose(true);
-    let why = "hardware mode (compat --device) uses only the public URMA API";
-    if let Err(e) = compat_tests::loopback_ctl::forbid(why) {
-        eprintln!("compat: {e}");
-        std::process::exit(2);
-    }
-    if let Err(e) = backend::set(&backend::HARDWARE) {
-        eprintln!("compat: {e}");
-        std::process::exit(2);
-    }
-    match compat_tests::Loopback::open(name, eid) {
-        Ok(lb) => println!(
-            "compat: hardware mode: device {name}, EID index {}; interposition layer in front of {}",
-            lb.eid_index,
+    match backend::enter_hardware(name, eid) {
+        Ok(index) => println!(
+            "compat: hardware mode: device {name}, EID index {index}; interposition layer in front of {}",
             std::env::var("URMA_INTERPOSE_REAL").unwrap_or_default()
         ),
         Err(e) => {

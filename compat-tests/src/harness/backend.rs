@@ -58,6 +58,11 @@ pub trait TraceFaults: Send + Sync {
     fn skip(&self, _id: &str) -> Option<&'static str> {
         None
     }
+    /// Applies a knob of the provider itself (the loopback's, e.g. `rnr_timeout_ms`, which no
+    /// layer can set). None when the provider is treated as unknown (hardware mode).
+    fn provider_knobs(&self, spec: &str) -> Option<Result<u32, String>> {
+        Some(lb::api().knobs().apply_knobs(spec))
+    }
 }
 
 /// The loopback's own trace and knobs.
@@ -199,6 +204,10 @@ impl TraceFaults for Layer {
         }
         self.loopback_underneath
     }
+    fn provider_knobs(&self, spec: &str) -> Option<Result<u32, String>> {
+        self.loopback_underneath
+            .then(|| lb::api().knobs().apply_knobs(spec))
+    }
     fn skip(&self, id: &str) -> Option<&'static str> {
         if self.loopback_underneath {
             return None;
@@ -227,6 +236,24 @@ fn settle_layer_crs(quiet: Duration, at_least: Option<&dyn Fn() -> u64>) {
             break;
         }
     }
+}
+
+/// Hardware mode for this process (`compat --device NAME [--eid EID]`, and each child of
+/// `compat --split --device`): the loopback's control binding forbidden, the [`HARDWARE`]
+/// backend chosen, the URMA fixture opened on device `name` and EID `eid` (default its first)
+/// through the public API. The interposition layer must be this process's `liburma.so.0`
+/// already. Ok(the EID index in use).
+pub fn enter_hardware(name: &str, eid: Option<[u8; 16]>) -> Result<u32, String> {
+    if !layer::present() {
+        return Err(
+            "hardware mode: the interposition layer is not this process's liburma.so.0 \
+                    (LD_LIBRARY_PATH=<profile>/interpose:... and URMA_INTERPOSE_REAL)"
+                .into(),
+        );
+    }
+    lb::forbid("hardware mode (compat --device) uses only the public URMA API")?;
+    set(&HARDWARE)?;
+    crate::fixture::Loopback::open(name, eid).map(|f| f.eid_index)
 }
 
 static CURRENT: OnceLock<&'static dyn TraceFaults> = OnceLock::new();

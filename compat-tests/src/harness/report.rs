@@ -117,6 +117,19 @@ pub fn run_on(lib: &'static Lib, sc: &Scenario) -> RunResult {
     }
 }
 
+/// Scenario id → verdict word of a written report (`report.json` or `report-split.json`): how
+/// two runs are compared scenario by scenario.
+pub fn verdicts_of(report: &Value) -> std::collections::BTreeMap<String, String> {
+    report["scenarios"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| Some((s["id"].as_str()?.into(), s["verdict"].as_str()?.into())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Writes a raw trace to `<dir>/<id>.<lib>.jsonl` (debugging aid, `COMPAT_DUMP=<dir>`).
 pub fn dump(dir: &Path, id: &str, lib: &str, ev: &[Value]) {
     let _ = std::fs::create_dir_all(dir);

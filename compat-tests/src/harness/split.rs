@@ -1,40 +1,46 @@
 //! Two processes (`compat --split`): each scenario's receiver and sender run in processes of
-//! their own, over the loopback's cross-process path.
+//! their own, over the provider's cross-process path (the loopback's, or a device's).
 //!
 //! The `compat` binary re-executes itself as a child ([`CHILD_ARG`] `recv|send`) that loads
-//! one library, builds a [`Ctx`] of its own (fresh endpoints and buffers, the loopback's trace
-//! capture) and runs one side of a [`Plan`]:
+//! one library, builds a [`Ctx`] of its own (fresh endpoints and buffers, the trace capture)
+//! and runs one side of a [`Plan`]:
 //!
-//! * the receiver listens on 127.0.0.1 with an ephemeral port (printed as `port <n>` for the
-//!   parent), inits its library, starts its pollers and posts its `os_transport_recv`s, then
+//! * the receiver listens on 127.0.0.1 (or `--listen`) with an ephemeral port (printed as
+//!   `port <n>` for the parent), inits its library, starts its pollers and posts its `os_transport_recv`s, then
 //!   tells the sender its endpoint information ([`EndpointInfo`]: the context's uasid, the
 //!   receive jetty's {EID, uasid, id}, the destination segment's {EID, uasid, va}, length and
 //!   token id; the tokens are the fixture's) as one JSON line over TCP;
-//! * the sender connects, answers with its own uasid, imports the receiver's jetty and segment
+//! * the sender connects, answers with its own uasid and EID, imports the receiver's jetty and segment
 //!   by what it was told (they replace the targets of its own in-process fixture), inits its
 //!   library and runs the sends and their waits; it then releases its imports and says `closed`;
 //! * the receiver waits for its receives, checks the destination byte for byte against the
 //!   pattern the sender's source was filled with (both fill it the same way), waits for
 //!   `closed` and tears down.
 //!
-//! Each child writes its raw trace (the recorder's events and its process's URMA trace) to a
-//! file; the parent tags every event with its process (`"proc": "recv"|"send"`) and
+//! Each child prints its raw trace (the recorder's events and its process's URMA trace) on its
+//! stdout; the parent tags every event with its process (`"proc": "recv"|"send"`) and
 //! concatenates the receiver's and the sender's. The normaliser keeps the two processes apart
 //! (section `api:recv`, `urma:send`, ...), so nothing depends on how the two interleaved.
 //!
+//! The children take the parent's backend ([`Mode`]: the loopback's trace, or the
+//! interposition layer's with `--interpose` / in hardware mode). With two nodes ([`node`]) the
+//! receivers are children of the serving node, which forwards their output over TCP.
+//!
 //! A child that finds the provider does not reach the other process (the peer has the same
-//! uasid, or the import of its jetty or segment is refused) exits with [`NOT_RUN`]; the run is
+//! uasid and EID, or the import of its jetty or segment is refused) exits with [`NOT_RUN`]; the run is
 //! then reported as not run, never as a result.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use urma_sys as u;
+
+pub mod node;
 
 use super::backend;
 use super::ctx::{Ctx, Delivery, Lib, Order, SendVia, Setup, Side};
@@ -288,30 +294,151 @@ fn read_line(r: &mut BufReader<TcpStream>) -> Option<String> {
     }
 }
 
-fn own_uasid() -> u32 {
+/// This process's {uasid, EID} (its context's): two processes are told apart by the pair
+/// (two nodes may give their processes the same uasid).
+fn own_id() -> (u32, u::urma_eid_t) {
     // SAFETY: the fixture's context is live for the process.
-    unsafe { (*Loopback::get().ctx).uasid }
+    unsafe {
+        let c = &*Loopback::get().ctx;
+        (c.uasid, c.eid)
+    }
 }
 
-/// `compat --split-child recv|send --lib PATH --slot N --plan ID --trace FILE [--connect PORT]`.
-/// Returns the exit status.
+fn id_json(id: (u32, u::urma_eid_t)) -> Value {
+    json!({"uasid": id.0, "eid": eid_json(&id.1)})
+}
+
+fn id_from(v: &Value) -> Option<(u32, u::urma_eid_t)> {
+    let uasid = u32::try_from(v.get("uasid")?.as_u64()?).ok()?;
+    Some((uasid, eid_from(v.get("eid")?)?))
+}
+
+/// Whether two {uasid, EID} name the same process: then the provider does not tell the two
+/// processes apart, and the run is not run.
+fn same_process(a: (u32, u::urma_eid_t), b: (u32, u::urma_eid_t)) -> Option<String> {
+    // SAFETY: byte views of the unions.
+    let same = a.0 == b.0 && unsafe { a.1.raw == b.1.raw };
+    same.then(|| {
+        format!(
+            "both processes have uasid {} on EID {}: the provider does not tell processes apart",
+            a.0,
+            // SAFETY: as above.
+            crate::fixture::eid_string(unsafe { a.1.raw })
+        )
+    })
+}
+
+/// Who records the trace and injects the faults of the children: the parent's own backend,
+/// passed on in the children's arguments ([`Mode::child_args`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// The loopback's own trace and knobs.
+    #[default]
+    Loopback,
+    /// The interposition layer in front of the loopback (`--interpose`).
+    Interpose,
+    /// Hardware mode (`--device NAME [--eid EID]`): the layer in front of a provider treated as
+    /// unknown, no `urma_loopback_*` call.
+    Hardware { device: String, eid: Option<String> },
+}
+
+impl Mode {
+    /// The backend's name in reports (`loopback`, `interpose`, `hardware`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Mode::Loopback => "loopback",
+            Mode::Interpose => "interpose",
+            Mode::Hardware { .. } => "hardware",
+        }
+    }
+
+    /// The arguments that put a child in this mode.
+    pub fn child_args(&self) -> Vec<String> {
+        match self {
+            Mode::Loopback => Vec::new(),
+            Mode::Interpose => vec!["--interpose".into()],
+            Mode::Hardware { device, eid } => {
+                let mut v = vec!["--device".to_string(), device.clone()];
+                if let Some(e) = eid {
+                    v.extend(["--eid".to_string(), e.clone()]);
+                }
+                v
+            }
+        }
+    }
+
+    /// Chooses this mode's backend in a child (the layer, when needed, is already this
+    /// process's `liburma.so.0`: the children inherit the parent's environment).
+    fn enter(&self) -> Result<(), String> {
+        match self {
+            Mode::Loopback => Ok(()),
+            Mode::Interpose => {
+                if !crate::interpose_ctl::present() {
+                    return Err(
+                        "--interpose: the interposition layer is not this process's \
+                                liburma.so.0"
+                            .into(),
+                    );
+                }
+                backend::set(&backend::INTERPOSE)
+            }
+            Mode::Hardware { device, eid } => {
+                let eid = eid.as_deref().map(crate::parse_eid).transpose()?;
+                backend::enter_hardware(device, eid).map(|_| ())
+            }
+        }
+    }
+}
+
+/// `HOST:PORT`, or a bare port on 127.0.0.1, as a socket address (the first the name gives).
+pub fn parse_addr(s: &str) -> Result<std::net::SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    if let Ok(port) = s.parse::<u16>() {
+        return Ok(([127, 0, 0, 1], port).into());
+    }
+    s.to_socket_addrs()
+        .map_err(|e| format!("'{s}' is not a HOST:PORT address ({e})"))?
+        .next()
+        .ok_or_else(|| format!("'{s}' names no address"))
+}
+
+/// `compat --split-child --role recv|send --lib PATH --slot N --plan ID [--listen IP]
+/// [--connect HOST:PORT] [--interpose | --device NAME [--eid EID]]`. Prints its raw trace on
+/// stdout (`trace <event>` lines), then `ctl_calls <n>` and `problems <json>`. Returns the exit
+/// status.
 pub fn child_main(args: &[String]) -> i32 {
     let mut role = String::new();
     let mut lib = PathBuf::new();
     let mut slot = 0u32;
     let mut plan_id = String::new();
-    let mut trace = PathBuf::new();
-    let mut port: Option<u16> = None;
+    let mut listen = String::from("127.0.0.1");
+    let mut connect: Option<String> = None;
+    let mut mode = Mode::Loopback;
     let mut it = args.iter();
     while let Some(a) = it.next() {
+        if a == "--interpose" {
+            mode = Mode::Interpose;
+            continue;
+        }
         let v = it.next().cloned().unwrap_or_default();
         match a.as_str() {
             "--role" => role = v,
             "--lib" => lib = PathBuf::from(v),
             "--slot" => slot = v.parse().unwrap_or(0),
             "--plan" => plan_id = v,
-            "--trace" => trace = PathBuf::from(v),
-            "--connect" => port = v.parse().ok(),
+            "--listen" => listen = v,
+            "--connect" => connect = Some(v),
+            "--device" => {
+                mode = Mode::Hardware {
+                    device: v,
+                    eid: None,
+                }
+            }
+            "--eid" => {
+                if let Mode::Hardware { eid, .. } = &mut mode {
+                    *eid = Some(v);
+                }
+            }
             _ => {
                 eprintln!("compat: split child: unknown argument {a}");
                 return 2;
@@ -322,6 +449,10 @@ pub fn child_main(args: &[String]) -> i32 {
         eprintln!("compat: split child: unknown plan {plan_id}");
         return 2;
     };
+    if let Err(e) = mode.enter() {
+        eprintln!("compat: split child: {e}");
+        return 2;
+    }
     let name = if slot == 0 { "legacy" } else { "rust" };
     let lib = match Lib::load(&lib, slot, name) {
         Ok(l) => l,
@@ -331,32 +462,58 @@ pub fn child_main(args: &[String]) -> i32 {
         }
     };
     let mut problems: Vec<String> = Vec::new();
-    let events = match (role.as_str(), port) {
-        ("recv", _) => match receiver(lib, &p, &mut problems) {
+    let events = match (role.as_str(), connect) {
+        ("recv", _) => match receiver(lib, &p, &listen, &mut problems) {
             Ok(ev) => ev,
             Err(code) => return code,
         },
-        ("send", Some(port)) => match sender(lib, &p, port, &mut problems) {
-            Ok(ev) => ev,
-            Err(code) => return code,
-        },
+        ("send", Some(to)) => {
+            let addr = match parse_addr(&to) {
+                Ok(a) => a,
+                Err(e) => {
+                    eprintln!("compat: split sender: --connect: {e}");
+                    return 2;
+                }
+            };
+            match sender(lib, &p, addr, &mut problems) {
+                Ok(ev) => ev,
+                Err(code) => return code,
+            }
+        }
         _ => {
             eprintln!("compat: split child: needs --role recv, or --role send with --connect");
             return 2;
         }
     };
-    let text: String = events.iter().map(|e| format!("{e}\n")).collect();
-    if let Err(e) = std::fs::write(&trace, text) {
-        eprintln!("compat: split child: {}: {e}", trace.display());
-        return 2;
+    // The trace goes back on stdout (to the parent, or to the serving node that forwards it
+    // over its TCP connection): nothing is written to a file, so the two sides may be on
+    // different hosts.
+    {
+        let mut o = std::io::stdout().lock();
+        for e in &events {
+            let _ = writeln!(o, "{TRACE} {e}");
+        }
+        let _ = o.flush();
     }
+    out(&format!(
+        "ctl_calls {}",
+        crate::loopback_ctl::forbidden_attempts()
+    ));
     out(&format!("problems {}", json!(problems)));
     0
 }
 
-fn receiver(lib: &'static Lib, p: &Plan, problems: &mut Vec<String>) -> Result<Vec<Value>, i32> {
-    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| {
-        eprintln!("compat: split receiver: bind 127.0.0.1:0: {e}");
+/// Prefix of a child's trace lines on its stdout.
+const TRACE: &str = "trace";
+
+fn receiver(
+    lib: &'static Lib,
+    p: &Plan,
+    listen: &str,
+    problems: &mut Vec<String>,
+) -> Result<Vec<Value>, i32> {
+    let listener = TcpListener::bind((listen, 0)).map_err(|e| {
+        eprintln!("compat: split receiver: bind {listen}:0: {e}");
         2
     })?;
     let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
@@ -367,9 +524,13 @@ fn receiver(lib: &'static Lib, p: &Plan, problems: &mut Vec<String>) -> Result<V
     if death {
         // The receiver's RNR wait (the responder's, in this process) outlasts the run, so the
         // stalled SEND_IMM waits for the kill instead of failing on its own.
-        if let Err(e) = backend::get().apply_knobs("rnr_timeout_ms=60000") {
-            eprintln!("compat: split receiver: {e}");
-            return Err(2);
+        match backend::get().provider_knobs("rnr_timeout_ms=60000") {
+            Some(Ok(_)) => {}
+            Some(Err(e)) => {
+                eprintln!("compat: split receiver: {e}");
+                return Err(2);
+            }
+            None => return Err(not_run(PEER_DEATH_SKIP)),
         }
     }
     if ctx.init(Side::Recv, f.workers, f.capacity) != 0 || ctx.hr.is_null() {
@@ -398,10 +559,11 @@ fn receiver(lib: &'static Lib, p: &Plan, problems: &mut Vec<String>) -> Result<V
     let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
     let mut w = stream.try_clone().map_err(|_| 2)?;
     let mut r = BufReader::new(stream);
+    let me = own_id();
     // SAFETY: the receiver's jetty and the destination segment are live fixture objects.
     let info = unsafe {
         EndpointInfo {
-            uasid: own_uasid(),
+            uasid: me.0,
             jetty: (*ctx.pair.receiver.jetty).jetty_id,
             seg: (*ctx.dst.tseg).seg,
         }
@@ -410,21 +572,15 @@ fn receiver(lib: &'static Lib, p: &Plan, problems: &mut Vec<String>) -> Result<V
         eprintln!("compat: split receiver: sending the endpoint information failed");
         return Err(2);
     }
-    let peer: Option<u32> = read_line(&mut r)
+    let peer = read_line(&mut r)
         .and_then(|l| serde_json::from_str::<Value>(&l).ok())
-        .and_then(|v| v.get("uasid")?.as_u64())
-        .and_then(|x| u32::try_from(x).ok());
-    match peer {
-        None => {
-            eprintln!("compat: split receiver: no answer from the sender");
-            return Err(2);
-        }
-        Some(x) if x == info.uasid => {
-            return Err(not_run(&format!(
-                "both processes have uasid {x}: the provider does not tell processes apart"
-            )))
-        }
-        Some(_) => {}
+        .and_then(|v| id_from(&v));
+    let Some(peer) = peer else {
+        eprintln!("compat: split receiver: no answer from the sender");
+        return Err(2);
+    };
+    if let Some(why) = same_process(peer, me) {
+        return Err(not_run(&why));
     }
     if death {
         // Until killed: the sender closes only if something went wrong.
@@ -462,11 +618,11 @@ fn accept(l: &TcpListener, limit: Duration) -> Option<TcpStream> {
 fn sender(
     lib: &'static Lib,
     p: &Plan,
-    port: u16,
+    to: std::net::SocketAddr,
     problems: &mut Vec<String>,
 ) -> Result<Vec<Value>, i32> {
-    let stream = TcpStream::connect(("127.0.0.1", port)).map_err(|e| {
-        eprintln!("compat: split sender: connect 127.0.0.1:{port}: {e}");
+    let stream = TcpStream::connect_timeout(&to, Duration::from_secs(10)).map_err(|e| {
+        eprintln!("compat: split sender: connect {to}: {e}");
         2
     })?;
     let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
@@ -479,14 +635,12 @@ fn sender(
         eprintln!("compat: split sender: no endpoint information from the receiver");
         return Err(2);
     };
-    let me = own_uasid();
-    if writeln!(w, "{}", json!({ "uasid": me })).is_err() {
+    let me = own_id();
+    if writeln!(w, "{}", id_json(me)).is_err() {
         return Err(2);
     }
-    if info.uasid == me {
-        return Err(not_run(&format!(
-            "both processes have uasid {me}: the provider does not tell processes apart"
-        )));
+    if let Some(why) = same_process((info.uasid, info.jetty.eid), me) {
+        return Err(not_run(&why));
     }
     let lb = Loopback::get();
     let mut ctx = Ctx::new(lib, lib, p.setup);
@@ -582,6 +736,8 @@ pub struct PairRun {
     pub killed_ns: Option<u64>,
     /// The sender's wait had returned before the kill (peer death: not mid-transfer).
     pub returned_before_kill: bool,
+    /// `urma_loopback_*` calls the two children counted (their `ctl_calls` lines).
+    pub ctl_calls: u64,
 }
 
 struct Proc {
@@ -590,32 +746,33 @@ struct Proc {
     err: std::thread::JoinHandle<String>,
 }
 
+/// How the parent starts the children of a run: the harness executable, the backend they use
+/// and, in two-node mode, the serving node that runs every receiver.
+pub struct Launch {
+    pub exe: PathBuf,
+    pub mode: Mode,
+    pub node: Option<node::Node>,
+}
+
 fn spawn(
-    exe: &Path,
+    launch: &Launch,
     role: &str,
     lib: &LibRef,
     plan: &str,
-    trace: &Path,
-    port: Option<u16>,
-    env: &[(&str, &str)],
+    extra: &[String],
 ) -> Result<Proc, String> {
+    let exe = &launch.exe;
     let mut c = Command::new(exe);
     c.arg(CHILD_ARG)
         .args(["--role", role, "--plan", plan])
         .arg("--lib")
         .arg(&lib.path)
         .args(["--slot", &lib.slot.to_string()])
-        .arg("--trace")
-        .arg(trace)
+        .args(launch.mode.child_args())
+        .args(extra)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    if let Some(p) = port {
-        c.args(["--connect", &p.to_string()]);
-    }
-    for (k, v) in env {
-        c.env(k, v);
-    }
     let mut child = c
         .spawn()
         .map_err(|e| format!("spawn {}: {e}", exe.display()))?;
@@ -653,7 +810,7 @@ impl Proc {
 
     /// Waits for the exit (killing the process after `limit`); status code (-1 if killed or
     /// signalled), remaining stdout lines, stderr.
-    fn finish(mut self, limit: Duration) -> (i32, Vec<String>, String) {
+    fn finish(mut self, limit: Duration) -> ChildEnd {
         let end = Instant::now() + limit;
         let code = loop {
             match self.child.try_wait() {
@@ -674,6 +831,48 @@ impl Proc {
     }
 }
 
+/// How a child ended: exit status (-1 if killed or signalled), its stdout lines after the
+/// ones already read, its stderr.
+pub type ChildEnd = (i32, Vec<String>, String);
+
+/// Bound of a receiver's start (its `port` line) and of its end after the sender's.
+const RECV_START: Duration = Duration::from_secs(20);
+const RECV_END: Duration = Duration::from_secs(30);
+
+/// A receiver of one run, started and printing its port: `Ok((its child, its port))`, or how
+/// it ended without printing one.
+pub fn start_receiver(
+    launch: &Launch,
+    plan: &str,
+    lib: &LibRef,
+    listen: &str,
+) -> Result<(ReceiverChild, u16), ChildEnd> {
+    let listen = vec!["--listen".to_string(), listen.to_string()];
+    let recv = spawn(launch, "recv", lib, plan, &listen).map_err(|e| (2, Vec::new(), e))?;
+    let mut seen = Vec::new();
+    match recv
+        .expect("port ", RECV_START, &mut seen)
+        .and_then(|p| p.parse::<u16>().ok())
+    {
+        Some(port) => Ok((ReceiverChild(recv), port)),
+        None => {
+            let (code, rest, err) = recv.finish(Duration::from_secs(5));
+            seen.extend(rest);
+            Err((code, seen, err))
+        }
+    }
+}
+
+/// A started receiver child (see [`start_receiver`]).
+pub struct ReceiverChild(Proc);
+
+impl ReceiverChild {
+    /// Waits for its end, killing it after `limit`.
+    pub fn finish(self, limit: Duration) -> ChildEnd {
+        self.0.finish(limit)
+    }
+}
+
 fn last_words(err: &str) -> String {
     err.lines()
         .rfind(|l| !l.trim().is_empty())
@@ -681,11 +880,11 @@ fn last_words(err: &str) -> String {
         .to_string()
 }
 
-fn read_trace(path: &Path, proc_: &str) -> Result<Vec<Value>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let _ = std::fs::remove_file(path);
-    text.lines()
-        .filter(|l| !l.is_empty())
+/// The trace lines of a child's stdout, each event tagged with its process (`proc_`).
+fn child_trace(lines: &[String], proc_: &str) -> Result<Vec<Value>, String> {
+    lines
+        .iter()
+        .filter_map(|l| l.strip_prefix(TRACE).and_then(|r| r.strip_prefix(' ')))
         .map(|l| {
             let mut v: Value = serde_json::from_str(l).map_err(|e| format!("{e}: {l}"))?;
             if let Some(o) = v.as_object_mut() {
@@ -696,98 +895,74 @@ fn read_trace(path: &Path, proc_: &str) -> Result<Vec<Value>, String> {
         .collect()
 }
 
-/// Runs `plan` with `slib` sending in one process and `rlib` receiving in another.
-pub fn run_pair(exe: &Path, dir: &Path, plan: &Plan, slib: &LibRef, rlib: &LibRef) -> PairRun {
+/// The `ctl_calls` a child reported (0 when it did not get that far).
+fn child_ctl_calls(lines: &[String]) -> u64 {
+    lines
+        .iter()
+        .find_map(|l| l.strip_prefix("ctl_calls ")?.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Where the receiver of a run is: a child of this process or of the serving node.
+enum Receiver {
+    Here(Proc),
+    Node,
+}
+
+/// Runs `plan` with `slib` sending in one process and `rlib` receiving in another: both
+/// children of this process, or (with [`Launch::node`]) the receiver a child of the serving
+/// node, whose lines come back over the node's TCP connection.
+pub fn run_pair(launch: &mut Launch, plan: &Plan, slib: &LibRef, rlib: &LibRef) -> PairRun {
     let mut pr = PairRun::default();
-    let tag = format!("{}.{}-{}", plan.id, slib.name, rlib.name);
-    let rtrace = dir.join(format!("{tag}.recv.jsonl"));
-    let strace = dir.join(format!("{tag}.send.jsonl"));
     let death = matches!(plan.kind, PlanKind::PeerDeath);
-    let recv = match spawn(exe, "recv", rlib, &plan.id, &rtrace, None, &[]) {
-        Ok(p) => p,
-        Err(e) => {
-            pr.not_run = Some(e);
+    let started = match &mut launch.node {
+        Some(n) => n
+            .start_receiver(&plan.id, rlib)
+            .map(|(host, port)| (Receiver::Node, host, port)),
+        None => start_receiver(launch, &plan.id, rlib, "127.0.0.1")
+            .map(|(c, port)| (Receiver::Here(c.0), "127.0.0.1".to_string(), port)),
+    };
+    let (recv, host, port) = match started {
+        Ok(x) => x,
+        Err((code, lines, err)) => {
+            pr.ctl_calls += child_ctl_calls(&lines);
+            pr.not_run = Some(if code == NOT_RUN {
+                not_run_reason(&lines)
+            } else {
+                format!(
+                    "the receiver did not start (exit {code}): {}",
+                    last_words(&err)
+                )
+            });
             return pr;
         }
     };
-    let mut seen = Vec::new();
-    let Some(port) = recv
-        .expect("port ", Duration::from_secs(20), &mut seen)
-        .and_then(|p| p.parse::<u16>().ok())
-    else {
-        let (code, _, err) = recv.finish(Duration::from_secs(5));
-        pr.not_run = Some(format!(
-            "the receiver printed no port (exit {code}): {}",
-            last_words(&err)
-        ));
-        return pr;
+    let to = vec!["--connect".to_string(), format!("{host}:{port}")];
+    let to = if host.contains(':') {
+        // An IPv6 address: in brackets before the port.
+        vec!["--connect".to_string(), format!("[{host}]:{port}")]
+    } else {
+        to
     };
-    let send = match spawn(exe, "send", slib, &plan.id, &strace, Some(port), &[]) {
+    let send = match spawn(launch, "send", slib, &plan.id, &to) {
         Ok(p) => p,
         Err(e) => {
-            let _ = recv.finish(Duration::from_millis(1));
+            let _ = end_receiver(launch, recv);
             pr.not_run = Some(e);
             return pr;
         }
     };
     if death {
-        let mut sseen = Vec::new();
-        if send
-            .expect("posted", Duration::from_secs(20), &mut sseen)
-            .is_some()
-        {
-            // Let the transfer reach the stall (the fifth SEND_IMM waiting for a recv WR).
-            std::thread::sleep(Duration::from_millis(300));
-            while let Ok(l) = send.lines.try_recv() {
-                sseen.push(l);
-            }
-            pr.waited = sseen
-                .iter()
-                .find_map(|l| l.strip_prefix("waited "))
-                .and_then(|w| serde_json::from_str(w).ok());
-            pr.returned_before_kill = sseen.iter().any(|l| l.starts_with("waited"));
-            let mut recv = recv;
-            pr.killed_ns = Some(monotonic_ns());
-            let _ = recv.child.kill();
-            let _ = recv.child.wait();
-            let (_, _, _) = recv.finish(Duration::from_millis(1));
-            let mut all = sseen;
-            if pr.waited.is_none() {
-                let w = send.expect("waited ", Duration::from_secs(15), &mut all);
-                pr.waited = w.and_then(|w| serde_json::from_str(&w).ok());
-            }
-            let (code, rest, err) = send.finish(Duration::from_secs(15));
-            all.extend(rest);
-            if pr.waited.is_none() {
-                pr.waited = all
-                    .iter()
-                    .find_map(|l| l.strip_prefix("waited "))
-                    .and_then(|w| serde_json::from_str(w).ok());
-            }
-            if code == NOT_RUN {
-                pr.not_run = Some(not_run_reason(&all));
-            } else if code != 0 {
-                pr.problems
-                    .push(format!("sender exit {code}: {}", last_words(&err)));
-            }
-        } else {
-            let (scode, srest, serr) = send.finish(Duration::from_secs(5));
-            let (rcode, rrest, _) = recv.finish(Duration::from_secs(5));
-            if scode == NOT_RUN || rcode == NOT_RUN {
-                let mut all = srest;
-                all.extend(rrest);
-                pr.not_run = Some(not_run_reason(&all));
-            } else {
-                pr.problems.push(format!(
-                    "the sender never posted (exit {scode}): {}",
-                    last_words(&serr)
-                ));
-            }
-        }
+        let Receiver::Here(recv) = recv else {
+            pr.not_run = Some("peer death needs the receiver on the driving node".into());
+            return pr;
+        };
+        peer_death(&mut pr, send, recv);
         return pr;
     }
     let (scode, srest, serr) = send.finish(Duration::from_secs(60));
-    let (rcode, rrest, rerr) = recv.finish(Duration::from_secs(30));
+    let (rcode, rrest, rerr) = end_receiver(launch, recv);
+    pr.ctl_calls += child_ctl_calls(&srest) + child_ctl_calls(&rrest);
     if scode == NOT_RUN || rcode == NOT_RUN {
         let mut all = srest;
         all.extend(rrest);
@@ -817,7 +992,7 @@ pub fn run_pair(exe: &Path, dir: &Path, plan: &Plan, slib: &LibRef, rlib: &LibRe
     if pr.problems.iter().any(|p| p.contains(" exit ")) {
         return pr;
     }
-    match (read_trace(&rtrace, "recv"), read_trace(&strace, "send")) {
+    match (child_trace(&rrest, "recv"), child_trace(&srest, "send")) {
         (Ok(mut r), Ok(s)) => {
             r.extend(s);
             pr.events = r;
@@ -825,6 +1000,73 @@ pub fn run_pair(exe: &Path, dir: &Path, plan: &Plan, slib: &LibRef, rlib: &LibRe
         (Err(e), _) | (_, Err(e)) => pr.problems.push(format!("trace: {e}")),
     }
     pr
+}
+
+fn end_receiver(launch: &mut Launch, recv: Receiver) -> ChildEnd {
+    match (recv, &mut launch.node) {
+        (Receiver::Here(p), _) => p.finish(RECV_END),
+        (Receiver::Node, Some(n)) => n.finish_receiver(),
+        (Receiver::Node, None) => (2, Vec::new(), "no serving node".into()),
+    }
+}
+
+/// The peer-death run once both children are up: waits for the sender's post, kills the
+/// receiver mid-transfer and notes when the sender's wait returned.
+fn peer_death(pr: &mut PairRun, send: Proc, recv: Proc) {
+    let mut sseen = Vec::new();
+    if send
+        .expect("posted", Duration::from_secs(20), &mut sseen)
+        .is_some()
+    {
+        // Let the transfer reach the stall (the fifth SEND_IMM waiting for a recv WR).
+        std::thread::sleep(Duration::from_millis(300));
+        while let Ok(l) = send.lines.try_recv() {
+            sseen.push(l);
+        }
+        pr.waited = sseen
+            .iter()
+            .find_map(|l| l.strip_prefix("waited "))
+            .and_then(|w| serde_json::from_str(w).ok());
+        pr.returned_before_kill = sseen.iter().any(|l| l.starts_with("waited"));
+        let mut recv = recv;
+        pr.killed_ns = Some(monotonic_ns());
+        let _ = recv.child.kill();
+        let _ = recv.child.wait();
+        let _ = recv.finish(Duration::from_millis(1));
+        let mut all = sseen;
+        if pr.waited.is_none() {
+            let w = send.expect("waited ", Duration::from_secs(15), &mut all);
+            pr.waited = w.and_then(|w| serde_json::from_str(&w).ok());
+        }
+        let (code, rest, err) = send.finish(Duration::from_secs(15));
+        all.extend(rest);
+        pr.ctl_calls += child_ctl_calls(&all);
+        if pr.waited.is_none() {
+            pr.waited = all
+                .iter()
+                .find_map(|l| l.strip_prefix("waited "))
+                .and_then(|w| serde_json::from_str(w).ok());
+        }
+        if code == NOT_RUN {
+            pr.not_run = Some(not_run_reason(&all));
+        } else if code != 0 {
+            pr.problems
+                .push(format!("sender exit {code}: {}", last_words(&err)));
+        }
+    } else {
+        let (scode, srest, serr) = send.finish(Duration::from_secs(5));
+        let (rcode, rrest, _) = recv.finish(Duration::from_secs(5));
+        if scode == NOT_RUN || rcode == NOT_RUN {
+            let mut all = srest;
+            all.extend(rrest);
+            pr.not_run = Some(not_run_reason(&all));
+        } else {
+            pr.problems.push(format!(
+                "the sender never posted (exit {scode}): {}",
+                last_words(&serr)
+            ));
+        }
+    }
 }
 
 /// Whether the receiver process of a merged trace had a receive-side CR: a message of the
@@ -897,12 +1139,40 @@ pub struct Cell2 {
     pub two: Option<Result<String, String>>,
 }
 
+/// Why peer death is not run in hardware mode.
+pub const PEER_DEATH_SKIP: &str = "peer death needs the receiver's receiver-not-ready wait made \
+     longer than the run (the loopback's rnr_timeout_ms), so that the transfer stalls until the \
+     kill; a provider treated as unknown offers no such setting";
+
+/// Why peer death is not run with the receiver on a serving node.
+pub const PEER_DEATH_NODE_SKIP: &str = "peer death kills the receiver process at a moment the \
+     sender's node notes on its own clock (CLOCK_MONOTONIC); with the receiver on another node \
+     neither the kill nor the clock is the driver's";
+
+/// The libraries of a run, as the children load them.
+fn lib_refs(opts: &report::Options) -> (LibRef, LibRef) {
+    (
+        LibRef {
+            path: opts.legacy_lib.clone(),
+            slot: 0,
+            name: "legacy",
+        },
+        LibRef {
+            path: opts.rust_lib.clone(),
+            slot: 1,
+            name: "rust",
+        },
+    )
+}
+
 /// `compat --split`: the splittable scenarios on the C pair and the Rust pair (compared and
 /// judged like the in-process runs), the interop matrix with its two-process column, and
-/// peer death with each library. Exit status: 0 when everything ran and nothing FAILed, 1 on
-/// a FAIL, 2 on set-up errors, [`NOT_RUN`] when the provider does not reach other processes
-/// (nothing failed, but nothing ran across processes either).
-pub fn run(opts: &report::Options) -> i32 {
+/// peer death with each library. `mode` is the backend of this process, which the children
+/// take too; `peer` (`--peer HOST:PORT`) puts every receiver on the node serving there
+/// ([`node::serve`]). Exit status: 0 when everything ran and nothing FAILed, 1 on a FAIL, 2 on
+/// set-up errors, [`NOT_RUN`] when the provider does not reach other processes (nothing
+/// failed, but nothing ran across processes either).
+pub fn run(opts: &report::Options, mode: Mode, peer: Option<&str>) -> i32 {
     let t0 = Instant::now();
     let Some(ledger) = report::ledger_of(opts) else {
         return 2;
@@ -914,38 +1184,54 @@ pub fn run(opts: &report::Options) -> i32 {
             return 2;
         }
     };
-    let dir = opts.out.join("split");
-    if let Err(e) = std::fs::create_dir_all(&dir) {
-        eprintln!("compat: {}: {e}", dir.display());
+    if let Err(e) = std::fs::create_dir_all(&opts.out) {
+        eprintln!("compat: {}: {e}", opts.out.display());
         return 2;
     }
-    let c = LibRef {
-        path: opts.legacy_lib.clone(),
-        slot: 0,
-        name: "legacy",
+    let node = match peer {
+        None => None,
+        Some(addr) => match node::Node::connect(addr, &mode, node::peer_wait()) {
+            Ok(n) => Some(n),
+            Err(e) => {
+                eprintln!("compat: --peer {addr}: {e}");
+                return 2;
+            }
+        },
     };
-    let r = LibRef {
-        path: opts.rust_lib.clone(),
-        slot: 1,
-        name: "rust",
-    };
+    let mut launch = Launch { exe, mode, node };
+    let (c, r) = lib_refs(opts);
     let wanted = |id: &str| opts.only.is_empty() || opts.only.iter().any(|o| o == id);
     let all = plans();
     println!(
-        "compat --split: sender and receiver in two processes; C: {}; Rust: {}",
+        "compat --split: sender and receiver in two processes ({}); C: {}; Rust: {}",
+        match &launch.node {
+            Some(n) => format!(
+                "receivers on the node serving at {}, senders here",
+                n.addr()
+            ),
+            None => "both on this node".to_string(),
+        },
         c.path.display(),
         r.path.display()
     );
     let names: [(u64, &str); 2] = [(0, "legacy"), (1, "rust")];
     let mut outcomes = Vec::new();
     let mut not_run: Vec<String> = Vec::new();
+    let mut skipped: Vec<String> = Vec::new();
+    let mut ctl_calls = 0u64;
     for p in all
         .iter()
         .filter(|p| matches!(p.kind, PlanKind::Scenario) && wanted(&p.id))
     {
+        if let Some(why) = backend::get().skip(&p.id) {
+            println!("{:<28} {:<22} {why}", "SKIPPED", p.id);
+            skipped.push(format!("{}: {why}", p.id));
+            continue;
+        }
         let t = Instant::now();
-        let lc = run_pair(&exe, &dir, p, &c, &c);
-        let lr = run_pair(&exe, &dir, p, &r, &r);
+        let lc = run_pair(&mut launch, p, &c, &c);
+        let lr = run_pair(&mut launch, p, &r, &r);
+        ctl_calls += lc.ctl_calls + lr.ctl_calls;
         if let Some(why) = lc.not_run.as_ref().or(lr.not_run.as_ref()) {
             println!("{:<28} {:<22} {why}", "NOT RUN", p.id);
             not_run.push(format!("{}: {why}", p.id));
@@ -995,7 +1281,8 @@ pub fn run(opts: &report::Options) -> i32 {
             for cell in one.iter().filter(|x| x.dir == dirn) {
                 let id = format!("xp-{}", cell.len);
                 let two = all.iter().find(|p| p.id == id).map(|p| {
-                    let pr = run_pair(&exe, &dir, p, s, rl);
+                    let pr = run_pair(&mut launch, p, s, rl);
+                    ctl_calls += pr.ctl_calls;
                     match (&pr.not_run, pr.problems.is_empty()) {
                         (Some(why), _) => Err(format!("NOT RUN: {why}")),
                         (None, true) => Ok("data verified byte for byte".to_string()),
@@ -1020,10 +1307,19 @@ pub fn run(opts: &report::Options) -> i32 {
     }
     // Peer death, each library sending to itself.
     let mut deaths: Vec<(String, DeathResult)> = Vec::new();
-    if wanted("peer-death") {
+    let death_skip = if launch.node.is_some() {
+        Some(PEER_DEATH_NODE_SKIP)
+    } else {
+        matches!(launch.mode, Mode::Hardware { .. }).then_some(PEER_DEATH_SKIP)
+    };
+    if let (true, Some(why)) = (wanted("peer-death"), death_skip) {
+        println!("{:<28} {:<22} {why}", "SKIPPED", "peer-death");
+        skipped.push(format!("peer-death: {why}"));
+    } else if wanted("peer-death") {
         if let Some(p) = all.iter().find(|p| matches!(p.kind, PlanKind::PeerDeath)) {
             for l in [&c, &r] {
-                let pr = run_pair(&exe, &dir, p, l, l);
+                let pr = run_pair(&mut launch, p, l, l);
+                ctl_calls += pr.ctl_calls;
                 let res = match &pr.not_run {
                     Some(why) => {
                         not_run.push(format!("peer-death {}: {why}", l.name));
@@ -1078,21 +1374,83 @@ pub fn run(opts: &report::Options) -> i32 {
         .filter(|(_, r)| matches!(r, Err(w) if !w.starts_with("NOT RUN")))
         .count();
     let death_ok = deaths.iter().filter(|(_, r)| r.is_ok()).count();
+    // The serving node is told the run is over; its count of control calls joins ours.
+    let mut node_problem = None;
+    if let Some(n) = launch.node.as_mut() {
+        match n.done() {
+            Ok(c) => ctl_calls += c,
+            Err(e) => node_problem = Some(e),
+        }
+    }
+    ctl_calls += crate::loopback_ctl::forbidden_attempts();
+    if matches!(launch.mode, Mode::Hardware { .. }) {
+        println!(
+            "compat --split: urma_loopback_* calls by the harness and its children: {ctl_calls}"
+        );
+    }
+    let mut fail = fail;
+    if ctl_calls > 0 && matches!(launch.mode, Mode::Hardware { .. }) {
+        fail += 1;
+        println!(
+            "{:<28} {:<22} the loopback control API was called {ctl_calls} times in hardware mode",
+            "FAIL", "hardware mode"
+        );
+    }
+    if let Some(e) = &node_problem {
+        fail += 1;
+        println!("{:<28} {:<22} {e}", "FAIL", "serving node");
+    }
     let secs = t0.elapsed().as_secs_f64();
     println!(
-        "\ncompat --split: {} scenarios: {pass} PASS, {div} DIVERGES-AS-DOCUMENTED, {fail} FAIL, {} NOT RUN; interop two-process column {two_ok}/{} cells OK; peer death {death_ok}/{} OK; {secs:.1} s",
+        "\ncompat --split: {} scenarios: {pass} PASS, {div} DIVERGES-AS-DOCUMENTED, {fail} FAIL, {} NOT RUN, {} SKIPPED; interop two-process column {two_ok}/{} cells OK; peer death {death_ok}/{} OK; {secs:.1} s",
         outcomes.len() + not_run.iter().filter(|n| !n.starts_with("xp-") && !n.starts_with("peer-death")).count(),
         not_run.len(),
+        skipped.len(),
         cells.len(),
         deaths.len(),
     );
-    let md = render_md(&outcomes, &cells, &deaths, &not_run, secs);
+    let md = render_md(&outcomes, &cells, &deaths, &not_run, &skipped, secs);
     let path = opts.out.join("report-split.md");
     if let Err(e) = std::fs::write(&path, md) {
         eprintln!("compat: {}: {e}", path.display());
         return 2;
     }
-    println!("compat --split: report: {}", path.display());
+    let j = json!({
+        "backend": launch.mode.name(),
+        "nodes": if launch.node.is_some() { 2 } else { 1 },
+        "loopback_control_calls": ctl_calls,
+        "seconds": secs,
+        "totals": {"pass": pass, "diverges": div, "fail": fail, "not_run": not_run.len(),
+                   "skipped": skipped.len(), "interop_two_ok": two_ok, "interop_cells": cells.len(),
+                   "peer_death_ok": death_ok},
+        "scenarios": outcomes.iter().map(|o| json!({
+            "id": o.id,
+            "verdict": o.verdict.word(),
+            "reason": match &o.verdict { Verdict::Fail(w) => json!(w), _ => Value::Null },
+            "differing_sections": o.sections,
+        })).collect::<Vec<_>>(),
+        "interop": cells.iter().map(|x| {
+            let (two, detail) = two_word(&x.two);
+            json!({"direction": x.dir, "len": x.len, "one": x.one_word(), "two": two, "detail": detail})
+        }).collect::<Vec<_>>(),
+        "peer_death": deaths.iter().map(|(l, r)| match r {
+            Ok((w, t)) => json!({"lib": l, "verdict": w, "detail": t}),
+            Err(w) => json!({"lib": l, "verdict": if w.starts_with("NOT RUN") { "NOT RUN" } else { "FAIL" }, "detail": w}),
+        }).collect::<Vec<_>>(),
+        "not_run": not_run,
+        "skipped": skipped,
+        "serving_node": node_problem,
+    });
+    let jpath = opts.out.join("report-split.json");
+    if let Err(e) = std::fs::write(&jpath, serde_json::to_string_pretty(&j).unwrap_or_default()) {
+        eprintln!("compat: {}: {e}", jpath.display());
+        return 2;
+    }
+    println!(
+        "compat --split: report: {} and {}",
+        path.display(),
+        jpath.display()
+    );
     if fail + cell_fail + death_fail > 0 {
         1
     } else if !not_run.is_empty() {
@@ -1144,6 +1502,7 @@ fn render_md(
     cells: &[Cell2],
     deaths: &[(String, DeathResult)],
     not_run: &[String],
+    skipped: &[String],
     secs: f64,
 ) -> String {
     let mut s = String::from("# compat --split: sender and receiver in two processes\n\n");
@@ -1185,10 +1544,12 @@ fn render_md(
             report::strip_ansi(o.diff.as_deref().unwrap_or(""))
         ));
     }
-    if !not_run.is_empty() {
-        s.push_str("\n## Not run\n\n");
-        for n in not_run {
-            s.push_str(&format!("* {n}\n"));
+    for (title, list) in [("Not run", not_run), ("Skipped", skipped)] {
+        if !list.is_empty() {
+            s.push_str(&format!("\n## {title}\n\n"));
+            for n in list {
+                s.push_str(&format!("* {n}\n"));
+            }
         }
     }
     s.push_str(&format!("\n{secs:.1} s\n"));
