@@ -95,7 +95,13 @@ pub fn build(mut cmd: Command) -> Built {
             }
             Some("compiler-artifact") => {
                 let name = msg["target"]["name"].as_str().unwrap_or_default();
-                if let Some(exe) = msg["executable"].as_str() {
+                // A bin built as its own unit-test harness has the bin's name too; it is never
+                // the program a goal means by that name.
+                let bin_tests = msg["profile"]["test"].as_bool() == Some(true)
+                    && msg["target"]["kind"]
+                        .as_array()
+                        .is_some_and(|k| k.iter().any(|k| k == "bin"));
+                if let Some(exe) = msg["executable"].as_str().filter(|_| !bin_tests) {
                     executables.push((name.to_string(), PathBuf::from(exe)));
                 }
                 if package == "urma-loopback" {

@@ -254,12 +254,7 @@ fn split_report(dir: &Path) -> serde_json::Value {
 /// every interop cell of the two-process column OK; the two-node run must give every scenario
 /// the one-command run's verdict.
 fn compat_device_split(ctx: &Ctx, built: &Built, no_ctl: &Path, out: &Path) {
-    // The harness binary itself (`--all-targets` also builds a unit-test executable named
-    // after the bin target, which `Built::executable` may pick).
-    let exe = &built.profile_dir.join("compat");
-    if !exe.exists() {
-        fail(format!("{} was not built", exe.display()));
-    }
+    let exe = built.executable("compat");
     let compat = |args: &[&str], dir: &Path| {
         let mut c = Command::new(exe);
         c.args(["--split", "--device", "loopback0"])
