@@ -148,7 +148,19 @@ static ENGINE: Engine<Job> = Engine::new("urma-lb-dma", run_job);
 /// before this call, with their CRs generated. Called at the entry of every export except the
 /// send posts.
 pub fn settle() {
-    ENGINE.settle();
+    if combining() {
+        ENGINE.settle_running();
+    } else {
+        ENGINE.settle();
+    }
+}
+
+/// Whether posts and settles run the engine's queued jobs on the calling thread (flat
+/// combining, [`Engine::submit_and_run`]) instead of handing them to the engine thread: in
+/// no-copy mode with completion-synchronous posts, where no data moves and a hand-off would
+/// only add a wake-up and a sleep to every post (docs/loopback.md, "Data path").
+fn combining() -> bool {
+    knobs::NOCOPY.load(Ordering::Relaxed) && !knobs::ASYNC_POST.load(Ordering::Relaxed)
 }
 
 /// Posts a chain of send WRs (`urma_post_jfs_wr` / `urma_post_jetty_send_wr`): the valid WRs
@@ -175,20 +187,18 @@ pub unsafe fn post_send_chain(
         }
         wr = w.next;
     }
-    let asynchronous = knobs::ASYNC_POST.load(Ordering::Relaxed);
-    if knobs::NOCOPY.load(Ordering::Relaxed) && !asynchronous {
-        // No-copy mode moves no data: a post made while the engine is idle runs its WRs on
-        // the posting thread, as the synchronous stub the library-overhead benchmarks are
-        // defined against (docs/loopback.md, "Data path"); otherwise they queue behind the
-        // engine's work.
-        ENGINE.submit_in_place_if_idle(batch);
+    if combining() {
+        // No-copy mode moves no data: the posting thread runs its WRs (and whatever was
+        // queued before them) itself, as the synchronous stub the library-overhead benchmarks
+        // are defined against, in FIFO order with the engine's other work.
+        ENGINE.submit_and_run(batch);
     } else {
         ENGINE.submit(batch);
-    }
-    if !asynchronous {
-        // Completion-synchronous post (the default): the engine moved the data and generated
-        // the CRs before the call returns, as the synchronous provider did.
-        ENGINE.settle();
+        if !knobs::ASYNC_POST.load(Ordering::Relaxed) {
+            // Completion-synchronous post (the default): the engine moved the data and
+            // generated the CRs before the call returns, as the synchronous provider did.
+            ENGINE.settle();
+        }
     }
     u::URMA_SUCCESS
 }
@@ -230,7 +240,7 @@ fn post_one_send(
 /// traces a rejected WR and returns the error), so the trace keeps the post order.
 fn flush(batch: &mut Batch<Job>) {
     ENGINE.submit(std::mem::take(batch));
-    ENGINE.settle();
+    settle();
 }
 
 fn validate(sq: &SendQ, w: &u::urma_jfs_wr_t, wflags: u32) -> Result<Plan, ()> {

@@ -13,7 +13,8 @@
 //!   are complete when read, and an object is never deleted with its WRs still queued.
 //! * After `fork` the child has no engine thread: the first submit or settle in the child starts
 //!   one; jobs the parent's thread was running at the fork are not run again (they belong to
-//!   the parent).
+//!   the parent). The fork is noticed by a `pthread_atfork` child handler, so it must go through
+//!   the C library's `fork` (as every fork of a program that goes on using the provider does).
 //!
 //! This module is generic over the job type so that it sits below the data path
 //! ([`crate::datapath`] defines the jobs and the function that runs one).
@@ -21,7 +22,8 @@
 use std::cell::Cell;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex};
+use std::sync::{Condvar, Mutex, TryLockError};
+use std::time::{Duration, Instant};
 
 use crate::util::{guard, lock};
 
@@ -30,12 +32,49 @@ thread_local! {
     static ON_ENGINE: Cell<bool> = const { Cell::new(false) };
 }
 
+/// How long the engine thread keeps looking for work (yielding the CPU between looks) after a
+/// batch before it sleeps.
+const LINGER: Duration = Duration::from_micros(200);
+/// How long [`Engine::settle`] keeps looking for the jobs it waits for to finish (yielding the
+/// CPU between looks) before it sleeps: longer than the engine takes to copy a 2 MiB WRITE
+/// (about 250 µs at 8 GB/s), so a completion-synchronous post of one chunk needs no wake-up.
+const SETTLE_SPIN: Duration = Duration::from_micros(400);
+
+/// Yields the CPU until `cond` holds or `limit` has passed; returns the last `cond`. A wake-up
+/// through the kernel costs tens of microseconds on a virtual machine (more when the woken CPU
+/// has halted), several times per chunk, where a look at an atomic costs nothing.
+fn spin_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let t = Instant::now();
+    loop {
+        if cond() {
+            return true;
+        }
+        if t.elapsed() >= limit {
+            return false;
+        }
+        std::thread::yield_now();
+    }
+}
+
 struct State<J> {
     jobs: VecDeque<J>,
     /// The engine thread waits for work.
     sleeping: bool,
-    /// Process that owns the running thread (0 = none started).
-    pid: u32,
+    /// The thread was started in this process: set at the start, and seen as unset after a
+    /// fork (`forks` differs from [`FORKS`]).
+    started: bool,
+    /// [`FORKS`] when the thread was started.
+    forks: u32,
+}
+
+/// Forks this process is the child of (incremented in the child by a `pthread_atfork` handler),
+/// so that the engine notices a fork without asking the kernel for its process id at every
+/// post (a system call, about 4 % of a no-copy closed loop).
+static FORKS: AtomicU32 = AtomicU32::new(0);
+static AT_FORK: std::sync::Once = std::sync::Once::new();
+
+extern "C" fn forked_child() {
+    FORKS.fetch_add(1, Ordering::SeqCst);
 }
 
 /// A job queue with its own executing thread.
@@ -51,9 +90,11 @@ pub struct Engine<J: Send + 'static> {
     done: AtomicU64,
     /// Threads waiting in [`Engine::settle`].
     waiters: AtomicU32,
-    /// Held by whoever runs jobs: the engine thread, or a submitter running its own batch in
-    /// place ([`Engine::submit_in_place_if_idle`]), so jobs never run concurrently.
-    exec: Mutex<()>,
+    /// The runner lock, held by whoever runs jobs: the engine thread, or a caller of
+    /// [`Engine::submit_and_run`] / [`Engine::settle_running`], so jobs never run concurrently
+    /// and are taken from the queue only by the one runner (which keeps their order). It holds
+    /// the runner's queue, swapped with the shared one, so neither reallocates once grown.
+    exec: Mutex<VecDeque<J>>,
 }
 
 /// Jobs collected by one post call before they are submitted together.
@@ -98,7 +139,8 @@ impl<J: Send + 'static> Engine<J> {
             st: Mutex::new(State {
                 jobs: VecDeque::new(),
                 sleeping: false,
-                pid: 0,
+                started: false,
+                forks: 0,
             }),
             work: Condvar::new(),
             done_m: Mutex::new(()),
@@ -106,15 +148,20 @@ impl<J: Send + 'static> Engine<J> {
             submitted: AtomicU64::new(0),
             done: AtomicU64::new(0),
             waiters: AtomicU32::new(0),
-            exec: Mutex::new(()),
+            exec: Mutex::new(VecDeque::new()),
         }
     }
 
     /// Starts the thread of this process if it has none (first use, or first use after fork).
     /// Returns false when no thread could be started (the caller runs the jobs itself).
     fn ensure_thread(&'static self, st: &mut State<J>) -> bool {
-        let me = std::process::id();
-        if st.pid == me {
+        AT_FORK.call_once(|| {
+            // SAFETY: registers a handler that only increments an atomic (async-signal-safe);
+            // no prepare/parent handlers.
+            unsafe { libc::pthread_atfork(None, None, Some(forked_child)) };
+        });
+        let forks = FORKS.load(Ordering::SeqCst);
+        if st.started && st.forks == forks {
             return true;
         }
         // Whatever a parent's thread was running at the fork is not ours to finish.
@@ -128,7 +175,8 @@ impl<J: Send + 'static> Engine<J> {
             .name(self.name.into())
             .spawn(move || self.main_loop());
         if spawned.is_ok() {
-            st.pid = me;
+            st.started = true;
+            st.forks = forks;
         }
         spawned.is_ok()
     }
@@ -146,9 +194,9 @@ impl<J: Send + 'static> Engine<J> {
             self.submitted.fetch_add(n, Ordering::SeqCst);
             if !self.ensure_thread(&mut st) {
                 // No thread: run everything queued here, in order.
-                let mut jobs = std::mem::take(&mut st.jobs);
+                let target = self.submitted.load(Ordering::SeqCst);
                 drop(st);
-                self.run_all(&mut jobs);
+                self.run_until(target);
                 return;
             }
             std::mem::replace(&mut st.sleeping, false)
@@ -158,33 +206,77 @@ impl<J: Send + 'static> Engine<J> {
         }
     }
 
-    /// Runs the jobs of `b` on the calling thread when nothing is queued or running (the FIFO
-    /// order and the one-runner rule are kept: the batch is counted as submitted under the
-    /// queue lock, and it runs under the lock every runner holds); otherwise queues it like
-    /// [`Engine::submit`]. For work that moves no data (the loopback's no-copy mode), where a
-    /// hand-off to the engine thread would only add a wake-up and a sleep to every post.
-    pub fn submit_in_place_if_idle(&'static self, b: Batch<J>) {
-        if b.is_empty() {
+    /// Queues the jobs of `b` (in order) and runs queued jobs on the calling thread until they
+    /// have run, instead of waking the engine thread and waiting for it (flat combining): the
+    /// caller takes the runner lock, which the engine thread and any other combining caller
+    /// hold while they run jobs, and runs everything queued at that moment (its own batch, what
+    /// was queued before it, and what others queued after it) in submission order. If another
+    /// runner holds the lock, the caller waits for it and then finds its batch either run or
+    /// still queued. Jobs are only ever taken from the queue with the runner lock held, so an
+    /// earlier batch never runs after a later one. For work that moves no data (the loopback's
+    /// no-copy mode), where a hand-off to the engine thread would only add a wake-up and a
+    /// sleep to every post. Returns after every job submitted before the call and `b` have run.
+    pub fn submit_and_run(&'static self, b: Batch<J>) {
+        if ON_ENGINE.with(|c| c.get()) {
+            // A job never posts; if one did, it could not wait for the runner lock it holds.
+            return self.submit(b);
+        }
+        let target = {
+            let mut st = lock(&self.st);
+            // After a fork, fixes the counts up (see ensure_thread) before the target is read.
+            self.ensure_thread(&mut st);
+            let n = b.rest.len() as u64 + u64::from(b.first.is_some());
+            st.jobs.extend(b.first);
+            st.jobs.extend(b.rest);
+            self.submitted.fetch_add(n, Ordering::SeqCst) + n
+        };
+        self.run_until(target);
+    }
+
+    /// Like [`Engine::settle`], but runs the queued jobs on the calling thread (taking turns
+    /// with the other runners, see [`Engine::submit_and_run`]) instead of waiting for the
+    /// engine thread.
+    pub fn settle_running(&'static self) {
+        if self.done.load(Ordering::SeqCst) >= self.submitted.load(Ordering::SeqCst)
+            || ON_ENGINE.with(|c| c.get())
+        {
             return;
         }
-        let st = lock(&self.st);
-        if !st.jobs.is_empty() || self.busy() || ON_ENGINE.with(|c| c.get()) {
-            drop(st);
-            return self.submit(b);
-        }
-        let Ok(ex) = self.exec.try_lock() else {
-            drop(st);
-            return self.submit(b);
+        let target = {
+            let mut st = lock(&self.st);
+            self.ensure_thread(&mut st);
+            self.submitted.load(Ordering::SeqCst)
         };
-        let n = b.rest.len() as u64 + u64::from(b.first.is_some());
-        self.submitted.fetch_add(n, Ordering::SeqCst);
-        drop(st);
-        let mut jobs: VecDeque<J> = b.first.into_iter().chain(b.rest).collect();
-        // A job never settles; if one did, it must not wait for itself here either.
-        ON_ENGINE.with(|c| c.set(true));
-        self.run_all_locked(&mut jobs);
-        ON_ENGINE.with(|c| c.set(false));
-        drop(ex);
+        self.run_until(target);
+    }
+
+    /// Runs queued jobs on the calling thread, under the runner lock, until `target` jobs have
+    /// run in all.
+    fn run_until(&self, target: u64) {
+        while self.done.load(Ordering::SeqCst) < target {
+            // Another runner holds the lock for a few jobs at most: look again (yielding the
+            // CPU) for a while before sleeping on the lock, and stop if it ran ours.
+            let mut held = None;
+            spin_until(SETTLE_SPIN, || {
+                held = match self.exec.try_lock() {
+                    Ok(g) => Some(g),
+                    Err(TryLockError::Poisoned(e)) => Some(e.into_inner()),
+                    Err(TryLockError::WouldBlock) => None,
+                };
+                held.is_some() || self.done.load(Ordering::SeqCst) >= target
+            });
+            if self.done.load(Ordering::SeqCst) >= target {
+                break;
+            }
+            let mut ex = held.unwrap_or_else(|| lock(&self.exec));
+            if self.done.load(Ordering::SeqCst) >= target {
+                break;
+            }
+            // A job never settles; if one did, it must not wait for itself here either.
+            ON_ENGINE.with(|c| c.set(true));
+            self.run_queued(&mut ex);
+            ON_ENGINE.with(|c| c.set(false));
+        }
     }
 
     /// Waits until every job submitted before this call has run (no-op on the engine thread).
@@ -197,11 +289,13 @@ impl<J: Send + 'static> Engine<J> {
             // After a fork, the thread that would finish these jobs is not in this process.
             let mut st = lock(&self.st);
             if !self.ensure_thread(&mut st) {
-                let mut jobs = std::mem::take(&mut st.jobs);
                 drop(st);
-                self.run_all(&mut jobs);
+                self.run_until(target);
                 return;
             }
+        }
+        if spin_until(SETTLE_SPIN, || self.done.load(Ordering::SeqCst) >= target) {
+            return;
         }
         let mut g = lock(&self.done_m);
         self.waiters.fetch_add(1, Ordering::SeqCst);
@@ -216,13 +310,9 @@ impl<J: Send + 'static> Engine<J> {
         self.done.load(Ordering::SeqCst) < self.submitted.load(Ordering::SeqCst)
     }
 
-    fn run_all(&self, jobs: &mut VecDeque<J>) {
-        let _ex = lock(&self.exec);
-        self.run_all_locked(jobs);
-    }
-
-    /// [`Engine::run_all`] with the runner lock already held.
-    fn run_all_locked(&self, jobs: &mut VecDeque<J>) {
+    /// With the runner lock held (`jobs` is its queue): takes every queued job and runs them.
+    fn run_queued(&self, jobs: &mut VecDeque<J>) {
+        std::mem::swap(&mut lock(&self.st).jobs, jobs);
         let n = jobs.len() as u64;
         for j in jobs.drain(..) {
             guard((), || (self.run)(j));
@@ -236,19 +326,21 @@ impl<J: Send + 'static> Engine<J> {
 
     fn main_loop(&'static self) {
         ON_ENGINE.with(|c| c.set(true));
-        // Swapped with the shared queue, so neither reallocates once grown.
-        let mut jobs = VecDeque::new();
         loop {
             {
+                // Another post is likely soon after a batch (the next chunk of a request follows
+                // the completion of the last one): stay awake a little before sleeping.
+                spin_until(LINGER, || self.busy());
                 let mut st = lock(&self.st);
                 while st.jobs.is_empty() {
                     st.sleeping = true;
                     st = self.work.wait(st).unwrap_or_else(|e| e.into_inner());
                 }
                 st.sleeping = false;
-                std::mem::swap(&mut st.jobs, &mut jobs);
             }
-            self.run_all(&mut jobs);
+            // The jobs are taken under the runner lock: a combining caller may have run them
+            // meanwhile (then there is nothing to take), or be running earlier ones.
+            self.run_queued(&mut lock(&self.exec));
         }
     }
 }
@@ -272,8 +364,14 @@ mod tests {
 
     static TEST_ENGINE: Engine<u32> = Engine::new("engine-test", record);
 
+    fn one(n: u32) -> Batch<u32> {
+        let mut b = Batch::new();
+        b.push(n);
+        b
+    }
+
     #[test]
-    fn in_place_runs_on_the_caller_when_idle_and_queues_behind_work_otherwise() {
+    fn combining_runs_on_the_caller_and_never_before_earlier_batches() {
         static SEEN2: Mutex<Vec<(u32, bool)>> = Mutex::new(Vec::new());
         static GATE2: AtomicBool = AtomicBool::new(false);
         fn record2(n: u32) {
@@ -284,27 +382,135 @@ mod tests {
             lock(&SEEN2).push((n, on_engine));
         }
         static E: Engine<u32> = Engine::new("engine-test-2", record2);
-        let one = |n: u32| {
-            let mut b = Batch::new();
-            b.push(n);
-            b
-        };
         // Idle: the batch runs before the call returns, on this thread.
-        E.submit_in_place_if_idle(one(1));
+        E.submit_and_run(one(1));
         assert!(!E.busy());
         assert_eq!(*lock(&SEEN2), vec![(1, false)]);
-        // Work queued on the engine (held at the gate): the batch queues behind it.
+        // The engine thread takes batch 2 and is held inside it (runner lock held); 3 is
+        // queued behind it; a combining caller submits 4 and must wait for the runner lock.
         GATE2.store(true, Ordering::Release);
         E.submit(one(2));
-        E.submit_in_place_if_idle(one(3));
-        assert!(E.busy(), "the in-place batch waits behind the queued job");
+        while !lock(&E.st).jobs.is_empty() {
+            std::thread::yield_now();
+        }
+        E.submit(one(3));
+        let poster = std::thread::spawn(|| E.submit_and_run(one(4)));
+        while E.submitted.load(Ordering::SeqCst) < 4 {
+            std::thread::yield_now();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(
+            !poster.is_finished(),
+            "the combining post waits for the earlier batches"
+        );
+        assert_eq!(lock(&SEEN2).len(), 1, "nothing ran past the held job");
         GATE2.store(false, Ordering::Release);
+        poster.join().unwrap();
+        assert!(!E.busy(), "the combining post returned after its batch ran");
+        let seen = std::mem::take(&mut *lock(&SEEN2));
+        let order: Vec<u32> = seen.iter().map(|s| s.0).collect();
+        assert_eq!(order, vec![1, 2, 3, 4], "submission order kept");
+        // 3 and 4 ran on whichever runner took the lock first once 2 was done.
+        assert!(seen[1].1, "the engine thread ran the batch it had taken");
+        // settle_running runs queued work on the caller as well.
+        GATE2.store(true, Ordering::Release);
+        E.submit(one(5));
+        E.submit(one(6));
+        GATE2.store(false, Ordering::Release);
+        E.settle_running();
+        assert!(!E.busy());
+        let order: Vec<u32> = lock(&SEEN2).iter().map(|s| s.0).collect();
+        assert_eq!(order, vec![5, 6]);
+    }
+
+    #[test]
+    fn one_runner_at_a_time_under_concurrent_combining_posters() {
+        const THREADS: u32 = 4;
+        const BATCHES: u32 = 300;
+        /// Jobs running right now (must never exceed 1).
+        static RUNNING: AtomicU32 = AtomicU32::new(0);
+        static OVERLAP: AtomicBool = AtomicBool::new(false);
+        /// Per poster thread: the jobs that ran, in the order they ran.
+        static RAN: Mutex<Vec<Vec<u32>>> = Mutex::new(Vec::new());
+        fn record3(job: u32) {
+            if RUNNING.fetch_add(1, Ordering::SeqCst) != 0 {
+                OVERLAP.store(true, Ordering::SeqCst);
+            }
+            std::hint::spin_loop();
+            lock(&RAN)[(job >> 24) as usize].push(job & 0xff_ffff);
+            RUNNING.fetch_sub(1, Ordering::SeqCst);
+        }
+        static E: Engine<u32> = Engine::new("engine-test-3", record3);
+        *lock(&RAN) = vec![Vec::new(); THREADS as usize + 1];
+        let posters: Vec<_> = (0..THREADS)
+            .map(|t| {
+                std::thread::spawn(move || {
+                    for i in 0..BATCHES {
+                        let mut b = Batch::new();
+                        for k in 0..3 {
+                            b.push((t << 24) | (i * 3 + k));
+                        }
+                        E.submit_and_run(b);
+                        // Returned: this batch (its last job) has run.
+                        let ran = lock(&RAN)[t as usize].last().copied();
+                        assert_eq!(ran, Some(i * 3 + 2), "batch {i} of poster {t} ran");
+                    }
+                })
+            })
+            .collect();
+        // A plain submitter at the same time (its jobs wake the engine thread).
+        for i in 0..BATCHES {
+            E.submit(one((THREADS << 24) | i));
+        }
+        for p in posters {
+            p.join().unwrap();
+        }
+        E.settle();
+        assert!(!OVERLAP.load(Ordering::SeqCst), "two jobs ran at once");
+        let ran = std::mem::take(&mut *lock(&RAN));
+        for (t, jobs) in ran.iter().enumerate() {
+            let n = if t == THREADS as usize {
+                BATCHES
+            } else {
+                BATCHES * 3
+            };
+            assert_eq!(
+                *jobs,
+                (0..n).collect::<Vec<_>>(),
+                "submitter {t}: every job ran once, in its submission order"
+            );
+        }
+    }
+
+    #[test]
+    fn settle_waits_past_its_spin_for_a_long_job() {
+        static RAN: AtomicU32 = AtomicU32::new(0);
+        static HOLD: AtomicBool = AtomicBool::new(true);
+        fn slow(n: u32) {
+            while HOLD.load(Ordering::Acquire) {
+                std::thread::yield_now();
+            }
+            RAN.fetch_add(n, Ordering::SeqCst);
+        }
+        static E: Engine<u32> = Engine::new("engine-test-4", slow);
+        E.submit(one(1));
+        let hold = SETTLE_SPIN * 20;
+        let opener = std::thread::spawn(move || {
+            std::thread::sleep(hold);
+            HOLD.store(false, Ordering::Release);
+        });
+        let t = Instant::now();
         E.settle();
         assert_eq!(
-            std::mem::take(&mut *lock(&SEEN2)),
-            vec![(1, false), (2, true), (3, true)],
-            "submission order kept; queued work runs on the engine thread"
+            RAN.load(Ordering::SeqCst),
+            1,
+            "settle returned after the job ran"
         );
+        assert!(
+            t.elapsed() >= hold / 2,
+            "settle slept past its spin until the job ran"
+        );
+        opener.join().unwrap();
     }
 
     #[test]
