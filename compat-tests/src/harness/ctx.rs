@@ -593,16 +593,20 @@ impl Ctx {
     }
 
     /// Waits until `n` receive-side CRs were seen and nothing new arrived for 25 ms (a
-    /// duplicated CR may follow), or until nothing new arrived for `quiet` (at most `max` in
-    /// all). Returns the count.
+    /// duplicated CR may follow), or until neither side saw a new CR for `quiet` (at most `max`
+    /// in all). Returns the count of receive-side CRs. The quiet period counts from the last
+    /// CR of either side: while the sender's CRs still come, its transfer is moving and its
+    /// receive-side CRs are on their way, however slowly a loaded machine runs it.
     pub fn settle_recv(&self, n: u64, quiet: Duration, max: Duration) -> u64 {
         let end = Instant::now() + max;
-        let mut last = self.recv_seen();
+        let progress = || (self.recv_seen(), self.send_seen());
+        let mut last = progress();
         let mut since = Instant::now();
         loop {
-            let now = self.recv_seen();
-            if now != last {
-                last = now;
+            let p = progress();
+            let now = p.0;
+            if p != last {
+                last = p;
                 since = Instant::now();
             }
             let idle = since.elapsed();
