@@ -7,7 +7,8 @@
 //! a new request was just bound to the worker, or neither). Otherwise, after the budget, and
 //! whenever idle, it blocks on a condvar at once (idle workers never spin). A submitter signals
 //! only when the worker has announced that it is going to sleep, and signals after releasing the
-//! queue lock.
+//! queue lock. A worker that blocks between requests may ask to be woken as soon as a request is
+//! bound to it ([`Pool::bound`]), so that it waits for that request's first chunk awake.
 
 use crate::spin::{now_ns, pause_then_yield, Gaps, SpinPolicy, Spun};
 use crate::sync_annotate::{Condvar, Mutex, MutexGuard};
