@@ -7,7 +7,8 @@
 //! a new request was just bound to the worker, or neither). Otherwise, after the budget, and
 //! whenever idle, it blocks on a condvar at once (idle workers never spin). A submitter signals
 //! only when the worker has announced that it is going to sleep, and signals after releasing the
-//! queue lock.
+//! queue lock. A worker that blocks between requests may ask to be woken as soon as a request is
+//! bound to it ([`Pool::bound`]), so that it waits for that request's first chunk awake.
 
 use crate::spin::{now_ns, pause_then_yield, Gaps, SpinPolicy, Spun};
 use crate::sync_annotate::{Condvar, Mutex, MutexGuard};
@@ -97,6 +98,9 @@ struct QState {
     stop: bool,
     /// The worker thread has exited: enqueue fails with [`EnqueueError::Gone`].
     gone: bool,
+    /// A request was bound to the worker while it slept between requests ([`Pool::bound`]):
+    /// [`Queue::next`] returns [`Next::Bound`] instead of sleeping on.
+    kick: bool,
 }
 
 /// One worker's bounded queue.
@@ -105,6 +109,10 @@ struct Queue {
     cv: Condvar,
     /// Queued wake-ups (read without the lock by [`Pool::select`]).
     len: AtomicU32,
+    /// The worker sleeps (or is about to) between requests, and would wait for a new request's
+    /// first chunk without sleeping: binding a request to it wakes it at once ([`Pool::bound`]),
+    /// so that its wake-up overlaps the provider's round trip instead of following the chunk.
+    kickable: AtomicBool,
 }
 
 impl Queue {
@@ -115,9 +123,11 @@ impl Queue {
                 sleeping: false,
                 stop: false,
                 gone: false,
+                kick: false,
             }),
             cv: Condvar::new(),
             len: AtomicU32::new(0),
+            kickable: AtomicBool::new(false),
         }
     }
 
@@ -145,6 +155,7 @@ impl Queue {
             // this worker (or for a wake-up), while they have been coming that close.
             let Some(b) = pace.gaps[BETWEEN].budget(&POLICIES[BETWEEN]) else {
                 pace.blocked = Some((now_ns(), BETWEEN));
+                self.arm_kick(pace);
                 return;
             };
             let before = shared.tasks.load(Ordering::Relaxed);
@@ -159,10 +170,28 @@ impl Queue {
                 }
                 Spun::TimedOut(t) => {
                     pace.blocked = Some((t, BETWEEN));
+                    self.arm_kick(pace);
                     return;
                 }
             }
         }
+        self.spin_for_chunk(stopping, k, pace);
+    }
+
+    /// Worker side, about to block between requests: asks to be woken as soon as a request is
+    /// bound to it when waiting for that request's first chunk without sleeping pays (its recent
+    /// first chunks came within [`REGISTERED`]'s limit); otherwise the chunk's own wake-up will do.
+    fn arm_kick(&self, pace: &Pace) {
+        if pace.gaps[REGISTERED].would_spin(&POLICIES[REGISTERED]) {
+            self.kickable.store(true, Ordering::Release);
+        }
+    }
+
+    /// Worker side: waits (bounded, without sleeping) for the next chunk of the request just
+    /// served (`k` = [`IN_REQUEST`]) or for the first chunk of a request just bound to this
+    /// worker ([`REGISTERED`]), when `pace` says it is worth it.
+    fn spin_for_chunk(&self, stopping: &AtomicBool, k: usize, pace: &mut Pace) {
+        let queued = || self.len.load(Ordering::Acquire) != 0 || stopping.load(Ordering::Relaxed);
         // The next chunk of the request just served (or the first of a request just bound to this
         // worker) is on its way.
         let Some(b) = pace.gaps[k].budget(&POLICIES[k]) else {
@@ -175,20 +204,42 @@ impl Queue {
         }
     }
 
-    /// Worker side: the next wake-up, blocking while the queue is empty; `None` once stopped.
-    fn next(&self, stopping: &AtomicBool) -> Option<Wake> {
+    /// Worker side: the next wake-up, blocking while the queue is empty; [`Next::Bound`] when a
+    /// request was bound to it meanwhile ([`Pool::bound`]); [`Next::Stop`] once stopped.
+    fn next(&self, stopping: &AtomicBool) -> Next {
         let mut q = self.lock();
         loop {
             if q.stop || stopping.load(Ordering::Acquire) {
-                return None;
+                return Next::Stop;
             }
             if let Some(w) = q.ring.pop_front() {
                 self.len.fetch_sub(1, Ordering::Relaxed);
-                return Some(w);
+                self.kickable.store(false, Ordering::Relaxed);
+                q.kick = false;
+                return Next::Wake(w);
+            }
+            if std::mem::replace(&mut q.kick, false) {
+                return Next::Bound;
             }
             q.sleeping = true;
             q = self.cv.wait(q).unwrap_or_else(|e| e.into_inner());
             q.sleeping = false;
+        }
+    }
+
+    /// Submitter side, a request was just bound to this worker: wakes the worker if it armed
+    /// [`Queue::kickable`]. Without the flag (the common case at saturation, where the worker is
+    /// busy or waiting without sleeping) this is one atomic load.
+    fn kick(&self) {
+        if !self.kickable.load(Ordering::Relaxed) || !self.kickable.swap(false, Ordering::Acquire) {
+            return;
+        }
+        let mut q = self.lock();
+        q.kick = true;
+        let wake = std::mem::replace(&mut q.sleeping, false);
+        drop(q);
+        if wake {
+            self.cv.notify_one();
         }
     }
 
@@ -233,6 +284,16 @@ impl Queue {
         }
         true
     }
+}
+
+/// What a worker's [`Queue::next`] returns.
+enum Next {
+    /// A wake-up to run.
+    Wake(Wake),
+    /// A request was bound to the worker while it slept between requests.
+    Bound,
+    /// The pool is stopping.
+    Stop,
 }
 
 /// A worker's estimates of how soon what it waits for after a task comes, one per situation
@@ -343,7 +404,18 @@ impl Pool {
                     let guard = GoneOnExit(wq);
                     CURRENT.with(|c| c.set(Some(ctx.id)));
                     let mut pace = Pace::default();
-                    while let Some(w) = guard.0.next(&stop) {
+                    loop {
+                        let w = match guard.0.next(&stop) {
+                            Next::Wake(w) => w,
+                            Next::Bound => {
+                                // Woken when the request was bound: its first chunk is one
+                                // provider round trip away.
+                                pace.woken();
+                                guard.0.spin_for_chunk(&stop, REGISTERED, &mut pace);
+                                continue;
+                            }
+                            Next::Stop => break,
+                        };
                         pace.woken();
                         h(&ctx, w.slot, w.gen, w.ud);
                         // Only right after a task: an idle worker stays blocked in `next`. Workers
@@ -391,6 +463,14 @@ impl Pool {
     /// Load counters of worker `i`, borrowed.
     pub fn shared_ref(&self, i: usize) -> &Arc<WorkerShared> {
         &self.workers[i].shared
+    }
+
+    /// A request with tasks for worker `i` was just bound to it (its load counter incremented):
+    /// wakes the worker if it sleeps between requests and asked for it, so that it waits for the
+    /// request's first chunk without sleeping.
+    #[inline]
+    pub fn bound(&self, i: usize) {
+        self.workers[i].q.kick();
     }
 
     /// Queues a wake-up to worker `i` without blocking.
@@ -544,6 +624,52 @@ mod tests {
         let cpu1 = thread_cpu_ns(w);
         std::thread::sleep(Duration::from_millis(50));
         assert!(thread_cpu_ns(w) - cpu1 < 1_000_000, "an idle worker spins");
+        pool.stop();
+    }
+
+    #[test]
+    fn a_request_bound_to_a_worker_sleeping_between_requests_wakes_it() {
+        let runs = Arc::new(AtomicU32::new(0));
+        let r2 = runs.clone();
+        let pool = Pool::start(1, 8, move |_: &WorkerCtx, _, _, _| {
+            r2.fetch_add(1, Ordering::Relaxed);
+        })
+        .unwrap();
+        let q = &pool.workers[0].q;
+        let until = |what: &str, f: &dyn Fn() -> bool| {
+            let end = Instant::now() + Duration::from_secs(10);
+            while !f() {
+                assert!(Instant::now() < end, "timed out: {what}");
+                std::thread::sleep(Duration::from_micros(100));
+            }
+        };
+        until("the fresh worker sleeps", &|| q.lock().sleeping);
+        pool.bound(0);
+        assert!(
+            !q.lock().kick,
+            "a worker that has not served a request is not kicked"
+        );
+        // A request's last chunk, and no request after it within the worker's wait between
+        // requests: it blocks, asking to be woken when the next request is bound (the first
+        // chunks of its requests have never been late).
+        pool.enqueue(0, 0, 0, UserData::new(1, CHUNK_TYPE_LAST, 0).raw())
+            .unwrap();
+        until("the worker armed its kick and sleeps", &|| {
+            q.kickable.load(Ordering::Acquire) && q.lock().sleeping
+        });
+        pool.shared_ref(0).tasks.fetch_add(1, Ordering::Relaxed);
+        pool.bound(0);
+        assert!(!q.kickable.load(Ordering::Acquire), "one kick per sleep");
+        until("the kicked worker woke and took the kick", &|| {
+            !q.lock().kick
+        });
+        // It waited for the first chunk without sleeping, then blocked again, this time for the
+        // chunk itself: a second binding does not wake it.
+        until("asleep again", &|| q.lock().sleeping);
+        pool.bound(0);
+        assert!(!q.lock().kick, "not kickable while waiting for a chunk");
+        pool.enqueue(0, 0, 0, UserData::new(2, 0, 0).raw()).unwrap();
+        until("the first chunk ran", &|| runs.load(Ordering::Relaxed) == 2);
         pool.stop();
     }
 

@@ -118,6 +118,13 @@ impl Gaps {
         None
     }
 
+    /// Whether the next wait would spin (the estimate is within the limit), without counting it
+    /// as a wait.
+    #[inline]
+    pub fn would_spin(&self, p: &SpinPolicy) -> bool {
+        self.est_ns <= p.limit_ns
+    }
+
     /// Records how long a wait lasted until its event arrived (spinning or blocked), ns.
     #[inline]
     pub fn record(&mut self, waited_ns: u64, p: &SpinPolicy) {

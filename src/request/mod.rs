@@ -88,6 +88,9 @@ pub fn register(
         t.clear_tombstone(rid);
     }
     t.publish(rid, idx, gen);
+    if n != 0 {
+        pool.bound(w);
+    }
     debug!(
         1,
         "request {:#x}: registered {} tasks on worker {}", rid, n, w
