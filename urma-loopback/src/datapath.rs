@@ -4,8 +4,10 @@
 //! queues it to the DMA engine ([`crate::engine`]), one batch per post call; the engine thread
 //! executes it (bounds/access/token checks, copy, recv consumption) and generates its CRs, in
 //! post order. A recv post that meets a parked message queues the late delivery to the engine
-//! too. No lock is held while payload bytes are copied: the segments involved are pinned by
-//! `Arc`s taken during validation.
+//! too. In no-copy mode a completion-synchronous post runs its WRs itself instead, under its
+//! send queue's runner lock ([`Engine::run_in_lane`], see `dispatch`). No lock is held while
+//! payload bytes are copied: the segments involved are pinned by `Arc`s taken during
+//! validation.
 //!
 //! Error model (documented in docs/loopback.md):
 //! * post-time `URMA_EINVAL` (and `*bad_wr`): unknown/NULL handles in the WR (tjetty, sge.tseg of a
