@@ -4,8 +4,10 @@
 //! queues it to the DMA engine ([`crate::engine`]), one batch per post call; the engine thread
 //! executes it (bounds/access/token checks, copy, recv consumption) and generates its CRs, in
 //! post order. A recv post that meets a parked message queues the late delivery to the engine
-//! too. No lock is held while payload bytes are copied: the segments involved are pinned by
-//! `Arc`s taken during validation.
+//! too. In no-copy mode a completion-synchronous post runs its WRs itself instead, under its
+//! send queue's runner lock ([`Engine::run_in_lane`], see `dispatch`). No lock is held while
+//! payload bytes are copied: the segments involved are pinned by `Arc`s taken during
+//! validation.
 //!
 //! Error model (documented in docs/loopback.md):
 //! * post-time `URMA_EINVAL` (and `*bad_wr`): unknown/NULL handles in the WR (tjetty, sge.tseg of a
@@ -132,7 +134,19 @@ enum Job {
     Deliver { m: Box<Parked>, recv: RecvWr },
 }
 
+/// Runs a job of the DMA engine: under the runner lock of the send queue it belongs to, so it
+/// never interleaves with a no-copy post running WRs of that queue on its own thread.
 fn run_job(j: Job) {
+    let sq = match &j {
+        Job::Send { sq, .. } => Arc::clone(sq),
+        Job::Deliver { m, .. } => Arc::clone(&m.sq),
+    };
+    let _q = lock(&sq.order.lane);
+    run_held(j);
+}
+
+/// Runs a job whose send queue's runner lock (`Order::lane`) the caller holds.
+fn run_held(j: Job) {
     match j {
         Job::Send { sq, plan, injected } => {
             trace_post(&sq, &plan, u::URMA_SUCCESS);
@@ -145,8 +159,10 @@ fn run_job(j: Job) {
 static ENGINE: Engine<Job> = Engine::new("urma-lb-dma", run_job);
 
 /// Waits until the DMA engine has executed every WR posted (and every late delivery queued)
-/// before this call, with their CRs generated. Called at the entry of every export except the
-/// send posts.
+/// before this call, with their CRs generated. Called at the entry of the exports of the
+/// completion path (polls, recv posts, JFC waits, rearm, ack). A post that runs its WRs on its
+/// own thread ([`Engine::run_in_lane`]) has generated its CRs before it returns, so these need
+/// not wait for such posts that other threads are making at the same time.
 pub fn settle() {
     if combining() {
         ENGINE.settle_running();
@@ -155,12 +171,44 @@ pub fn settle() {
     }
 }
 
+/// [`settle`], then waits until every post that runs its WRs on its own thread
+/// ([`Engine::run_in_lane`]) and had started doing so has finished. Called at the entry of
+/// every other export but the send posts (deletes, reset, counters, trace, knobs), so that
+/// nothing a post started outlives them.
+pub fn quiesce() {
+    ENGINE.quiesce(combining());
+}
+
 /// Whether posts and settles run the engine's queued jobs on the calling thread (flat
 /// combining, [`Engine::submit_and_run`]) instead of handing them to the engine thread: in
 /// no-copy mode with completion-synchronous posts, where no data moves and a hand-off would
 /// only add a wake-up and a sleep to every post (docs/loopback.md, "Data path").
 fn combining() -> bool {
     knobs::NOCOPY.load(Ordering::Relaxed) && !knobs::ASYNC_POST.load(Ordering::Relaxed)
+}
+
+/// Runs or queues the WRs a post call collected. In combining mode with every WR local, on the
+/// calling thread holding `sq`'s runner lock ([`Engine::run_in_lane`]): posts to different
+/// queues run at the same time, as on the synchronous provider, after whatever was queued on
+/// the engine before them (a late delivery, an asynchronous post made before the mode
+/// changed). Else through the engine's FIFO, waiting for the WRs unless posts are asynchronous
+/// (`wait` forces the wait).
+fn dispatch(sq: &SendQ, batch: Batch<Job>, local: bool, wait: bool) {
+    if combining() {
+        if local {
+            ENGINE.run_in_lane(&sq.order.lane, batch, run_held);
+        } else {
+            // A WR for another process: through the engine's FIFO, run on this thread.
+            ENGINE.submit_and_run(batch);
+        }
+    } else {
+        ENGINE.submit(batch);
+        if wait || !knobs::ASYNC_POST.load(Ordering::Relaxed) {
+            // Completion-synchronous post (the default): the engine moved the data and
+            // generated the CRs before the call returns, as the synchronous provider did.
+            ENGINE.settle();
+        }
+    }
 }
 
 /// Posts a chain of send WRs (`urma_post_jfs_wr` / `urma_post_jetty_send_wr`): the valid WRs
@@ -175,10 +223,12 @@ pub unsafe fn post_send_chain(
 ) -> u::urma_status_t {
     expire_parked();
     let mut batch = Batch::new();
+    // Every WR so far stays in this process (so they may run on this thread, see `dispatch`).
+    let mut local = true;
     while !wr.is_null() {
         // SAFETY: wr is non-NULL and part of the caller's chain.
         let w = unsafe { &*wr };
-        let r = post_one_send(sq, w, &mut batch);
+        let r = post_one_send(sq, w, &mut batch, &mut local);
         if r != u::URMA_SUCCESS {
             COUNTERS.post_errors.fetch_add(1, Ordering::Relaxed);
             // SAFETY: bad_wr checked non-NULL by the caller.
@@ -187,28 +237,17 @@ pub unsafe fn post_send_chain(
         }
         wr = w.next;
     }
-    if combining() {
-        // No-copy mode moves no data: the posting thread runs its WRs (and whatever was
-        // queued before them) itself, as the synchronous stub the library-overhead benchmarks
-        // are defined against, in FIFO order with the engine's other work.
-        ENGINE.submit_and_run(batch);
-    } else {
-        ENGINE.submit(batch);
-        if !knobs::ASYNC_POST.load(Ordering::Relaxed) {
-            // Completion-synchronous post (the default): the engine moved the data and
-            // generated the CRs before the call returns, as the synchronous provider did.
-            ENGINE.settle();
-        }
-    }
+    dispatch(sq, batch, local, false);
     u::URMA_SUCCESS
 }
 
-/// Validates one send WR and adds it to `batch`. A rejected WR is traced after every WR posted
-/// before it has run.
+/// Validates one send WR and adds it to `batch` (`local` turns false for a WR that goes to
+/// another process). A rejected WR is traced after every WR posted before it has run.
 fn post_one_send(
     sq: &Arc<SendQ>,
     w: &u::urma_jfs_wr_t,
     batch: &mut Batch<Job>,
+    local: &mut bool,
 ) -> u::urma_status_t {
     let seq = knobs::SEND_SEQ.fetch_add(1, Ordering::Relaxed) + 1;
     // SAFETY: flag is a plain u32 union.
@@ -216,31 +255,25 @@ fn post_one_send(
     let plan = match validate(sq, w, wflags) {
         Ok(p) => p,
         Err(()) => {
-            flush(batch);
+            dispatch(sq, std::mem::take(batch), *local, true);
             trace_post_raw(sq, w, wflags, u::URMA_EINVAL);
             return u::URMA_EINVAL;
         }
     };
     if let Some(st) = knobs::take_fail_post(knobs::Q_SEND, seq) {
-        flush(batch);
+        dispatch(sq, std::mem::take(batch), *local, true);
         trace_post(sq, &plan, st);
         return st;
     }
     COUNTERS.send_wrs.fetch_add(1, Ordering::Relaxed);
     let injected = knobs::take_fail_cr(seq);
+    *local &= crate::xproc::route(&plan).is_none();
     batch.push(Job::Send {
         sq: sq.clone(),
         plan,
         injected,
     });
     u::URMA_SUCCESS
-}
-
-/// Submits `batch` and waits until it and every WR posted before it ran (before a post call
-/// traces a rejected WR and returns the error), so the trace keeps the post order.
-fn flush(batch: &mut Batch<Job>) {
-    ENGINE.submit(std::mem::take(batch));
-    settle();
 }
 
 fn validate(sq: &SendQ, w: &u::urma_jfs_wr_t, wflags: u32) -> Result<Plan, ()> {

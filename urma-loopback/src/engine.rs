@@ -11,6 +11,10 @@
 //!   deletes, control calls), which is what keeps the observable behaviour of the synchronous
 //!   provider: a CR is visible to the first poll after its post returned, counters and trace
 //!   are complete when read, and an object is never deleted with its WRs still queued.
+//! * Lanes ([`Engine::run_in_lane`]): a caller may run its own jobs on its own thread, beside
+//!   the engine, under a lock of its choosing (the loopback's no-copy posts: their send queue's
+//!   runner lock), once the jobs submitted before it have run; [`Engine::quiesce`] waits for
+//!   the lane runs in progress as well as for the queue.
 //! * After `fork` the child has no engine thread: the first submit or settle in the child starts
 //!   one; jobs the parent's thread was running at the fork are not run again (they belong to
 //!   the parent). The fork is noticed by a `pthread_atfork` child handler, so it must go through
@@ -22,10 +26,10 @@
 use std::cell::Cell;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, TryLockError};
+use std::sync::{Condvar, Mutex, RwLock, TryLockError};
 use std::time::{Duration, Instant};
 
-use crate::util::{guard, lock};
+use crate::util::{guard, lock, rlock, wlock};
 
 thread_local! {
     /// Set on engine threads: a settle from a job (never expected) must not wait for itself.
@@ -95,6 +99,9 @@ pub struct Engine<J: Send + 'static> {
     /// and are taken from the queue only by the one runner (which keeps their order). It holds
     /// the runner's queue, swapped with the shared one, so neither reallocates once grown.
     exec: Mutex<VecDeque<J>>,
+    /// Held shared by every [`Engine::run_in_lane`] while it runs, and for a moment exclusively
+    /// by [`Engine::quiesce`], which thereby waits for the lane runs in progress.
+    lanes: RwLock<()>,
 }
 
 /// Jobs collected by one post call before they are submitted together.
@@ -129,6 +136,11 @@ impl<J> Batch<J> {
     pub fn is_empty(&self) -> bool {
         self.first.is_none() && self.rest.is_empty()
     }
+
+    /// The jobs, in the order they were pushed (for a caller that runs them itself).
+    pub fn into_jobs(self) -> impl Iterator<Item = J> {
+        self.first.into_iter().chain(self.rest)
+    }
 }
 
 impl<J: Send + 'static> Engine<J> {
@@ -149,6 +161,7 @@ impl<J: Send + 'static> Engine<J> {
             done: AtomicU64::new(0),
             waiters: AtomicU32::new(0),
             exec: Mutex::new(VecDeque::new()),
+            lanes: RwLock::new(()),
         }
     }
 
@@ -277,6 +290,37 @@ impl<J: Send + 'static> Engine<J> {
             self.run_queued(&mut ex);
             ON_ENGINE.with(|c| c.set(false));
         }
+    }
+
+    /// Runs the jobs of `b` on the calling thread, in order, with `run` (not the engine's own
+    /// run function), holding `lane` (the runner lock of the queue the jobs belong to), beside
+    /// the engine rather than through its FIFO: runs in different lanes go on at the same time,
+    /// runs in one lane one after the other. Every job submitted to the engine before the call
+    /// runs first (the caller takes its turn as a runner, [`Engine::settle_running`]), so what
+    /// one thread submits and runs in lanes keeps its order. The engine's own run function must
+    /// take the same lane lock for a job of that queue, so that the engine and a lane never run
+    /// jobs of one queue at once. A job run here must not submit to the engine.
+    pub fn run_in_lane(&'static self, lane: &Mutex<()>, b: Batch<J>, run: fn(J)) {
+        self.settle_running();
+        if b.is_empty() {
+            return;
+        }
+        let _all = rlock(&self.lanes);
+        let _lane = lock(lane);
+        for j in b.into_jobs() {
+            guard((), || run(j));
+        }
+    }
+
+    /// Waits until every job submitted before the call has run (with [`Engine::settle`], or as
+    /// a runner when `running`) and every [`Engine::run_in_lane`] in progress has returned.
+    pub fn quiesce(&'static self, running: bool) {
+        if running {
+            self.settle_running();
+        } else {
+            self.settle();
+        }
+        drop(wlock(&self.lanes));
     }
 
     /// Waits until every job submitted before this call has run (no-op on the engine thread).
@@ -480,6 +524,83 @@ mod tests {
                 "submitter {t}: every job ran once, in its submission order"
             );
         }
+    }
+
+    #[test]
+    fn lanes_run_beside_each_other_one_run_per_lane_and_quiesce_waits_for_them() {
+        /// Jobs that ran (lane runs and engine jobs alike), in the order they ended.
+        static ENDED: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+        /// Job 1 waits while this is set; STARTED tells that it began.
+        static HOLD: AtomicBool = AtomicBool::new(true);
+        static STARTED: AtomicBool = AtomicBool::new(false);
+        fn run(n: u32) {
+            if n == 1 {
+                STARTED.store(true, Ordering::SeqCst);
+                while HOLD.load(Ordering::Acquire) {
+                    std::thread::yield_now();
+                }
+            }
+            lock(&ENDED).push(n);
+        }
+        static E: Engine<u32> = Engine::new("engine-test-5", run);
+        static LANE_A: Mutex<()> = Mutex::new(());
+        static LANE_B: Mutex<()> = Mutex::new(());
+        let first = std::thread::spawn(|| E.run_in_lane(&LANE_A, one(1), run));
+        while !STARTED.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+        // Another lane runs while lane A's job is held.
+        let other = std::thread::spawn(|| E.run_in_lane(&LANE_B, one(2), run));
+        let t = Instant::now();
+        while !other.is_finished() && t.elapsed() < Duration::from_secs(5) {
+            std::thread::yield_now();
+        }
+        assert_eq!(*lock(&ENDED), vec![2], "lane B ran beside the held lane A");
+        // The same lane waits; so does a quiesce.
+        let same = std::thread::spawn(|| E.run_in_lane(&LANE_A, one(3), run));
+        let quiesce = std::thread::spawn(|| E.quiesce(true));
+        std::thread::sleep(Duration::from_millis(30));
+        assert!(!same.is_finished(), "one run at a time in a lane");
+        assert!(
+            !quiesce.is_finished(),
+            "quiesce waits for the lane run in progress"
+        );
+        assert_eq!(*lock(&ENDED), vec![2]);
+        HOLD.store(false, Ordering::Release);
+        for t in [first, other, same, quiesce] {
+            t.join().unwrap();
+        }
+        assert_eq!(*lock(&ENDED), vec![2, 1, 3], "lane A kept its order");
+    }
+
+    #[test]
+    fn a_lane_run_first_runs_the_jobs_submitted_before_it() {
+        static ENDED: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+        static HOLD: AtomicBool = AtomicBool::new(true);
+        fn run(n: u32) {
+            while n == 10 && HOLD.load(Ordering::Acquire) {
+                std::thread::yield_now();
+            }
+            lock(&ENDED).push(n);
+        }
+        static E: Engine<u32> = Engine::new("engine-test-6", run);
+        static LANE: Mutex<()> = Mutex::new(());
+        // 10 is held on the engine thread (runner lock held), 11 queued behind it.
+        E.submit(one(10));
+        while !lock(&E.st).jobs.is_empty() {
+            std::thread::yield_now();
+        }
+        E.submit(one(11));
+        let lane = std::thread::spawn(|| E.run_in_lane(&LANE, one(12), run));
+        std::thread::sleep(Duration::from_millis(30));
+        assert!(
+            lock(&ENDED).is_empty(),
+            "the lane job waits for the earlier jobs"
+        );
+        HOLD.store(false, Ordering::Release);
+        lane.join().unwrap();
+        assert_eq!(*lock(&ENDED), vec![10, 11, 12], "submission order kept");
+        assert!(!E.busy());
     }
 
     #[test]

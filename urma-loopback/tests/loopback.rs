@@ -978,6 +978,102 @@ fn four_threads_100k_wrs_no_cr_lost_or_duplicated() {
     unsafe { u::urma_unimport_seg(rdst as *mut _) };
 }
 
+/// No-copy mode, completion-synchronous posts: each post runs its WRs on its own thread under
+/// its queue's runner lock, so posts to different JFSs run at once (here all sending to one
+/// receive queue and completing to one JFC). Each queue's send CRs, and the recv CRs of its
+/// messages, keep its post order; nothing is lost or duplicated; a delete after the posts sees
+/// none of them still running.
+#[test]
+fn nocopy_posts_to_several_queues_at_once_keep_each_queue_in_order() {
+    let _g = serial();
+    const THREADS: u64 = 4;
+    const CHAINS: u64 = 250; // two WRs per post
+    const N: u64 = THREADS * CHAINS * 2;
+    apply_spec("nocopy=1");
+    let p = Arc::new(Pair::new(2 * N as u32, N as u32));
+    for i in 0..N {
+        assert_eq!(p.post_recv(i, None), 0);
+    }
+    // SAFETY: `p.sjfc` is live (owned by `p`); each JFS is deleted below, before `p`.
+    let queues: Vec<usize> = (0..THREADS)
+        .map(|_| unsafe { jfs(p.sjfc) } as usize)
+        .collect();
+    let posters: Vec<_> = queues
+        .iter()
+        .enumerate()
+        .map(|(t, &q)| {
+            let p = p.clone();
+            std::thread::spawn(move || {
+                let ctx = |i: u64| ((t as u64) << 32) | i;
+                for c in 0..CHAINS {
+                    let mut w1 = send_wr(
+                        u::URMA_OPC_SEND_IMM,
+                        None,
+                        p.tjetty,
+                        ctx(2 * c),
+                        ctx(2 * c),
+                        true,
+                    );
+                    let mut w2 = send_wr(
+                        u::URMA_OPC_SEND_IMM,
+                        None,
+                        p.tjetty,
+                        ctx(2 * c + 1),
+                        ctx(2 * c + 1),
+                        true,
+                    );
+                    w1.next = &mut w2;
+                    assert_eq!(post(q as *mut u::urma_jfs_t, &mut w1).0, 0);
+                }
+            })
+        })
+        .collect();
+    for t in posters {
+        t.join().unwrap();
+    }
+    let sent = poll(p.sjfc, 2 * N as usize);
+    let recvd = poll(p.rjfc, 2 * N as usize);
+    assert_eq!(
+        (sent.len() as u64, recvd.len() as u64),
+        (N, N),
+        "every CR once"
+    );
+    let mut next_sent = vec![0u64; THREADS as usize];
+    let mut next_recvd = vec![0u64; THREADS as usize];
+    for cr in &sent {
+        assert_eq!(cr.status, u::URMA_CR_SUCCESS);
+        let t = (cr.user_ctx >> 32) as usize;
+        assert_eq!(
+            cr.user_ctx & 0xffff_ffff,
+            next_sent[t],
+            "send CRs of queue {t} in post order"
+        );
+        next_sent[t] += 1;
+    }
+    let mut consumed = HashSet::new();
+    for cr in &recvd {
+        assert_eq!(cr.status, u::URMA_CR_SUCCESS);
+        assert!(
+            consumed.insert(cr.user_ctx),
+            "recv WR {} consumed twice",
+            cr.user_ctx
+        );
+        let t = (imm(cr) >> 32) as usize;
+        assert_eq!(
+            imm(cr) & 0xffff_ffff,
+            next_recvd[t],
+            "messages of queue {t} in post order"
+        );
+        next_recvd[t] += 1;
+    }
+    let c = counters();
+    assert_eq!((c.send_wrs, c.crs_generated, c.rnr_errors), (N, 2 * N, 0));
+    for q in queues {
+        // SAFETY: created above, deleted once; its posts returned and its CRs were polled.
+        assert_eq!(unsafe { u::urma_delete_jfs(q as *mut u::urma_jfs_t) }, 0);
+    }
+}
+
 /// The poller-side fast paths (an empty poll skips the JFC lock, a push skips the event lock while
 /// nothing is armed) must not lose an event: an application that rearms, drains and then waits
 /// always wakes up for a CR pushed by another thread at any point of that sequence.

@@ -151,7 +151,7 @@ pub unsafe extern "C" fn urma_poll_jfc(
     cr_cnt: c_int,
     cr: *mut u::urma_cr_t,
 ) -> c_int {
-    entry(-1, || {
+    entry_hot(-1, || {
         reg::with_jfc(jfc, |j| {
             let Some(j) = j else {
                 log_err("urma_poll_jfc: invalid jfc");
@@ -174,7 +174,7 @@ pub unsafe extern "C" fn urma_rearm_jfc(
     jfc: *mut u::urma_jfc_t,
     solicited_only: bool,
 ) -> u::urma_status_t {
-    entry(u::URMA_FAIL, || {
+    entry_hot(u::URMA_FAIL, || {
         let Some(j) = get_jfc(jfc) else {
             return einval("urma_rearm_jfc");
         };
@@ -190,7 +190,7 @@ pub unsafe extern "C" fn urma_wait_jfc(
     time_out: c_int,
     jfc: *mut *mut u::urma_jfc_t,
 ) -> c_int {
-    entry(-1, || {
+    entry_hot(-1, || {
         let Some(e) = get_jfce(jfce) else {
             log_err("urma_wait_jfc: invalid jfce");
             return -1;
@@ -213,7 +213,7 @@ pub unsafe extern "C" fn urma_ack_jfc(
     nevents: *mut u32,
     jfc_cnt: u32,
 ) {
-    entry((), || {
+    entry_hot((), || {
         if jfc.is_null() || nevents.is_null() {
             log_err("urma_ack_jfc: NULL array");
             return;

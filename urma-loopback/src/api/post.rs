@@ -52,7 +52,7 @@ pub unsafe extern "C" fn urma_post_jetty_recv_wr(
     wr: *mut u::urma_jfr_wr_t,
     bad_wr: *mut *mut u::urma_jfr_wr_t,
 ) -> u::urma_status_t {
-    entry(u::URMA_FAIL, || {
+    entry_hot(u::URMA_FAIL, || {
         if wr.is_null() || bad_wr.is_null() {
             return einval("urma_post_jetty_recv_wr");
         }
@@ -74,7 +74,7 @@ pub unsafe extern "C" fn urma_post_jfr_wr(
     wr: *mut u::urma_jfr_wr_t,
     bad_wr: *mut *mut u::urma_jfr_wr_t,
 ) -> u::urma_status_t {
-    entry(u::URMA_FAIL, || {
+    entry_hot(u::URMA_FAIL, || {
         if wr.is_null() || bad_wr.is_null() {
             return einval("urma_post_jfr_wr");
         }
