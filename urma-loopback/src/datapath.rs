@@ -176,7 +176,8 @@ pub fn settle() {
 /// every other export but the send posts (deletes, reset, counters, trace, knobs), so that
 /// nothing a post started outlives them.
 pub fn quiesce() {
-    ENGINE.quiesce(combining());
+    settle();
+    ENGINE.wait_lanes();
 }
 
 /// Whether posts and settles run the engine's queued jobs on the calling thread (flat

@@ -312,14 +312,9 @@ impl<J: Send + 'static> Engine<J> {
         }
     }
 
-    /// Waits until every job submitted before the call has run (with [`Engine::settle`], or as
-    /// a runner when `running`) and every [`Engine::run_in_lane`] in progress has returned.
-    pub fn quiesce(&'static self, running: bool) {
-        if running {
-            self.settle_running();
-        } else {
-            self.settle();
-        }
+    /// Waits until every [`Engine::run_in_lane`] in progress has returned (the queued jobs are
+    /// the caller's to settle first).
+    pub fn wait_lanes(&self) {
         drop(wlock(&self.lanes));
     }
 
@@ -558,7 +553,10 @@ mod tests {
         assert_eq!(*lock(&ENDED), vec![2], "lane B ran beside the held lane A");
         // The same lane waits; so does a quiesce.
         let same = std::thread::spawn(|| E.run_in_lane(&LANE_A, one(3), run));
-        let quiesce = std::thread::spawn(|| E.quiesce(true));
+        let quiesce = std::thread::spawn(|| {
+            E.settle_running();
+            E.wait_lanes();
+        });
         std::thread::sleep(Duration::from_millis(30));
         assert!(!same.is_finished(), "one run at a time in a lane");
         assert!(
