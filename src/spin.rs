@@ -106,7 +106,7 @@ impl Gaps {
     /// How long the next wait may spin, ns; `None`: block at once.
     #[inline]
     pub fn budget(&mut self, p: &SpinPolicy) -> Option<u64> {
-        if self.est_ns <= p.limit_ns {
+        if self.would_spin(p) {
             self.blocked = 0;
             return Some((self.est_ns * 2).clamp(p.min_ns, p.max_ns));
         }
