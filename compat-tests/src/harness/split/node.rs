@@ -97,7 +97,8 @@ fn hello_mismatch(mine: &Value, theirs: &Value) -> Option<String> {
     (!diff.is_empty()).then(|| diff.join("; "))
 }
 
-/// One JSON line from `r` (None: end of file, a timeout, an error or not JSON).
+/// One JSON line from `r`; the error says why there is none (closed, no answer in time, a
+/// read error, or not JSON).
 fn read_json(r: &mut BufReader<TcpStream>) -> Result<Value, String> {
     let mut l = String::new();
     match r.read_line(&mut l) {
