@@ -15,6 +15,7 @@
 mod cell;
 mod cg;
 mod orch;
+mod steal;
 mod xproc;
 
 fn main() {

@@ -8,6 +8,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use crate::cg;
+use crate::steal;
 
 const MIB: u32 = 1024 * 1024;
 /// 2 MiB + 1: two chunks.
@@ -128,6 +129,8 @@ struct Ctx {
     rows: Vec<Row>,
     errors: Vec<String>,
     log: Vec<String>,
+    /// Host steal over each timed section, in the order they ran.
+    steal: Vec<steal::Section>,
 }
 
 #[derive(Clone, Copy)]
@@ -248,7 +251,39 @@ fn median(v: &mut [f64]) -> f64 {
     }
 }
 
+/// The configuration columns of the rows that describe the host, not a cell.
+const HOST: Cfg = Cfg {
+    len: 0,
+    depth: 0,
+    workers: 0,
+    copy: false,
+    event: false,
+    rate: 0,
+};
+
+/// Runs one timed section and records the host's steal over it (rows of `kind`, library `host`).
+fn timed(ctx: &mut Ctx, kind: &'static str, label: &'static str, f: impl FnOnce(&mut Ctx)) {
+    let before = steal::read();
+    f(ctx);
+    let share = steal::since(before);
+    if let Some(p) = share.as_ref().ok().and_then(steal::Share::pct) {
+        eprintln!("ostbench: {label}: host steal {p:.1} %");
+    }
+    ctx.push_steal(kind, &share);
+    ctx.steal.push(steal::Section { label, share });
+}
+
 impl Ctx {
+    /// The rows of a steal measurement: steal and all CPU ticks over the interval, and the share.
+    fn push_steal(&mut self, kind: &'static str, share: &Result<steal::Share, String>) {
+        let Ok(s) = share else { return };
+        self.push(kind, "host", HOST, 0, "host_steal_ticks", s.steal as f64);
+        self.push(kind, "host", HOST, 0, "cpu_ticks", s.total as f64);
+        if let Some(p) = s.pct() {
+            self.push(kind, "host", HOST, 0, "host_steal_pct", p);
+        }
+    }
+
     fn push(
         &mut self,
         kind: &'static str,
@@ -725,7 +760,13 @@ struct Target {
     ok: Option<bool>,
 }
 
-fn report(ctx: &mut Ctx, cgs: &[CgResult], started: &str, elapsed: f64) -> String {
+fn report(
+    ctx: &mut Ctx,
+    cgs: &[CgResult],
+    started: &str,
+    elapsed: f64,
+    run_steal: &Result<steal::Share, String>,
+) -> String {
     let base = ctx.baseline();
     let libs = ctx.libs.clone();
     let mut md = String::new();
@@ -739,7 +780,12 @@ fn report(ctx: &mut Ctx, cgs: &[CgResult], started: &str, elapsed: f64) -> Strin
         }
     );
     let _ = writeln!(md, "- started: {started}, took {elapsed:.0} s");
-    let _ = writeln!(md, "- machine: {}", machine());
+    let _ = writeln!(
+        md,
+        "- machine: {}; {}",
+        machine(),
+        steal::line(&ctx.steal, run_steal)
+    );
     for l in &libs {
         let _ = writeln!(md, "- {}: `{}`", l.label, l.path.display());
     }
@@ -914,6 +960,9 @@ fn report(ctx: &mut Ctx, cgs: &[CgResult], started: &str, elapsed: f64) -> Strin
     }
     paced_targets(ctx, &mut targets, &base);
     let _ = writeln!(md, "## Targets\n");
+    if let Some(w) = steal::warning(&ctx.steal) {
+        let _ = writeln!(md, "{w}\n");
+    }
     let _ = writeln!(
         md,
         "| target | measured | wanted | result |\n|---|---|---|---|"
@@ -1369,6 +1418,7 @@ fn now_string() -> String {
 pub fn run(opts: &Opts) -> i32 {
     let started = now_string();
     let t = Instant::now();
+    let steal_start = steal::read();
     if let Err(e) = std::fs::create_dir_all(&opts.out) {
         eprintln!("ostbench: cannot create {}: {e}", opts.out.display());
         return 2;
@@ -1389,6 +1439,7 @@ pub fn run(opts: &Opts) -> i32 {
         rows: Vec::new(),
         errors: Vec::new(),
         log: Vec::new(),
+        steal: Vec::new(),
     };
     for l in ctx.libs.clone() {
         if !l.path.exists() {
@@ -1407,32 +1458,45 @@ pub fn run(opts: &Opts) -> i32 {
     run_alloc(&mut ctx);
     if opts.full {
         let reps = ctx.opts.paced_reps;
-        run_paced(&mut ctx, &paced_cfgs(), reps);
-        run_idle(&mut ctx);
+        timed(&mut ctx, "paced", "paced", |ctx| {
+            run_paced(ctx, &paced_cfgs(), reps)
+        });
+        timed(&mut ctx, "idle", "idle", run_idle);
     } else {
-        run_paced(&mut ctx, &[QUICK_PACED], 1);
+        timed(&mut ctx, "paced", "paced", |ctx| {
+            run_paced(ctx, &[QUICK_PACED], 1)
+        });
     }
     if opts.full {
-        run_memcpy(&mut ctx);
+        timed(&mut ctx, "memcpy", "memcpy", run_memcpy);
         let secs = ctx.opts.secs;
-        run_tput(
-            &mut ctx,
-            ("lat", "tput"),
-            &lat_cfgs(),
-            secs.max(1.0),
-            &TPUT_METRICS,
-        );
-        run_tput(
-            &mut ctx,
-            ("tput", "tput"),
-            &tput_cfgs(),
-            secs,
-            &TPUT_METRICS,
-        );
-        run_tput(&mut ctx, ("xproc", "xsend"), &[XPROC], secs, &XPROC_METRICS);
+        timed(&mut ctx, "lat", "latency", |ctx| {
+            run_tput(
+                ctx,
+                ("lat", "tput"),
+                &lat_cfgs(),
+                secs.max(1.0),
+                &TPUT_METRICS,
+            )
+        });
+        timed(&mut ctx, "tput", "tput", |ctx| {
+            run_tput(ctx, ("tput", "tput"), &tput_cfgs(), secs, &TPUT_METRICS)
+        });
+        timed(&mut ctx, "xproc", "xproc", |ctx| {
+            run_tput(ctx, ("xproc", "xsend"), &[XPROC], secs, &XPROC_METRICS)
+        });
         chart(&mut ctx);
     }
-    let md = report(&mut ctx, &cgs, &started, t.elapsed().as_secs_f64());
+    let run_steal = steal::since(steal_start);
+    ctx.push_steal("timed", &steal::over_sections(&ctx.steal));
+    ctx.push_steal("run", &run_steal);
+    let md = report(
+        &mut ctx,
+        &cgs,
+        &started,
+        t.elapsed().as_secs_f64(),
+        &run_steal,
+    );
     let name = if opts.full { "report" } else { "quick" };
     let md_path = opts.out.join(format!("{name}.md"));
     let csv_path = opts.out.join(format!("{name}.csv"));
