@@ -605,7 +605,7 @@ fn run_tput(
             // The memory bandwidth of a shared host moves between runs and within one (the
             // 1-destination memcpy ranged over 2.5x across the repetitions of one run): the
             // copy-mode cells are compared with the memcpy measured just before and after them.
-            let around =
+            let before =
                 (kind == "tput" && c.copy && c.len == LEN7).then(|| adjacent_limit(&src, c.depth));
             for lib in interleaved(&ctx.libs, rep) {
                 let mut extra = c.args();
@@ -623,7 +623,7 @@ fn run_tput(
                 }
                 done += 1;
             }
-            if let Some(before) = around {
+            if let Some(before) = before {
                 let after = adjacent_limit(&src, c.depth);
                 ctx.push(
                     "memcpy_adj",
@@ -985,7 +985,7 @@ fn report(
         );
         // bandwidth: best configuration by the median of its per-repetition ratios to the
         // memcpy measured around each repetition
-        let mut best = (f64::NAN, 0.0, 0.0, Cfg { ..HOST });
+        let mut best = (f64::NAN, 0.0, 0.0, HOST);
         for c in tput_cfgs().into_iter().filter(|c| c.copy && c.len == LEN7) {
             let r = median(&mut ctx.adjacent_ratios("rust", c));
             if best.0.is_nan() || r > best.0 {
