@@ -599,14 +599,20 @@ fn run_tput(
     let total = cfgs.len() * ctx.libs.len() * ctx.opts.reps;
     let mut done = 0;
     let t = Instant::now();
-    let src = memcpy_source();
+    // Only the sections with copy-mode 14 MiB cells need the memcpy source.
+    let src = cfgs
+        .iter()
+        .any(|c| memcpy_around(kind, c))
+        .then(memcpy_source);
     for rep in 0..ctx.opts.reps {
         for c in cfgs {
             // The memory bandwidth of a shared host moves between runs and within one (the
             // 1-destination memcpy ranged over 2.5x across the repetitions of one run): the
             // copy-mode cells are compared with the memcpy measured just before and after them.
-            let before =
-                (kind == "tput" && c.copy && c.len == LEN7).then(|| adjacent_limit(&src, c.depth));
+            let before = src
+                .as_deref()
+                .filter(|_| memcpy_around(kind, c))
+                .map(|s| (s, adjacent_limit(s, c.depth)));
             for lib in interleaved(&ctx.libs, rep) {
                 let mut extra = c.args();
                 extra.extend(["--secs".into(), secs.to_string()]);
@@ -623,8 +629,8 @@ fn run_tput(
                 }
                 done += 1;
             }
-            if let Some(before) = before {
-                let after = adjacent_limit(&src, c.depth);
+            if let Some((src, before)) = before {
+                let after = adjacent_limit(src, c.depth);
                 ctx.push(
                     "memcpy_adj",
                     "memcpy",
@@ -715,6 +721,12 @@ fn limit_shapes(depth: usize) -> &'static [(usize, usize)] {
     } else {
         &MEMCPY_SHAPES[1..]
     }
+}
+
+/// Whether the memcpy limit is measured around the repetitions of `c` in a section of `kind`:
+/// the copy-mode 14 MiB requests/s cells.
+fn memcpy_around(kind: &str, c: &Cfg) -> bool {
+    kind == "tput" && c.copy && c.len == LEN7
 }
 
 /// Seconds of each memcpy measured around a copy-mode cell ([`adjacent_limit`]).
