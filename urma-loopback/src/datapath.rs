@@ -4,10 +4,10 @@
 //! queues it to the DMA engine ([`crate::engine`]), one batch per post call; the engine thread
 //! executes it (bounds/access/token checks, copy, recv consumption) and generates its CRs, in
 //! post order. A recv post that meets a parked message queues the late delivery to the engine
-//! too. In no-copy mode a completion-synchronous post runs its WRs itself instead, under its
-//! send queue's runner lock ([`Engine::run_in_lane`], see `dispatch`). No lock is held while
-//! payload bytes are copied: the segments involved are pinned by `Arc`s taken during
-//! validation.
+//! too. A completion-synchronous post (the default) runs its WRs itself instead, under its send
+//! queue's runner lock ([`Engine::run_in_lane`], see `dispatch`); only asynchronous posts leave
+//! them to the engine thread. No lock but that runner lock is held while payload bytes are
+//! copied: the segments involved are pinned by `Arc`s taken during validation.
 //!
 //! Error model (documented in docs/loopback.md):
 //! * post-time `URMA_EINVAL` (and `*bad_wr`): unknown/NULL handles in the WR (tjetty, sge.tseg of a
@@ -135,7 +135,8 @@ enum Job {
 }
 
 /// Runs a job of the DMA engine: under the runner lock of the send queue it belongs to, so it
-/// never interleaves with a no-copy post running WRs of that queue on its own thread.
+/// never interleaves with a completion-synchronous post running WRs of that queue on its own
+/// thread.
 fn run_job(j: Job) {
     let sq = match &j {
         Job::Send { sq, .. } => Arc::clone(sq),
@@ -181,11 +182,13 @@ pub fn quiesce() {
 }
 
 /// Whether posts and settles run the engine's queued jobs on the calling thread (flat
-/// combining, [`Engine::submit_and_run`]) instead of handing them to the engine thread: in
-/// no-copy mode with completion-synchronous posts, where no data moves and a hand-off would
-/// only add a wake-up and a sleep to every post (docs/loopback.md, "Data path").
+/// combining, [`Engine::submit_and_run`]) instead of handing them to the engine thread: with
+/// completion-synchronous posts, in copy and in no-copy mode. Such a post waits for its WRs
+/// anyway, so a hand-off would only add the engine's wake-up and the poster's to every post
+/// and, in copy mode, keep a second CPU waiting while one copies (docs/loopback.md, "Data
+/// path").
 fn combining() -> bool {
-    knobs::NOCOPY.load(Ordering::Relaxed) && !knobs::ASYNC_POST.load(Ordering::Relaxed)
+    !knobs::ASYNC_POST.load(Ordering::Relaxed)
 }
 
 /// Runs or queues the WRs a post call collected. In combining mode with every WR local, on the
@@ -205,8 +208,8 @@ fn dispatch(sq: &SendQ, batch: Batch<Job>, local: bool, wait: bool) {
     } else {
         ENGINE.submit(batch);
         if wait || !knobs::ASYNC_POST.load(Ordering::Relaxed) {
-            // Completion-synchronous post (the default): the engine moved the data and
-            // generated the CRs before the call returns, as the synchronous provider did.
+            // A post that must wait (`wait`), or a knob change since `combining` was read: the
+            // engine moved the data and generated the CRs before the call returns.
             ENGINE.settle();
         }
     }

@@ -12,8 +12,8 @@
 //!   provider: a CR is visible to the first poll after its post returned, counters and trace
 //!   are complete when read, and an object is never deleted with its WRs still queued.
 //! * Lanes ([`Engine::run_in_lane`]): a caller may run its own jobs on its own thread, beside
-//!   the engine, under a lock of its choosing (the loopback's no-copy posts: their send queue's
-//!   runner lock), once the jobs submitted before it have run; [`Engine::quiesce`] waits for
+//!   the engine, under a lock of its choosing (the loopback's completion-synchronous posts:
+//!   their send queue's runner lock), once the jobs submitted before it have run; [`Engine::quiesce`] waits for
 //!   the lane runs in progress as well as for the queue.
 //! * After `fork` the child has no engine thread: the first submit or settle in the child starts
 //!   one; jobs the parent's thread was running at the fork are not run again (they belong to
@@ -226,9 +226,10 @@ impl<J: Send + 'static> Engine<J> {
     /// was queued before it, and what others queued after it) in submission order. If another
     /// runner holds the lock, the caller waits for it and then finds its batch either run or
     /// still queued. Jobs are only ever taken from the queue with the runner lock held, so an
-    /// earlier batch never runs after a later one. For work that moves no data (the loopback's
-    /// no-copy mode), where a hand-off to the engine thread would only add a wake-up and a
-    /// sleep to every post. Returns after every job submitted before the call and `b` have run.
+    /// earlier batch never runs after a later one. For a caller that would wait for its jobs
+    /// anyway (the loopback's completion-synchronous posts), where a hand-off to the engine
+    /// thread would only add a wake-up and a sleep to every post. Returns after every job
+    /// submitted before the call and `b` have run.
     pub fn submit_and_run(&'static self, b: Batch<J>) {
         if ON_ENGINE.with(|c| c.get()) {
             // A job never posts; if one did, it could not wait for the runner lock it holds.

@@ -84,7 +84,7 @@ pub struct Order {
     /// Signalled when `q` becomes empty ([`Order::wait_idle`]).
     idle: Condvar,
     /// The queue's runner lock: held while a WR of this queue executes and generates its CRs
-    /// (by a completion-synchronous no-copy post running its own WRs, or by whichever runner
+    /// (by a completion-synchronous post running its own WRs, or by whichever runner
     /// of the DMA engine runs a job of this queue), so the WRs of one queue, and the CRs they
     /// generate, never interleave with each other (docs/loopback.md, "Data path").
     pub lane: Mutex<()>,

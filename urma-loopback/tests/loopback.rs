@@ -978,18 +978,27 @@ fn four_threads_100k_wrs_no_cr_lost_or_duplicated() {
     unsafe { u::urma_unimport_seg(rdst as *mut _) };
 }
 
-/// No-copy mode, completion-synchronous posts: each post runs its WRs on its own thread under
-/// its queue's runner lock, so posts to different JFSs run at once (here all sending to one
-/// receive queue and completing to one JFC). Each queue's send CRs, and the recv CRs of its
-/// messages, keep its post order; nothing is lost or duplicated; a delete after the posts sees
-/// none of them still running.
+/// Completion-synchronous posts, in no-copy and in copy mode: each post runs its WRs on its own
+/// thread under its queue's runner lock, so posts to different JFSs run at once (here all
+/// sending to one receive queue and completing to one JFC). Each queue's send CRs, and the recv
+/// CRs of its messages, keep its post order; nothing is lost or duplicated; a delete after the
+/// posts sees none of them still running.
 #[test]
 fn nocopy_posts_to_several_queues_at_once_keep_each_queue_in_order() {
+    posts_to_several_queues_at_once_keep_each_queue_in_order("nocopy=1");
+}
+
+#[test]
+fn copy_mode_posts_to_several_queues_at_once_keep_each_queue_in_order() {
+    posts_to_several_queues_at_once_keep_each_queue_in_order("nocopy=0");
+}
+
+fn posts_to_several_queues_at_once_keep_each_queue_in_order(mode: &str) {
     let _g = serial();
     const THREADS: u64 = 4;
     const CHAINS: u64 = 250; // two WRs per post
     const N: u64 = THREADS * CHAINS * 2;
-    apply_spec("nocopy=1");
+    apply_spec(mode);
     let p = Arc::new(Pair::new(2 * N as u32, N as u32));
     for i in 0..N {
         assert_eq!(p.post_recv(i, None), 0);
