@@ -441,8 +441,13 @@ impl Pool {
     }
 
     /// Least-loaded worker (contract §5.2): the first idle worker with nothing queued, else the smallest
-    /// `(load, busy)` pair, lowest index on ties. `load` = queued tasks + queued wake-ups.
+    /// `(load, busy)` pair, lowest index on ties. `load` = queued tasks + queued wake-ups. With one
+    /// worker there is nothing to compare: its counters, which the worker and the completing
+    /// threads keep writing, are not read.
     pub fn select(&self) -> usize {
+        if self.workers.len() == 1 {
+            return 0;
+        }
         let mut best = 0usize;
         let mut best_key = (u64::MAX, true);
         for (i, w) in self.workers.iter().enumerate() {

@@ -15,6 +15,7 @@
 //! Lock order: a shard lock, then a slot lock or the [`Kept`] lock (both leaves with respect to
 //! each other: neither is taken while the other is held). At most one shard lock is held at a time.
 
+use super::Padded;
 use crate::sync_annotate::{lock, Mutex, MutexGuard};
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -95,11 +96,6 @@ pub struct Shard {
     pub closing: bool,
 }
 
-/// Keeps a shard on cache lines of its own, so that locking one shard never invalidates the line
-/// of another.
-#[repr(align(128))]
-struct Padded<T>(T);
-
 /// Early completions kept for later receives (D4) and tombstones of failed receives, shared by all
 /// shards.
 pub struct Kept {
@@ -113,6 +109,7 @@ pub struct Kept {
 
 /// The request table of an instance: sharded map plus the shared [`Kept`] state.
 pub struct ReqTables {
+    /// Each on cache lines of its own: locking one shard never invalidates the line of another.
     shards: Box<[Padded<Mutex<Shard>>]>,
     /// Lock-free lookup hints: entry [`hint_of`]`(rid)` names the `(slot, gen)` of the live
     /// request `rid` once it is fully registered, or of another id with the same entry, or nothing

@@ -29,6 +29,19 @@ use std::ops::{Deref, DerefMut};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+/// A value on cache lines of its own (two lines, the unit adjacent-line prefetchers fetch):
+/// writing it never invalidates the line of a neighbour that other threads read or write.
+#[repr(align(128))]
+pub(crate) struct Padded<T>(pub T);
+
+impl<T> Deref for Padded<T> {
+    type Target = T;
+    #[inline]
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
 /// Registration failure reasons.
 #[derive(Debug, PartialEq, Eq)]
 pub enum RegError {

@@ -17,6 +17,7 @@
 //! once every task completed, failed or was cancelled, whether or not its sync was collected).
 
 use super::state::Req;
+use super::Padded;
 use crate::log::{debug, error, warning};
 use crate::sync_annotate::{lock, Condvar, Mutex, MutexGuard};
 use once_cell::sync::Lazy;
@@ -127,6 +128,12 @@ pub enum Refusal {
 }
 
 /// The process-wide table.
+///
+/// The fields every slot lookup reads (`segs`, `len`) and those read per registration (`limit`,
+/// `refused`) are written almost never; the free list (written by every registration and release)
+/// and the in-flight count (also written by the thread that ends a request) each sit on lines of
+/// their own, so that no thread's lookup misses because another one registered or ended a
+/// request.
 pub struct SyncTable {
     /// Segment `i` holds slots `i * SEGMENT ..`; published once (Release) and never freed.
     segs: Box<[AtomicPtr<Segment>; MAX_SEGMENTS]>,
@@ -135,9 +142,9 @@ pub struct SyncTable {
     /// Free slot indices (a stack: the slot freed last, still in cache, is reused first). Slots in
     /// use = length of the table − length of this list, so no separate counter is written per
     /// request. Its capacity always covers every slot, so pushing never allocates.
-    free: Mutex<Vec<u32>>,
+    free: Padded<Mutex<Vec<u32>>>,
     /// Unfinished requests (see [`Req::counted`]).
-    inflight: AtomicUsize,
+    inflight: Padded<AtomicUsize>,
     /// Most unfinished requests.
     limit: AtomicUsize,
     /// Registrations refused since the last accepted one (a burst of refusals is logged once when
@@ -156,8 +163,8 @@ static TABLE: Lazy<SyncTable> = Lazy::new(|| {
             .try_into()
             .expect("MAX_SEGMENTS segment pointers"),
         len: AtomicUsize::new(SEGMENT),
-        free: Mutex::new((0..SEGMENT as u32).rev().collect()),
-        inflight: AtomicUsize::new(0),
+        free: Padded(Mutex::new((0..SEGMENT as u32).rev().collect())),
+        inflight: Padded(AtomicUsize::new(0)),
         limit: AtomicUsize::new(DEFAULT_MAX_INFLIGHT),
         refused: AtomicU64::new(0),
         retired: AtomicUsize::new(0),
