@@ -13,8 +13,8 @@
 //!   are complete when read, and an object is never deleted with its WRs still queued.
 //! * Lanes ([`Engine::run_in_lane`]): a caller may run its own jobs on its own thread, beside
 //!   the engine, under a lock of its choosing (the loopback's completion-synchronous posts:
-//!   their send queue's runner lock), once the jobs submitted before it have run; [`Engine::quiesce`] waits for
-//!   the lane runs in progress as well as for the queue.
+//!   their send queue's runner lock), once the jobs submitted before it have run;
+//!   [`Engine::quiesce`] waits for the lane runs in progress as well as for the queue.
 //! * After `fork` the child has no engine thread: the first submit or settle in the child starts
 //!   one; jobs the parent's thread was running at the fork are not run again (they belong to
 //!   the parent). The fork is noticed by a `pthread_atfork` child handler, so it must go through

@@ -980,28 +980,34 @@ fn four_threads_100k_wrs_no_cr_lost_or_duplicated() {
 
 /// Completion-synchronous posts, in no-copy and in copy mode: each post runs its WRs on its own
 /// thread under its queue's runner lock, so posts to different JFSs run at once (here all
-/// sending to one receive queue and completing to one JFC). Each queue's send CRs, and the recv
-/// CRs of its messages, keep its post order; nothing is lost or duplicated; a delete after the
-/// posts sees none of them still running.
+/// sending an 8-byte message to one receive queue and completing to one JFC). Each queue's send
+/// CRs, and the recv CRs of its messages, keep its post order; nothing is lost or duplicated;
+/// every message is copied in copy mode and none in no-copy mode; a delete after the posts sees
+/// none of them still running.
 #[test]
 fn nocopy_posts_to_several_queues_at_once_keep_each_queue_in_order() {
-    posts_to_several_queues_at_once_keep_each_queue_in_order("nocopy=1");
+    posts_to_several_queues_at_once_keep_each_queue_in_order(false);
 }
 
 #[test]
 fn copy_mode_posts_to_several_queues_at_once_keep_each_queue_in_order() {
-    posts_to_several_queues_at_once_keep_each_queue_in_order("nocopy=0");
+    posts_to_several_queues_at_once_keep_each_queue_in_order(true);
 }
 
-fn posts_to_several_queues_at_once_keep_each_queue_in_order(mode: &str) {
+fn posts_to_several_queues_at_once_keep_each_queue_in_order(copy: bool) {
     let _g = serial();
     const THREADS: u64 = 4;
     const CHAINS: u64 = 250; // two WRs per post
     const N: u64 = THREADS * CHAINS * 2;
-    apply_spec(mode);
+    const MSG: u32 = 8;
+    apply_spec(if copy { "nocopy=0" } else { "nocopy=1" });
     let p = Arc::new(Pair::new(2 * N as u32, N as u32));
+    let mut m = Seg::rw(MSG as usize);
+    m.buf.copy_from_slice(b"lanes!\x01\x02");
+    let msg = Arc::new(m);
+    let inbox = Seg::rw(MSG as usize);
     for i in 0..N {
-        assert_eq!(p.post_recv(i, None), 0);
+        assert_eq!(p.post_recv(i, Some((&inbox, MSG))), 0);
     }
     // SAFETY: `p.sjfc` is live (owned by `p`); each JFS is deleted below, before `p`.
     let queues: Vec<usize> = (0..THREADS)
@@ -1012,12 +1018,15 @@ fn posts_to_several_queues_at_once_keep_each_queue_in_order(mode: &str) {
         .enumerate()
         .map(|(t, &q)| {
             let p = p.clone();
+            let msg = msg.clone();
             std::thread::spawn(move || {
                 let ctx = |i: u64| ((t as u64) << 32) | i;
                 for c in 0..CHAINS {
+                    let mut s1 = sge(msg.addr(), MSG, msg.tseg);
+                    let mut s2 = sge(msg.addr(), MSG, msg.tseg);
                     let mut w1 = send_wr(
                         u::URMA_OPC_SEND_IMM,
-                        None,
+                        Some(&mut s1),
                         p.tjetty,
                         ctx(2 * c),
                         ctx(2 * c),
@@ -1025,7 +1034,7 @@ fn posts_to_several_queues_at_once_keep_each_queue_in_order(mode: &str) {
                     );
                     let mut w2 = send_wr(
                         u::URMA_OPC_SEND_IMM,
-                        None,
+                        Some(&mut s2),
                         p.tjetty,
                         ctx(2 * c + 1),
                         ctx(2 * c + 1),
@@ -1077,6 +1086,17 @@ fn posts_to_several_queues_at_once_keep_each_queue_in_order(mode: &str) {
     }
     let c = counters();
     assert_eq!((c.send_wrs, c.crs_generated, c.rnr_errors), (N, 2 * N, 0));
+    let bytes = N * u64::from(MSG);
+    assert_eq!(
+        (c.bytes_transferred, c.bytes_copied),
+        (bytes, if copy { bytes } else { 0 }),
+        "every message transferred, and copied in copy mode only"
+    );
+    let expected: &[u8] = if copy { &msg.buf } else { &[0; MSG as usize] };
+    assert_eq!(
+        inbox.buf, expected,
+        "the receive buffer holds the message in copy mode only"
+    );
     for q in queues {
         // SAFETY: created above, deleted once; its posts returned and its CRs were polled.
         assert_eq!(unsafe { u::urma_delete_jfs(q as *mut u::urma_jfs_t) }, 0);
