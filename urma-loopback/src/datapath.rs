@@ -195,8 +195,8 @@ fn combining() -> bool {
 /// calling thread holding `sq`'s runner lock ([`Engine::run_in_lane`]): posts to different
 /// queues run at the same time, as on the synchronous provider, after whatever was queued on
 /// the engine before them (a late delivery, an asynchronous post made before the mode
-/// changed). Else through the engine's FIFO, waiting for the WRs unless posts are asynchronous
-/// (`wait` forces the wait).
+/// changed). Asynchronous posts go to the engine thread through its FIFO and return at once,
+/// unless `wait` (the WRs before a rejected one must have run when the post returns).
 fn dispatch(sq: &SendQ, batch: Batch<Job>, local: bool, wait: bool) {
     if combining() {
         if local {
@@ -207,9 +207,7 @@ fn dispatch(sq: &SendQ, batch: Batch<Job>, local: bool, wait: bool) {
         }
     } else {
         ENGINE.submit(batch);
-        if wait || !knobs::ASYNC_POST.load(Ordering::Relaxed) {
-            // A post that must wait (`wait`), or a knob change since `combining` was read: the
-            // engine moved the data and generated the CRs before the call returns.
+        if wait {
             ENGINE.settle();
         }
     }
