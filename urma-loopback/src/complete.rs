@@ -140,7 +140,7 @@ pub(crate) fn recv_cr(
 
 /// Generates one CR: counters, drop/dup knobs, trace, then delivery (hold/delay aware).
 pub fn emit_cr(jfc: &Arc<Jfc>, cr: u::urma_cr_t, solicited: bool) {
-    let nth = knobs::CR_SEQ.fetch_add(1, Ordering::Relaxed) + 1;
+    let nth = knobs::CR_SEQ.next();
     COUNTERS.crs_generated.fetch_add(1, Ordering::Relaxed);
     if cr.status != u::URMA_CR_SUCCESS {
         COUNTERS.crs_error.fetch_add(1, Ordering::Relaxed);

@@ -122,14 +122,17 @@ pub fn sges_json(v: &[Sge]) -> String {
     format!("[{}]", items.join(","))
 }
 
+/// A send WR validated by a post call, run by the posting thread (in its send queue's lane) or
+/// by the DMA engine. The queue is the post call's: one for every WR of a chain.
+struct SendWr {
+    plan: Plan,
+    injected: Option<u32>,
+}
+
 /// A unit of work for the DMA engine.
 enum Job {
-    /// A validated send WR: traced (`post_send`) and executed by the engine.
-    Send {
-        sq: Arc<SendQ>,
-        plan: Plan,
-        injected: Option<u32>,
-    },
+    /// A validated send WR of queue `sq`: traced (`post_send`) and executed by the engine.
+    Send { sq: Arc<SendQ>, wr: SendWr },
     /// A parked message matched by a recv post: delivered late by the engine.
     Deliver { m: Box<Parked>, recv: RecvWr },
 }
@@ -138,23 +141,23 @@ enum Job {
 /// never interleaves with a completion-synchronous post running WRs of that queue on its own
 /// thread.
 fn run_job(j: Job) {
-    let sq = match &j {
-        Job::Send { sq, .. } => Arc::clone(sq),
-        Job::Deliver { m, .. } => Arc::clone(&m.sq),
-    };
-    let _q = lock(&sq.order.lane);
-    run_held(j);
+    match j {
+        Job::Send { sq, wr } => {
+            let _q = lock(&sq.order.lane);
+            run_send(&sq, wr);
+        }
+        Job::Deliver { m, recv } => {
+            let sq = Arc::clone(&m.sq);
+            let _q = lock(&sq.order.lane);
+            deliver_parked(*m, recv);
+        }
+    }
 }
 
-/// Runs a job whose send queue's runner lock (`Order::lane`) the caller holds.
-fn run_held(j: Job) {
-    match j {
-        Job::Send { sq, plan, injected } => {
-            trace_post(&sq, &plan, u::URMA_SUCCESS);
-            execute(&sq, &plan, injected);
-        }
-        Job::Deliver { m, recv } => deliver_parked(*m, recv),
-    }
+/// Runs a send WR of `sq`, whose runner lock (`Order::lane`) the caller holds.
+fn run_send(sq: &Arc<SendQ>, wr: SendWr) {
+    trace_post(sq, &wr.plan, u::URMA_SUCCESS);
+    execute(sq, &wr.plan, wr.injected);
 }
 
 static ENGINE: Engine<Job> = Engine::new("urma-lb-dma", run_job);
@@ -197,16 +200,21 @@ fn combining() -> bool {
 /// the engine before them (a late delivery, an asynchronous post made before the mode
 /// changed). Asynchronous posts go to the engine thread through its FIFO and return at once,
 /// unless `wait` (the WRs before a rejected one must have run when the post returns).
-fn dispatch(sq: &SendQ, batch: Batch<Job>, local: bool, wait: bool) {
+fn dispatch(sq: &Arc<SendQ>, batch: Batch<SendWr>, local: bool, wait: bool) {
+    // The engine's jobs name their queue (one reference each); a lane runs against the caller's.
+    let job = |wr| Job::Send {
+        sq: Arc::clone(sq),
+        wr,
+    };
     if combining() {
         if local {
-            ENGINE.run_in_lane(&sq.order.lane, batch, run_held);
+            ENGINE.run_in_lane(&sq.order.lane, batch, |wr| run_send(sq, wr));
         } else {
             // A WR for another process: through the engine's FIFO, run on this thread.
-            ENGINE.submit_and_run(batch);
+            ENGINE.submit_and_run(batch.map(job));
         }
     } else {
-        ENGINE.submit(batch);
+        ENGINE.submit(batch.map(job));
         if wait {
             ENGINE.settle();
         }
@@ -248,10 +256,10 @@ pub unsafe fn post_send_chain(
 fn post_one_send(
     sq: &Arc<SendQ>,
     w: &u::urma_jfs_wr_t,
-    batch: &mut Batch<Job>,
+    batch: &mut Batch<SendWr>,
     local: &mut bool,
 ) -> u::urma_status_t {
-    let seq = knobs::SEND_SEQ.fetch_add(1, Ordering::Relaxed) + 1;
+    let seq = knobs::SEND_SEQ.next();
     // SAFETY: flag is a plain u32 union.
     let wflags = unsafe { w.flag.value };
     let plan = match validate(sq, w, wflags) {
@@ -270,11 +278,7 @@ fn post_one_send(
     COUNTERS.send_wrs.fetch_add(1, Ordering::Relaxed);
     let injected = knobs::take_fail_cr(seq);
     *local &= crate::xproc::route(&plan).is_none();
-    batch.push(Job::Send {
-        sq: sq.clone(),
-        plan,
-        injected,
-    });
+    batch.push(SendWr { plan, injected });
     u::URMA_SUCCESS
 }
 
@@ -672,7 +676,7 @@ pub unsafe fn post_recv_chain(
 }
 
 fn post_one_recv(rq: &RecvQ, w: &u::urma_jfr_wr_t) -> u::urma_status_t {
-    let seq = knobs::RECV_SEQ.fetch_add(1, Ordering::Relaxed) + 1;
+    let seq = knobs::RECV_SEQ.next();
     // SAFETY: the sg list comes from the caller's WR.
     let sges = match unsafe { read_sg(&w.src, rq.max_sge) } {
         Ok(v) => v,

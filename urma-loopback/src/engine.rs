@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, RwLock, TryLockError};
 use std::time::{Duration, Instant};
 
-use crate::util::{guard, lock, rlock, wlock};
+use crate::util::{guard, lock, rlock, stripe, wlock, STRIPES};
 
 thread_local! {
     /// Set on engine threads: a settle from a job (never expected) must not wait for itself.
@@ -99,10 +99,17 @@ pub struct Engine<J: Send + 'static> {
     /// and are taken from the queue only by the one runner (which keeps their order). It holds
     /// the runner's queue, swapped with the shared one, so neither reallocates once grown.
     exec: Mutex<VecDeque<J>>,
-    /// Held shared by every [`Engine::run_in_lane`] while it runs, and for a moment exclusively
-    /// by [`Engine::quiesce`], which thereby waits for the lane runs in progress.
-    lanes: RwLock<()>,
+    /// Held shared by every [`Engine::run_in_lane`] while it runs (the stripe of its thread,
+    /// [`stripe`]), and for a moment exclusively by [`Engine::wait_lanes`] (every stripe in
+    /// turn), which thereby waits for the lane runs in progress. Striped because every
+    /// completion-synchronous post takes it: one lock word would travel between the CPUs of the
+    /// threads that post at once, twice per post.
+    lanes: [LaneGate; STRIPES],
 }
+
+/// One stripe of [`Engine::lanes`], on cache lines of its own.
+#[repr(align(128))]
+struct LaneGate(RwLock<()>);
 
 /// Jobs collected by one post call before they are submitted together.
 pub struct Batch<J> {
@@ -137,6 +144,14 @@ impl<J> Batch<J> {
         self.first.is_none() && self.rest.is_empty()
     }
 
+    /// The same batch with `f` applied to each job, in order.
+    pub fn map<U>(self, mut f: impl FnMut(J) -> U) -> Batch<U> {
+        Batch {
+            first: self.first.map(&mut f),
+            rest: self.rest.into_iter().map(f).collect(),
+        }
+    }
+
     /// The jobs, in the order they were pushed (for a caller that runs them itself).
     pub fn into_jobs(self) -> impl Iterator<Item = J> {
         self.first.into_iter().chain(self.rest)
@@ -161,7 +176,7 @@ impl<J: Send + 'static> Engine<J> {
             done: AtomicU64::new(0),
             waiters: AtomicU32::new(0),
             exec: Mutex::new(VecDeque::new()),
-            lanes: RwLock::new(()),
+            lanes: [const { LaneGate(RwLock::new(())) }; STRIPES],
         }
     }
 
@@ -301,12 +316,12 @@ impl<J: Send + 'static> Engine<J> {
     /// one thread submits and runs in lanes keeps its order. The engine's own run function must
     /// take the same lane lock for a job of that queue, so that the engine and a lane never run
     /// jobs of one queue at once. A job run here must not submit to the engine.
-    pub fn run_in_lane(&'static self, lane: &Mutex<()>, b: Batch<J>, run: fn(J)) {
+    pub fn run_in_lane<T>(&'static self, lane: &Mutex<()>, b: Batch<T>, run: impl Fn(T)) {
         self.settle_running();
         if b.is_empty() {
             return;
         }
-        let _all = rlock(&self.lanes);
+        let _all = rlock(&self.lanes[stripe()].0);
         let _lane = lock(lane);
         for j in b.into_jobs() {
             guard((), || run(j));
@@ -316,7 +331,9 @@ impl<J: Send + 'static> Engine<J> {
     /// Waits until every [`Engine::run_in_lane`] in progress has returned (the queued jobs are
     /// the caller's to settle first).
     pub fn wait_lanes(&self) {
-        drop(wlock(&self.lanes));
+        for g in &self.lanes {
+            drop(wlock(&g.0));
+        }
     }
 
     /// Waits until every job submitted before this call has run (no-op on the engine thread).

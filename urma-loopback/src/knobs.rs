@@ -5,9 +5,9 @@
 //! Nth CR" counts every CR generated (send and recv side, before drop/dup).
 
 //!
-//! Bottom floor of the provider: this module depends on nothing but [`crate::util`] and the
-//! control-plane constants (`urma-loopback-ctl`). What acts on the knobs (holding and delaying
-//! CRs) lives above the queues, in [`crate::hold`].
+//! Bottom floor of the provider: this module depends on nothing but [`crate::util`], the counter
+//! type of [`crate::stats`] and the control-plane constants (`urma-loopback-ctl`). What acts on
+//! the knobs (holding and delaying CRs) lives above the queues, in [`crate::hold`].
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -15,6 +15,7 @@ use std::sync::Mutex;
 use urma_loopback_ctl::faults;
 use urma_loopback_ctl::spec::{self, num, Knob};
 
+use crate::stats::Counter;
 use crate::util::{lock, Line};
 
 pub use urma_loopback_ctl::{
@@ -57,10 +58,51 @@ pub static DELETE_TIMEOUT_MS: AtomicU64 = AtomicU64::new(DEFAULT_DELETE_TIMEOUT_
 /// Receiver-not-ready timeout in ms (0 = fail at once).
 pub static RNR_TIMEOUT_MS: AtomicU64 = AtomicU64::new(DEFAULT_RNR_TIMEOUT_MS);
 
-// Each sequence counter on its own lines: they are bumped by every post / CR, from several threads.
-pub static SEND_SEQ: Line<AtomicU64> = Line(AtomicU64::new(0));
-pub static RECV_SEQ: Line<AtomicU64> = Line(AtomicU64::new(0));
-pub static CR_SEQ: Line<AtomicU64> = Line(AtomicU64::new(0));
+/// "The Nth send WR / recv WR / CR" (see the module doc), counted by every post and CR.
+pub static SEND_SEQ: Seq = Seq::new();
+pub static RECV_SEQ: Seq = Seq::new();
+pub static CR_SEQ: Seq = Seq::new();
+
+/// A sequence counter that is exact only while some knob is set ([`ANY`]), the only time anyone
+/// asks which number an event has: then every event takes the next number from one shared word.
+/// Otherwise each thread counts on its own stripe ([`crate::stats::Counter`]), so that the
+/// posting threads and the poller do not pass one cache line back and forth at every post and
+/// CR; the stripes still count, so that a rule set later numbers from process start or reset.
+pub struct Seq {
+    exact: Line<AtomicU64>,
+    quiet: Counter,
+}
+
+impl Seq {
+    pub const fn new() -> Seq {
+        Seq {
+            exact: Line(AtomicU64::new(0)),
+            quiet: Counter::new(),
+        }
+    }
+
+    /// Counts one event; returns its 1-based number while a knob is set, 0 (no rule names it)
+    /// otherwise. Events counted while no knob was set are numbered before every later one.
+    #[inline]
+    pub fn next(&self) -> u64 {
+        self.count(ANY.load(Ordering::Acquire))
+    }
+
+    /// [`Seq::next`] with "a knob is set" given.
+    #[inline]
+    fn count(&self, exact: bool) -> u64 {
+        if !exact {
+            self.quiet.fetch_add(1, Ordering::Relaxed);
+            return 0;
+        }
+        self.exact.fetch_add(1, Ordering::Relaxed) + 1 + self.quiet.load(Ordering::Relaxed)
+    }
+
+    fn reset(&self) {
+        self.exact.store(0, Ordering::Release);
+        self.quiet.store(0, Ordering::Release);
+    }
+}
 
 fn refresh(k: &Knobs) {
     let any = !k.fail_post.is_empty()
@@ -85,14 +127,14 @@ pub fn reset() {
     NOCOPY.store(false, Ordering::Release);
     DELETE_TIMEOUT_MS.store(DEFAULT_DELETE_TIMEOUT_MS, Ordering::Release);
     RNR_TIMEOUT_MS.store(DEFAULT_RNR_TIMEOUT_MS, Ordering::Release);
-    SEND_SEQ.store(0, Ordering::Release);
-    RECV_SEQ.store(0, Ordering::Release);
-    CR_SEQ.store(0, Ordering::Release);
+    SEND_SEQ.reset();
+    RECV_SEQ.reset();
+    CR_SEQ.reset();
 }
 
 /// Status the Nth post of `queue` must fail with, if any (consumes the rule).
 pub fn take_fail_post(queue: i32, nth: u64) -> Option<i32> {
-    if !ANY.load(Ordering::Acquire) {
+    if nth == 0 || !ANY.load(Ordering::Acquire) {
         return None;
     }
     let mut out = None;
@@ -102,7 +144,7 @@ pub fn take_fail_post(queue: i32, nth: u64) -> Option<i32> {
 
 /// CR status the Nth send WR must complete with, if any (consumes the rule).
 pub fn take_fail_cr(nth: u64) -> Option<u32> {
-    if !ANY.load(Ordering::Acquire) {
+    if nth == 0 || !ANY.load(Ordering::Acquire) {
         return None;
     }
     let mut out = None;
@@ -115,7 +157,7 @@ pub use urma_loopback_ctl::faults::Fate;
 
 /// Decides the fate of the Nth CR (consumes the rule).
 pub fn cr_fate(nth: u64) -> Fate {
-    if !ANY.load(Ordering::Acquire) {
+    if nth == 0 || !ANY.load(Ordering::Acquire) {
         return Fate::Deliver;
     }
     let mut out = Fate::Deliver;
@@ -150,4 +192,39 @@ pub fn apply_spec(spec: &str) -> Result<usize, String> {
         }
         Some(())
     })
+}
+
+#[cfg(test)]
+mod seq_tests {
+    use super::Seq;
+
+    #[test]
+    fn events_counted_quietly_come_before_the_numbered_ones() {
+        let s = Seq::new();
+        for _ in 0..5 {
+            assert_eq!(s.count(false), 0, "no knob set: no number");
+        }
+        assert_eq!(s.count(true), 6);
+        assert_eq!(s.count(true), 7);
+        assert_eq!(s.count(false), 0);
+        assert_eq!(s.count(true), 9, "the quiet one in between was counted");
+        s.reset();
+        assert_eq!(s.count(true), 1, "1-based again after a reset");
+    }
+
+    #[test]
+    fn numbered_events_of_several_threads_get_distinct_numbers() {
+        let s = Seq::new();
+        for _ in 0..3 {
+            s.count(false);
+        }
+        let mut all: Vec<u64> = std::thread::scope(|sc| {
+            let hs: Vec<_> = (0..4)
+                .map(|_| sc.spawn(|| (0..500).map(|_| s.count(true)).collect::<Vec<_>>()))
+                .collect();
+            hs.into_iter().flat_map(|h| h.join().unwrap()).collect()
+        });
+        all.sort_unstable();
+        assert_eq!(all, (4..=2003).collect::<Vec<u64>>());
+    }
 }

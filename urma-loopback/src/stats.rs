@@ -1,9 +1,12 @@
-//! Statistics counters of the provider (bottom floor: no dependency inside the crate).
+//! Statistics counters of the provider (bottom floor: depends on nothing in the crate but the
+//! stripe index of [`crate::util`]).
 //!
 //! `urma_loopback_get_counters` ([`crate::ctl`]) copies them, with the registry's live-object
 //! gauges, into the control plane's `Counters` (`urma-loopback-ctl`).
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::util::{stripe, STRIPES};
 
 /// Global counters (all since process start or the last reset).
 pub struct Counters {
@@ -73,9 +76,6 @@ pub fn reset() {
     }
 }
 
-/// Stripes of a [`Counter`].
-const STRIPES: usize = 8;
-
 /// One stripe on cache lines of its own.
 #[repr(align(128))]
 struct Stripe(AtomicU64);
@@ -99,11 +99,7 @@ impl Counter {
     }
 
     fn mine(&self) -> &AtomicU64 {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        thread_local! {
-            static STRIPE: usize = NEXT.fetch_add(1, Ordering::Relaxed) % STRIPES;
-        }
-        &self.0[STRIPE.try_with(|s| *s).unwrap_or(0)].0
+        &self.0[stripe()].0
     }
 
     pub fn fetch_add(&self, v: u64, o: Ordering) {
