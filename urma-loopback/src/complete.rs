@@ -27,7 +27,7 @@ pub(crate) fn check_sges(v: &[Sge], remote: bool, access: u32) -> bool {
         if !seg.alive.load(Ordering::Acquire) {
             return false;
         }
-        match (s, remote) {
+        match (&**s, remote) {
             (AnySeg::Local(_), false) => {}
             (AnySeg::Imported(i), true) => {
                 if seg.token_policy != u::URMA_TOKEN_NONE && i.token != seg.token {

@@ -28,7 +28,7 @@ use crate::engine::{Batch, Engine};
 use crate::knobs;
 use crate::objects::{Parked, Plan, RecvPost, RecvQ, RecvWr, Sge, SgeList};
 use crate::queues::Jfc;
-use crate::registry::{get_any_seg, get_tjetty, AnySeg, SendQ, TJetty};
+use crate::registry::{get_any_seg, get_tjetty_ref, AnySeg, SendQ, TJettyRef};
 use crate::stats::COUNTERS;
 use crate::trace;
 use crate::util::lock;
@@ -290,7 +290,7 @@ fn validate(sq: &SendQ, w: &u::urma_jfs_wr_t, wflags: u32) -> Result<Plan, ()> {
     let tjetty = if w.tjetty.is_null() {
         None
     } else {
-        Some(get_tjetty(w.tjetty).ok_or(())?)
+        Some(get_tjetty_ref(w.tjetty).ok_or(())?)
     };
     let mut plan = Plan {
         opcode: op,
@@ -335,7 +335,7 @@ fn validate(sq: &SendQ, w: &u::urma_jfs_wr_t, wflags: u32) -> Result<Plan, ()> {
     Ok(plan)
 }
 
-fn target_name(t: &Option<Arc<TJetty>>) -> String {
+fn target_name(t: &Option<TJettyRef>) -> String {
     match t {
         Some(t) => trace::s(&t.name),
         None => "null".into(),
@@ -688,7 +688,7 @@ fn post_one_recv(rq: &RecvQ, w: &u::urma_jfr_wr_t) -> u::urma_status_t {
     // Recv buffers must be local (registered) segments.
     if sges
         .iter()
-        .any(|e| matches!(e.seg, Some(AnySeg::Imported(_))))
+        .any(|e| matches!(e.seg.as_deref(), Some(AnySeg::Imported(_))))
     {
         trace_recv(rq, w.user_ctx, &sges, u::URMA_EINVAL);
         return u::URMA_EINVAL;

@@ -74,7 +74,7 @@ pub struct Seq {
 }
 
 impl Seq {
-    pub const fn new() -> Seq {
+    const fn new() -> Seq {
         Seq {
             exact: Line(AtomicU64::new(0)),
             quiet: Counter::new(),

@@ -273,6 +273,18 @@ pub enum AnySeg {
     Imported(Arc<ISeg>),
 }
 
+/// A segment as a WR holds it: an `Arc` of the calling thread's own around the registry's
+/// object, made once per thread (and per registry change) by its handle cache
+/// ([`crate::registry::get_any_seg`]). The posting threads and the poller of one application
+/// name the same segments in every WR; cloning and dropping the registry's `Arc` itself for
+/// each WR moved its count's cache line between their CPUs twice per WR, while this count is
+/// written by one thread only (unless a WR outlives its post on another thread: a parked
+/// message, an engine job, a posted recv WR that another thread's SEND consumes).
+pub type SegRef = Arc<AnySeg>;
+
+/// A target jetty as a send WR holds it: the thread's own reference, as [`SegRef`].
+pub type TJettyRef = Arc<Arc<TJetty>>;
+
 impl AnySeg {
     pub fn seg(&self) -> &Arc<Seg> {
         match self {
@@ -349,7 +361,7 @@ impl RecvQ {
 pub struct Sge {
     pub addr: u64,
     pub len: u32,
-    pub seg: Option<AnySeg>,
+    pub seg: Option<SegRef>,
 }
 
 /// SGEs kept inline in a WR's plan or recv WR.
@@ -405,7 +417,7 @@ pub struct Plan {
     pub flags: u32,
     pub user_ctx: u64,
     pub imm: u64,
-    pub tjetty: Option<Arc<TJetty>>,
+    pub tjetty: Option<TJettyRef>,
     pub src: SgeList,
     pub dst: SgeList,
     pub supported: bool,

@@ -104,25 +104,29 @@ pub fn get(ptr: *const std::ffi::c_void) -> Option<Obj> {
     if hit.is_some() {
         return hit;
     }
-    lookup_and_remember(&CACHE, key)
+    lookup_and_remember(&CACHE, key, Some)
 }
 
-/// Looks `key` up under the registry's read lock and remembers a hit in `cache` (unless the cache
+/// A thread's handle cache of values of type `V`.
+type CacheKey<V> = std::thread::LocalKey<std::cell::RefCell<HandleCache<V>>>;
+
+/// Looks `key` up under the registry's read lock, makes the cache's value of the object found
+/// (`None`: not one of the kinds this cache holds) and remembers it in `cache` (unless the cache
 /// is borrowed right now).
-fn lookup_and_remember(
-    cache: &'static std::thread::LocalKey<std::cell::RefCell<HandleCache>>,
+fn lookup_and_remember<V: Clone>(
+    cache: &'static CacheKey<V>,
     key: usize,
-) -> Option<Obj> {
+    make: impl FnOnce(Obj) -> Option<V>,
+) -> Option<V> {
     // The epoch read under the read lock names exactly the registry state the lookup saw.
     let (found, epoch) = with_reg(|r| (r.objs.get(&key).cloned(), EPOCH.load(Ordering::Acquire)));
-    if let Some(o) = &found {
-        let _ = cache.try_with(|c| {
-            if let Ok(mut c) = c.try_borrow_mut() {
-                c.remember(epoch, key, o.clone());
-            }
-        });
-    }
-    found
+    let v = make(found?)?;
+    let _ = cache.try_with(|c| {
+        if let Ok(mut c) = c.try_borrow_mut() {
+            c.remember(epoch, key, v.clone());
+        }
+    });
+    Some(v)
 }
 
 /// Bumped (with the write lock held) by every registry change. A thread's cached lookups are valid
@@ -140,19 +144,26 @@ const CACHE_WAYS: usize = 8;
 /// A thread's most recent successful lookups, all made in `epoch`. Holding an `Obj` keeps its
 /// `Arc` alive: an object deleted meanwhile is freed when the thread next looks anything up (the
 /// epoch changed) or exits, never while it may still be in use.
-struct HandleCache {
+struct HandleCache<V = Obj> {
     epoch: u64,
     keys: [usize; CACHE_WAYS],
-    objs: [Option<Obj>; CACHE_WAYS],
+    objs: [Option<V>; CACHE_WAYS],
     next: usize,
 }
 
-impl HandleCache {
-    fn find(&self, epoch: u64, key: usize) -> Option<Obj> {
+impl<V: Clone> HandleCache<V> {
+    const EMPTY: HandleCache<V> = HandleCache {
+        epoch: u64::MAX,
+        keys: [0; CACHE_WAYS],
+        objs: [const { None }; CACHE_WAYS],
+        next: 0,
+    };
+
+    fn find(&self, epoch: u64, key: usize) -> Option<V> {
         self.find_ref(epoch, key).cloned()
     }
 
-    fn find_ref(&self, epoch: u64, key: usize) -> Option<&Obj> {
+    fn find_ref(&self, epoch: u64, key: usize) -> Option<&V> {
         if self.epoch != epoch {
             return None;
         }
@@ -160,7 +171,7 @@ impl HandleCache {
         self.objs[i].as_ref()
     }
 
-    fn remember(&mut self, epoch: u64, key: usize, o: Obj) {
+    fn remember(&mut self, epoch: u64, key: usize, o: V) {
         if self.epoch != epoch {
             self.epoch = epoch;
             self.keys = [0; CACHE_WAYS];
@@ -176,19 +187,46 @@ impl HandleCache {
     }
 }
 
-const EMPTY_CACHE: HandleCache = HandleCache {
-    epoch: u64::MAX,
-    keys: [0; CACHE_WAYS],
-    objs: [const { None }; CACHE_WAYS],
-    next: 0,
-};
-
 thread_local! {
     /// Lookups through [`get`] (cloned out).
-    static CACHE: std::cell::RefCell<HandleCache> = const { std::cell::RefCell::new(EMPTY_CACHE) };
+    static CACHE: std::cell::RefCell<HandleCache> = const { std::cell::RefCell::new(HandleCache::EMPTY) };
     /// Lookups through [`with_obj`] (borrowed in place: JFCs, JFSs, JFRs and jetties on the
     /// post and poll paths).
-    static QUEUES: std::cell::RefCell<HandleCache> = const { std::cell::RefCell::new(EMPTY_CACHE) };
+    static QUEUES: std::cell::RefCell<HandleCache> = const { std::cell::RefCell::new(HandleCache::EMPTY) };
+    /// Lookups through [`get_any_seg`]: the thread's own references to segments.
+    static SEGS: std::cell::RefCell<HandleCache<SegRef>> = const { std::cell::RefCell::new(HandleCache::EMPTY) };
+    /// Lookups through [`get_tjetty_ref`]: the thread's own references to target jetties.
+    static TJETTIES: std::cell::RefCell<HandleCache<TJettyRef>> = const { std::cell::RefCell::new(HandleCache::EMPTY) };
+}
+
+/// Looks up a handle that a WR names, as the thread's own reference (see [`SegRef`]): a clone
+/// of the reference its cache holds, or one made from the registry's object by `make`.
+fn wr_handle<V: Clone>(
+    cache: &'static CacheKey<V>,
+    ptr: *const std::ffi::c_void,
+    make: impl FnOnce(Obj) -> Option<V>,
+) -> Option<V> {
+    if ptr.is_null() {
+        return None;
+    }
+    let key = ptr as usize;
+    let epoch = EPOCH.load(Ordering::Acquire);
+    let hit = cache
+        .try_with(|c| c.try_borrow().ok().and_then(|c| c.find(epoch, key)))
+        .ok()
+        .flatten();
+    if hit.is_some() {
+        return hit;
+    }
+    lookup_and_remember(cache, key, make)
+}
+
+/// Looks up a `urma_target_jetty_t *` as the thread's own reference.
+pub fn get_tjetty_ref(p: *const urma_sys::urma_target_jetty_t) -> Option<TJettyRef> {
+    wr_handle(&TJETTIES, p as *const std::ffi::c_void, |o| match o {
+        Obj::TJetty(t) => Some(Arc::new(t)),
+        _ => None,
+    })
 }
 
 macro_rules! getter {
@@ -223,7 +261,7 @@ pub fn with_obj<R>(ptr: *const std::ffi::c_void, f: impl FnOnce(Option<&Obj>) ->
     if let Ok(Some(r)) = hit {
         return r;
     }
-    let found = lookup_and_remember(&QUEUES, key);
+    let found = lookup_and_remember(&QUEUES, key, Some);
     let f = f
         .take()
         .expect("f runs once: the cached path returned if it ran");
@@ -256,13 +294,13 @@ getter!(get_jetty, Jetty, Jetty, urma_sys::urma_jetty_t);
 getter!(get_tjetty, TJetty, TJetty, urma_sys::urma_target_jetty_t);
 getter!(get_token_id, TokenId, TokenIdObj, urma_sys::urma_token_id_t);
 
-/// Looks up a `urma_target_seg_t *` of either kind.
-pub fn get_any_seg(p: *const urma_sys::urma_target_seg_t) -> Option<AnySeg> {
-    match get(p as *const std::ffi::c_void) {
-        Some(Obj::Seg(s)) => Some(AnySeg::Local(s)),
-        Some(Obj::ISeg(s)) => Some(AnySeg::Imported(s)),
+/// Looks up a `urma_target_seg_t *` of either kind, as the thread's own reference.
+pub fn get_any_seg(p: *const urma_sys::urma_target_seg_t) -> Option<SegRef> {
+    wr_handle(&SEGS, p as *const std::ffi::c_void, |o| match o {
+        Obj::Seg(s) => Some(Arc::new(AnySeg::Local(s))),
+        Obj::ISeg(s) => Some(Arc::new(AnySeg::Imported(s))),
         _ => None,
-    }
+    })
 }
 
 /// Inserts an object.

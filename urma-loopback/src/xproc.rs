@@ -104,7 +104,7 @@ fn ranges(v: &[Sge]) -> Vec<(u64, u64)> {
 fn pieces_of(v: &[Sge]) -> Vec<u8> {
     let mut out = Vec::new();
     for e in v.iter().filter(|e| e.len > 0) {
-        let Some(AnySeg::Imported(i)) = &e.seg else {
+        let Some(AnySeg::Imported(i)) = e.seg.as_deref() else {
             continue;
         };
         Piece {
