@@ -4,7 +4,7 @@
 //! completion that follows its previous task closely is picked up without a futex sleep and
 //! wake-up; it does so only while its recent wake-ups in the same situation came that close
 //! ([`Gaps`]; three situations, [`POLICIES`]: more chunks of the request just served are coming,
-//! a new request was just bound to the worker, or neither). Otherwise, after the budget, and
+//! a new receive was just bound to the worker, or neither). Otherwise, after the budget, and
 //! whenever idle, it blocks on a condvar at once (idle workers never spin). A submitter signals
 //! only when the worker has announced that it is going to sleep, and signals after releasing the
 //! queue lock. A worker that blocks between requests may ask to be woken as soon as a request is
@@ -30,13 +30,13 @@ const REGISTERED: usize = 2;
 
 /// When each wait after a task pays.
 ///
-/// - [`BETWEEN`], after the last chunk of a request: waits for a new request to be bound to the
+/// - [`BETWEEN`], after the last chunk of a request: waits for a new receive to be bound to the
 ///   worker (its load counter grows) or for a wake-up, only while they have been coming within
 ///   20 µs, the cost of the sleep and wake-up it saves (closed loops: the application submits
 ///   again as soon as its wait returns, 9-12 µs later with a polling application and 19-20 µs
 ///   with an event-driven one at depth 1). At paced loads the next request is tens of
 ///   microseconds or more away and the worker blocks at once.
-/// - [`REGISTERED`], once a new request is bound to the worker: its first chunk is one provider
+/// - [`REGISTERED`], once a new receive is bound to the worker: its first chunk is one provider
 ///   round trip away (a few microseconds with a polling application, 10-20 µs with an event-driven
 ///   one); waits while that took at most 30 µs.
 /// - [`IN_REQUEST`], after a chunk that is not its request's last: the next chunk is on its way.
@@ -85,7 +85,8 @@ struct Wake {
 /// Load counters a worker shares with submitters.
 #[derive(Debug, Default)]
 pub struct WorkerShared {
-    /// Not-yet-run tasks of the requests bound to this worker.
+    /// Not-yet-run tasks of the receives bound to this worker (a send's steps do not run on its
+    /// worker and are not counted).
     pub tasks: AtomicU32,
     /// A task is executing.
     pub busy: AtomicBool,

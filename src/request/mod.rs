@@ -83,7 +83,13 @@ pub fn register(
     }
     let w = pool.select();
     let ws = pool.shared_ref(w);
-    ws.tasks.fetch_add(u32::from(n), Ordering::Relaxed);
+    // Only a receive's tasks run on its worker: a send's steps run on the thread that delivers
+    // their completions (D15), so they are no load of the worker's (and a send bound to it is
+    // not the new request its wait between requests looks out for).
+    let on_worker = matches!(job, Job::Recv(_));
+    if on_worker {
+        ws.tasks.fetch_add(u32::from(n), Ordering::Relaxed);
+    }
     let slot = tab.slot(idx);
     let mut r = slot.lock();
     // A slot keeps the counters of its last worker when freed: reusing it for the same worker
@@ -101,7 +107,7 @@ pub fn register(
         t.clear_tombstone(rid);
     }
     t.publish(rid, idx, gen);
-    if n != 0 {
+    if n != 0 && on_worker {
         pool.bound(w);
     }
     debug!(

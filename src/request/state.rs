@@ -328,8 +328,11 @@ impl Req {
         self.canceled += q;
         self.next_send = self.n;
         self.pending = 0;
-        if let Some(w) = &self.wshared {
-            w.tasks.fetch_sub(u32::from(q), Ordering::Relaxed);
+        match &self.wshared {
+            Some(w) if self.kind == Kind::Recv => {
+                w.tasks.fetch_sub(u32::from(q), Ordering::Relaxed);
+            }
+            _ => {}
         }
         q
     }
@@ -380,9 +383,6 @@ impl Req {
         let k = self.next_send;
         self.next_send += 1;
         self.running += 1;
-        if let Some(w) = &self.wshared {
-            w.tasks.fetch_sub(1, Ordering::Relaxed);
-        }
         SendTask {
             ctx: self.send,
             sk: self.rid,
