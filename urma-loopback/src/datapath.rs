@@ -144,7 +144,7 @@ fn run_job(j: Job) {
     match j {
         Job::Send { sq, wr } => {
             let _q = lock(&sq.order.lane);
-            run_send(&sq, wr);
+            run_send(&sq, &wr);
         }
         Job::Deliver { m, recv } => {
             let sq = Arc::clone(&m.sq);
@@ -155,7 +155,7 @@ fn run_job(j: Job) {
 }
 
 /// Runs a send WR of `sq`, whose runner lock (`Order::lane`) the caller holds.
-fn run_send(sq: &Arc<SendQ>, wr: SendWr) {
+fn run_send(sq: &Arc<SendQ>, wr: &SendWr) {
     trace_post(sq, &wr.plan, u::URMA_SUCCESS);
     execute(sq, &wr.plan, wr.injected);
 }
@@ -194,13 +194,13 @@ fn combining() -> bool {
     !knobs::ASYNC_POST.load(Ordering::Relaxed)
 }
 
-/// Runs or queues the WRs a post call collected. In combining mode with every WR local, on the
+/// Runs or queues the WRs a post call collected (and empties `batch`). In combining mode with every WR local, on the
 /// calling thread holding `sq`'s runner lock ([`Engine::run_in_lane`]): posts to different
 /// queues run at the same time, as on the synchronous provider, after whatever was queued on
 /// the engine before them (a late delivery, an asynchronous post made before the mode
 /// changed). Asynchronous posts go to the engine thread through its FIFO and return at once,
 /// unless `wait` (the WRs before a rejected one must have run when the post returns).
-fn dispatch(sq: &Arc<SendQ>, batch: Batch<SendWr>, local: bool, wait: bool) {
+fn dispatch(sq: &Arc<SendQ>, batch: &mut Batch<SendWr>, local: bool, wait: bool) {
     // The engine's jobs name their queue (one reference each); a lane runs against the caller's.
     let job = |wr| Job::Send {
         sq: Arc::clone(sq),
@@ -209,12 +209,13 @@ fn dispatch(sq: &Arc<SendQ>, batch: Batch<SendWr>, local: bool, wait: bool) {
     if combining() {
         if local {
             ENGINE.run_in_lane(&sq.order.lane, batch, |wr| run_send(sq, wr));
+            *batch = Batch::new();
         } else {
             // A WR for another process: through the engine's FIFO, run on this thread.
-            ENGINE.submit_and_run(batch.map(job));
+            ENGINE.submit_and_run(std::mem::take(batch).map(job));
         }
     } else {
-        ENGINE.submit(batch.map(job));
+        ENGINE.submit(std::mem::take(batch).map(job));
         if wait {
             ENGINE.settle();
         }
@@ -247,7 +248,7 @@ pub unsafe fn post_send_chain(
         }
         wr = w.next;
     }
-    dispatch(sq, batch, local, false);
+    dispatch(sq, &mut batch, local, false);
     u::URMA_SUCCESS
 }
 
@@ -265,13 +266,13 @@ fn post_one_send(
     let plan = match validate(sq, w, wflags) {
         Ok(p) => p,
         Err(()) => {
-            dispatch(sq, std::mem::take(batch), *local, true);
+            dispatch(sq, batch, *local, true);
             trace_post_raw(sq, w, wflags, u::URMA_EINVAL);
             return u::URMA_EINVAL;
         }
     };
     if let Some(st) = knobs::take_fail_post(knobs::Q_SEND, seq) {
-        dispatch(sq, std::mem::take(batch), *local, true);
+        dispatch(sq, batch, *local, true);
         trace_post(sq, &plan, st);
         return st;
     }
