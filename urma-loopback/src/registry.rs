@@ -92,19 +92,7 @@ pub fn with_reg_mut<R>(f: impl FnOnce(&mut Registry) -> R) -> R {
 /// Looks up a handle: first in the calling thread's [`HandleCache`] (valid while [`EPOCH`] is
 /// unchanged), then in the registry under its read lock.
 pub fn get(ptr: *const std::ffi::c_void) -> Option<Obj> {
-    if ptr.is_null() {
-        return None;
-    }
-    let key = ptr as usize;
-    let epoch = EPOCH.load(Ordering::Acquire);
-    let hit = CACHE
-        .try_with(|c| c.try_borrow().ok().and_then(|c| c.find(epoch, key)))
-        .ok()
-        .flatten();
-    if hit.is_some() {
-        return hit;
-    }
-    lookup_and_remember(&CACHE, key, Some)
+    cached(&CACHE, ptr, Some)
 }
 
 /// A thread's handle cache of values of type `V`.
@@ -199,9 +187,9 @@ thread_local! {
     static TJETTIES: std::cell::RefCell<HandleCache<TJettyRef>> = const { std::cell::RefCell::new(HandleCache::EMPTY) };
 }
 
-/// Looks up a handle that a WR names, as the thread's own reference (see [`SegRef`]): a clone
-/// of the reference its cache holds, or one made from the registry's object by `make`.
-fn wr_handle<V: Clone>(
+/// Looks up a handle through the thread's `cache`: a clone of the value it holds for the handle
+/// in this epoch, or one made by `make` from the registry's object (and remembered).
+fn cached<V: Clone>(
     cache: &'static CacheKey<V>,
     ptr: *const std::ffi::c_void,
     make: impl FnOnce(Obj) -> Option<V>,
@@ -223,7 +211,7 @@ fn wr_handle<V: Clone>(
 
 /// Looks up a `urma_target_jetty_t *` as the thread's own reference.
 pub fn get_tjetty_ref(p: *const urma_sys::urma_target_jetty_t) -> Option<TJettyRef> {
-    wr_handle(&TJETTIES, p as *const std::ffi::c_void, |o| match o {
+    cached(&TJETTIES, p as *const std::ffi::c_void, |o| match o {
         Obj::TJetty(t) => Some(Arc::new(t)),
         _ => None,
     })
@@ -296,7 +284,7 @@ getter!(get_token_id, TokenId, TokenIdObj, urma_sys::urma_token_id_t);
 
 /// Looks up a `urma_target_seg_t *` of either kind, as the thread's own reference.
 pub fn get_any_seg(p: *const urma_sys::urma_target_seg_t) -> Option<SegRef> {
-    wr_handle(&SEGS, p as *const std::ffi::c_void, |o| match o {
+    cached(&SEGS, p as *const std::ffi::c_void, |o| match o {
         Obj::Seg(s) => Some(Arc::new(AnySeg::Local(s))),
         Obj::ISeg(s) => Some(Arc::new(AnySeg::Imported(s))),
         _ => None,
