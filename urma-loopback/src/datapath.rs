@@ -194,12 +194,13 @@ fn combining() -> bool {
     !knobs::ASYNC_POST.load(Ordering::Relaxed)
 }
 
-/// Runs or queues the WRs a post call collected (and empties `batch`). In combining mode with every WR local, on the
-/// calling thread holding `sq`'s runner lock ([`Engine::run_in_lane`]): posts to different
-/// queues run at the same time, as on the synchronous provider, after whatever was queued on
-/// the engine before them (a late delivery, an asynchronous post made before the mode
-/// changed). Asynchronous posts go to the engine thread through its FIFO and return at once,
-/// unless `wait` (the WRs before a rejected one must have run when the post returns).
+/// Runs or queues the WRs a post call collected, and empties `batch`. In combining mode with
+/// every WR local, on the calling thread holding `sq`'s runner lock ([`Engine::run_in_lane`]):
+/// posts to different queues run at the same time, as on the synchronous provider, after
+/// whatever was queued on the engine before them (a late delivery, an asynchronous post made
+/// before the mode changed). Asynchronous posts go to the engine thread through its FIFO and
+/// return at once, unless `wait` (the WRs before a rejected one must have run when the post
+/// returns).
 fn dispatch(sq: &Arc<SendQ>, batch: &mut Batch<SendWr>, local: bool, wait: bool) {
     // The engine's jobs name their queue (one reference each); a lane runs against the caller's.
     let job = |wr| Job::Send {
