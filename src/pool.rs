@@ -37,8 +37,13 @@ const REGISTERED: usize = 2;
 ///   with an event-driven one at depth 1). At paced loads the next request is tens of
 ///   microseconds or more away and the worker blocks at once.
 /// - [`REGISTERED`], once a new receive is bound to the worker: its first chunk is one provider
-///   round trip away (a few microseconds with a polling application, 10-20 µs with an event-driven
-///   one); waits while that took at most 30 µs.
+///   round trip away, a few microseconds with a polling application; with an event-driven one it
+///   also waits for two kernel wake-ups of the application's event threads (the thread woken for
+///   WRITE 0's completion posts SEND_IMM 0, then the receiver's is woken for the chunk). Waits
+///   while that took at most 60 µs: a worker that sleeps through it is woken by the chunk itself,
+///   which adds its wake-up to that chunk's latency, while spinning instead costs no more library
+///   CPU per pair at paced loads than the sleep and wake-up it saves (30 µs until the tenth
+///   session; docs/performance.md).
 /// - [`IN_REQUEST`], after a chunk that is not its request's last: the next chunk is on its way.
 ///   Up to 500 µs while the recent gaps between chunks were that short: a steady flow of chunks
 ///   50-500 µs apart (2 MiB copies in the software provider, a slow peer) is then picked up
@@ -60,9 +65,9 @@ const POLICIES: [SpinPolicy; 3] = [
         max_ns: 500_000,
     },
     SpinPolicy {
-        limit_ns: 30_000,
+        limit_ns: 60_000,
         min_ns: 10_000,
-        max_ns: 60_000,
+        max_ns: 120_000,
     },
 ];
 
