@@ -15,7 +15,9 @@
 //!   use-once rule lists, release orders);
 //! * [`spec`]: the knob-spec syntax and the reading of the fault keys both libraries have;
 //! * [`trace_line`]: the trace's sinks, line pieces and symbolic object names, the same in both;
-//! * [`forbid`]: the binding refuses every later use (the harness's hardware mode).
+//! * [`forbid`]: the binding refuses every later use (the harness's hardware mode);
+//! * [`wire`]: the provider's cross-process message format (also what the security tests
+//!   speak when they play a malicious peer).
 //!
 //! The provider builds its exports against these types: `urma-loopback/src/ctl.rs` fills a
 //! constant [`Api`] with its own functions, so a prototype that drifts from the binding stops
@@ -524,6 +526,7 @@ pub fn capture_trace<R>(f: impl FnOnce() -> R) -> (R, Vec<String>) {
 /// The interposition layer's counters (`urma_interpose_counters_t` of `urma_interpose.h`), defined
 /// once for the layer (urma-interpose) and for the harness's binding of its control API.
 pub mod trace_line;
+pub mod wire;
 
 /// The fault bookkeeping the loopback's knobs and the interposition layer share: the fate of a
 /// CR, the rule lists ("the Nth WR / CR", each rule used once) and the release orders of held

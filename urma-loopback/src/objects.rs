@@ -33,6 +33,68 @@ pub struct Seg {
     /// Set on the stand-in of a segment registered in another process (the import's target):
     /// the connection to its owner, which checks every access again.
     pub remote: Option<Arc<Peer>>,
+    /// Transfers of other processes inside this segment right now ([`Seg::pin`]).
+    pub io: AtomicU32,
+}
+
+/// A transfer of another process inside a live segment: while it lives, the segment's
+/// unregister waits ([`Seg::wait_unpinned`]).
+pub struct SegPin(Arc<Seg>);
+
+impl Drop for SegPin {
+    fn drop(&mut self) {
+        self.0.io.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Seg {
+    /// A new segment state (alive, no transfer inside).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        c: CBox<urma_sys::urma_target_seg_t>,
+        name: String,
+        (va, len): (u64, u64),
+        access: u32,
+        (token_policy, token, token_id): (u32, u32, u32),
+        ctx: Arc<Ctx>,
+        token_obj: Option<Arc<TokenIdObj>>,
+        remote: Option<Arc<Peer>>,
+    ) -> Seg {
+        Seg {
+            c,
+            name,
+            va,
+            len,
+            access,
+            token_policy,
+            token,
+            token_id,
+            alive: AtomicBool::new(true),
+            ctx,
+            token_obj,
+            remote,
+            io: AtomicU32::new(0),
+        }
+    }
+
+    /// Pins a live segment for a transfer of another process (`None` once it is dead). With
+    /// [`Self::wait_unpinned`] after the segment died, either the pin sees it dead or the
+    /// unregister sees the pin (both sides use sequentially consistent order).
+    pub fn pin(self: &Arc<Self>) -> Option<SegPin> {
+        self.io.fetch_add(1, Ordering::SeqCst);
+        let pin = SegPin(self.clone());
+        self.alive.load(Ordering::SeqCst).then_some(pin)
+    }
+
+    /// Waits until no transfer of another process is inside this (dead) segment. Each such
+    /// transfer ends within the transport's message bound (docs/loopback.md, "Security model").
+    pub fn wait_unpinned(&self) {
+        let mut nap = Duration::from_micros(20);
+        while self.io.load(Ordering::SeqCst) != 0 {
+            std::thread::sleep(nap);
+            nap = (nap * 2).min(Duration::from_millis(5));
+        }
+    }
 }
 
 /// Imported (remote) segment.
@@ -212,6 +274,9 @@ pub enum Target {
         peer: Arc<Peer>,
         id: u32,
         jfr: bool,
+        /// The token the import presented: every two-sided request carries it, and the owner
+        /// checks it as it checked the import.
+        token: Option<u32>,
     },
 }
 

@@ -1,183 +1,88 @@
 //! The cross-process transport: host membership (a slot and its uasid), one Unix-domain stream
-//! socket per process, and one connection per (requester, responder) pair of processes.
+//! socket per process, and connections between processes of the same user.
 //!
-//! * **Membership**: `$URMA_LOOPBACK_DIR` (default `/dev/shm/urma-loopback-<uid>`, mode 0700,
-//!   owned by the user) holds `<n>.slot` files; a process owns slot `n` while it holds a POSIX
-//!   write lock (`F_SETLK`) on that file. The kernel drops the lock when the process dies, however
-//!   it dies, and a forked child does not inherit it, so a stale slot is simply taken over. `n`
-//!   is the process's uasid; its socket is `<n>.sock`.
-//! * **Connections**: a requester connects to the responder's socket at its first import from
-//!   it. It writes requests (header, descriptors, payload); the responder's thread for that
-//!   connection (`urma-lb-rx`, see [`crate::xproc`]) answers each with one acknowledgement, in
-//!   order. The requester's reader thread (`urma-lb-ack`) pops the oldest outstanding request's
-//!   completion for every acknowledgement.
+//! * **Membership**: `$URMA_LOOPBACK_DIR` (default `/dev/shm/urma-loopback-<uid>`) is opened
+//!   once, without following a link, and checked through its descriptor (a directory of this
+//!   user, mode 0700 or narrower); every later name in it (`<n>.slot`, `<n>.sock`) is reached
+//!   through that descriptor, so re-pointing the path afterwards changes nothing. A process owns
+//!   slot `n` while it holds a POSIX write lock (`F_SETLK`) on `<n>.slot`. The kernel drops the
+//!   lock when the process dies, however it dies, and a forked child does not inherit it, so a
+//!   stale slot is simply taken over. `n` is the process's uasid; its socket is `<n>.sock`. A
+//!   process that cannot join never talks to another process.
+//! * **Admission**: both ends read the other's credentials from the kernel (`SO_PEERCRED`) before
+//!   anything else crosses: another user's process is refused. The requester checks that the
+//!   socket's owner is the process that holds slot `n`; its first message ([`K_HELLO`]) names its
+//!   own uasid, which the owner checks the same way, so the sender named in a CR comes from the
+//!   connection, never from a request.
+//! * **Connections**: a requester connects to an owner at its first import from it. It writes
+//!   requests (header, descriptors, payload); the owner's thread for that connection
+//!   (`urma-lb-rx`, see [`crate::xproc`]) answers each with one acknowledgement, in order. The
+//!   requester's reader thread (`urma-lb-ack`) pops the oldest outstanding request's completion
+//!   for every acknowledgement. An owner closes a connection idle for the idle timeout with
+//!   [`K_BYE`]: the requester sends nothing more on it and opens a new one for its next request,
+//!   after the old one's acknowledgements have arrived (so requests keep their order).
+//! * **Limits** ([`crate::knobs::limits`]): connecting, every message body and every
+//!   acknowledgement are bounded by time; an owner serves a bounded number of connections.
+//!   No lock is held across socket I/O but the connection's own writer lock.
 //! * **Peer death**: the kernel closes a dead process's sockets, so the reader sees end-of-file
 //!   (or a reset) at once and completes every outstanding request with "peer gone"; later
-//!   requests to that peer complete the same way without being sent.
+//!   requests to that process complete the same way without being sent.
 //!
 //! This module knows nothing of WRs or objects: a request's completion is a closure.
 
 use std::collections::{HashMap, VecDeque};
-use std::os::fd::{AsRawFd, RawFd};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::util::{lock, log_err, wlock};
+use crate::knobs::limits;
+use crate::util::{lock, log_alert, RateLimit};
 
-/// Request kinds.
-pub const K_IMPORT_SEG: u32 = 1;
-pub const K_IMPORT_JETTY: u32 = 2;
-pub const K_DATA: u32 = 3;
-pub const K_ACK: u32 = 4;
+pub use urma_loopback_ctl::wire::{
+    Hdr, Piece, HDR_LEN, IMPORT_OK, IMPORT_REFUSED, K_ACK, K_BYE, K_DATA, K_HELLO, K_IMPORT_JETTY,
+    K_IMPORT_SEG, PIECE_LEN, TARGET_JETTY, TARGET_JFR, TARGET_NONE, VERSION,
+};
 
 /// Highest slot number (uasid) handed out.
 const MAX_SLOT: u32 = 4096;
-/// Longest wait of an import for the owner's answer.
-pub const RPC_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// The fixed message header (little-endian on the wire, [`HDR_LEN`] bytes).
-#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
-pub struct Hdr {
-    pub kind: u32,
-    /// Acknowledgement: CR status (data) or 0 / nonzero (imports).
-    pub status: u32,
-    pub opcode: u32,
-    pub flags: u32,
-    pub src_uasid: u32,
-    pub src_id: u32,
-    pub src_jetty: u32,
-    /// 0 none, 1 jetty, 2 JFR.
-    pub target_kind: u32,
-    pub target_id: u32,
-    pub token: u32,
-    pub token_given: u32,
-    /// Number of [`Piece`]s following the header.
-    pub ndst: u32,
-    pub imm: u64,
-    /// Payload bytes following the pieces (a READ request: bytes asked for).
-    pub len: u64,
-    pub a: u64,
-    pub b: u64,
-    pub c: u64,
-}
-
-pub const HDR_LEN: usize = 12 * 4 + 5 * 8;
-
-impl Hdr {
-    pub fn encode(&self) -> [u8; HDR_LEN] {
-        let mut o = [0u8; HDR_LEN];
-        let w32 = [
-            self.kind,
-            self.status,
-            self.opcode,
-            self.flags,
-            self.src_uasid,
-            self.src_id,
-            self.src_jetty,
-            self.target_kind,
-            self.target_id,
-            self.token,
-            self.token_given,
-            self.ndst,
-        ];
-        for (i, v) in w32.iter().enumerate() {
-            o[i * 4..i * 4 + 4].copy_from_slice(&v.to_le_bytes());
-        }
-        let w64 = [self.imm, self.len, self.a, self.b, self.c];
-        for (i, v) in w64.iter().enumerate() {
-            let at = 48 + i * 8;
-            o[at..at + 8].copy_from_slice(&v.to_le_bytes());
-        }
-        o
-    }
-
-    pub fn decode(b: &[u8; HDR_LEN]) -> Hdr {
-        let r32 =
-            |i: usize| u32::from_le_bytes([b[i * 4], b[i * 4 + 1], b[i * 4 + 2], b[i * 4 + 3]]);
-        let r64 = |i: usize| {
-            let at = 48 + i * 8;
-            let mut x = [0u8; 8];
-            x.copy_from_slice(&b[at..at + 8]);
-            u64::from_le_bytes(x)
-        };
-        Hdr {
-            kind: r32(0),
-            status: r32(1),
-            opcode: r32(2),
-            flags: r32(3),
-            src_uasid: r32(4),
-            src_id: r32(5),
-            src_jetty: r32(6),
-            target_kind: r32(7),
-            target_id: r32(8),
-            token: r32(9),
-            token_given: r32(10),
-            ndst: r32(11),
-            imm: r64(0),
-            len: r64(1),
-            a: r64(2),
-            b: r64(3),
-            c: r64(4),
-        }
-    }
-}
-
-/// A remote address range of a request: the responder's segment (by token id) and the token the
-/// requester imported it with.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Piece {
-    pub token_id: u32,
-    pub token: u32,
-    pub addr: u64,
-    pub len: u64,
-}
-
-pub const PIECE_LEN: usize = 24;
-
-impl Piece {
-    pub fn encode_into(&self, o: &mut Vec<u8>) {
-        o.extend_from_slice(&self.token_id.to_le_bytes());
-        o.extend_from_slice(&self.token.to_le_bytes());
-        o.extend_from_slice(&self.addr.to_le_bytes());
-        o.extend_from_slice(&self.len.to_le_bytes());
-    }
-
-    pub fn decode(b: &[u8]) -> Piece {
-        let mut x4 = [0u8; 4];
-        let mut x8 = [0u8; 8];
-        x4.copy_from_slice(&b[0..4]);
-        let token_id = u32::from_le_bytes(x4);
-        x4.copy_from_slice(&b[4..8]);
-        let token = u32::from_le_bytes(x4);
-        x8.copy_from_slice(&b[8..16]);
-        let addr = u64::from_le_bytes(x8);
-        x8.copy_from_slice(&b[16..24]);
-        let len = u64::from_le_bytes(x8);
-        Piece {
-            token_id,
-            token,
-            addr,
-            len,
-        }
-    }
-}
+/// Refusals of other processes, reported at most [`RateLimit::BURST`] times per window.
+pub static REFUSALS: RateLimit = RateLimit::new();
 
 // ---- raw socket I/O (payloads go straight between the socket and registered memory) ----
 
-/// Writes `len` bytes at `ptr` to `fd` (never raises SIGPIPE). False when the peer is gone.
+/// The end of a message's time: every `send`/`recv` on a connection waits at most the I/O
+/// timeout (`SO_SNDTIMEO`/`SO_RCVTIMEO`), and a transfer gives up once its deadline passed, so
+/// a peer that stalls or trickles holds a transfer at most twice the I/O timeout.
+pub fn deadline() -> Instant {
+    Instant::now() + limits().io
+}
+
+fn interrupted_or_timed_out(e: &std::io::Error) -> (bool, bool) {
+    use std::io::ErrorKind::{Interrupted, TimedOut, WouldBlock};
+    (
+        e.kind() == Interrupted,
+        matches!(e.kind(), WouldBlock | TimedOut),
+    )
+}
+
+/// Writes `len` bytes at `ptr` to `fd` by `until` (never raises SIGPIPE). False when the peer is
+/// gone or too slow.
 ///
 /// # Safety
 /// `ptr..ptr+len` must be readable for the duration of the call.
-pub unsafe fn write_raw(fd: RawFd, mut ptr: *const u8, mut len: usize) -> bool {
+pub unsafe fn write_raw(fd: RawFd, mut ptr: *const u8, mut len: usize, until: Instant) -> bool {
     while len > 0 {
         // SAFETY: the caller guarantees ptr..ptr+len is readable; send reads at most len bytes.
         let r = unsafe { libc::send(fd, ptr.cast(), len, libc::MSG_NOSIGNAL) };
         if r < 0 {
-            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+            let (again, slow) = interrupted_or_timed_out(&std::io::Error::last_os_error());
+            if again || (slow && Instant::now() < until) {
                 continue;
             }
             return false;
@@ -186,53 +91,83 @@ pub unsafe fn write_raw(fd: RawFd, mut ptr: *const u8, mut len: usize) -> bool {
         // SAFETY: r <= len, so the pointer stays inside the caller's range.
         ptr = unsafe { ptr.add(r) };
         len -= r;
+        if len > 0 && Instant::now() >= until {
+            return false;
+        }
     }
     true
 }
 
-/// Writes a byte slice (see [`write_raw`]).
-pub fn write_all(fd: RawFd, b: &[u8]) -> bool {
+/// Writes a byte slice by `until` (see [`write_raw`]).
+pub fn write_all(fd: RawFd, b: &[u8], until: Instant) -> bool {
     // SAFETY: a live slice is readable for its length.
-    unsafe { write_raw(fd, b.as_ptr(), b.len()) }
+    unsafe { write_raw(fd, b.as_ptr(), b.len(), until) }
 }
 
-/// Reads exactly `len` bytes from `fd` into `ptr`. False on end-of-file or error.
+/// How a read ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Got {
+    /// Every byte arrived.
+    All,
+    /// Nothing arrived within one I/O timeout (only when `idle_ok`: the peer is merely idle).
+    Nothing,
+    /// End-of-file, an error, or the deadline passed mid-way.
+    Broken,
+}
+
+/// Reads exactly `len` bytes from `fd` into `ptr` by `until`. With `idle_ok`, a peer that sends
+/// nothing at all within one I/O timeout gives [`Got::Nothing`] instead of waiting on.
 ///
 /// # Safety
 /// `ptr..ptr+len` must be writable for the duration of the call.
-pub unsafe fn read_raw(fd: RawFd, mut ptr: *mut u8, mut len: usize) -> bool {
+pub unsafe fn read_raw(
+    fd: RawFd,
+    mut ptr: *mut u8,
+    mut len: usize,
+    until: Instant,
+    idle_ok: bool,
+) -> Got {
+    let mut any = false;
     while len > 0 {
         // SAFETY: the caller guarantees ptr..ptr+len is writable; recv writes at most len bytes.
         let r = unsafe { libc::recv(fd, ptr.cast(), len, 0) };
         if r < 0 {
-            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+            let (again, slow) = interrupted_or_timed_out(&std::io::Error::last_os_error());
+            if slow && idle_ok && !any {
+                return Got::Nothing;
+            }
+            if again || (slow && Instant::now() < until) {
                 continue;
             }
-            return false;
+            return Got::Broken;
         }
         if r == 0 {
-            return false;
+            return Got::Broken;
         }
+        any = true;
         let r = r as usize;
         // SAFETY: r <= len, so the pointer stays inside the caller's range.
         ptr = unsafe { ptr.add(r) };
         len -= r;
+        if len > 0 && Instant::now() >= until {
+            return Got::Broken;
+        }
     }
-    true
+    Got::All
 }
 
-/// Reads exactly `b.len()` bytes into `b`.
-pub fn read_exact(fd: RawFd, b: &mut [u8]) -> bool {
+/// Reads exactly `b.len()` bytes into `b` by `until`.
+pub fn read_exact(fd: RawFd, b: &mut [u8], until: Instant) -> bool {
     // SAFETY: a live mutable slice is writable for its length.
-    unsafe { read_raw(fd, b.as_mut_ptr(), b.len()) }
+    unsafe { read_raw(fd, b.as_mut_ptr(), b.len(), until, false) == Got::All }
 }
 
-/// Reads and throws away `n` bytes.
-pub fn discard(fd: RawFd, mut n: u64) -> bool {
+/// Reads and throws away `n` bytes by `until`.
+pub fn discard(fd: RawFd, mut n: u64, until: Instant) -> bool {
     let mut buf = [0u8; 8192];
     while n > 0 {
         let k = n.min(buf.len() as u64) as usize;
-        if !read_exact(fd, &mut buf[..k]) {
+        if !read_exact(fd, &mut buf[..k], until) {
             return false;
         }
         n -= k as u64;
@@ -240,29 +175,52 @@ pub fn discard(fd: RawFd, mut n: u64) -> bool {
     true
 }
 
-/// Reads one header.
-pub fn read_hdr(fd: RawFd) -> Option<Hdr> {
+/// Reads one header: `Ok(None)` when the peer sent nothing within one I/O timeout.
+fn read_hdr_or_idle(fd: RawFd) -> Result<Option<Hdr>, ()> {
     let mut b = [0u8; HDR_LEN];
-    read_exact(fd, &mut b).then(|| Hdr::decode(&b))
+    // SAFETY: a live local array is writable for its length.
+    match unsafe { read_raw(fd, b.as_mut_ptr(), HDR_LEN, deadline(), true) } {
+        Got::All => Ok(Some(Hdr::decode(&b))),
+        Got::Nothing => Ok(None),
+        Got::Broken => Err(()),
+    }
+}
+
+/// Writes one header (bounded by the I/O timeout).
+pub fn write_hdr(fd: RawFd, h: &Hdr) -> bool {
+    write_all(fd, &h.encode(), deadline())
 }
 
 /// Socket buffer size asked for on every connection (the kernel caps it at `wmem_max` /
 /// `rmem_max`): fewer, larger copies for multi-megabyte payloads.
 const SOCK_BUF: libc::c_int = 4 << 20;
 
-/// Asks for [`SOCK_BUF`]-sized send and receive buffers (best effort).
-pub fn size_buffers(fd: RawFd) {
+fn set_opt<T>(fd: RawFd, opt: libc::c_int, v: &T) {
+    // SAFETY: setsockopt reads size_of::<T>() bytes from a live reference.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            opt,
+            (v as *const T).cast(),
+            std::mem::size_of::<T>() as libc::socklen_t,
+        )
+    };
+}
+
+/// Prepares a connected socket: large buffers (best effort) and the I/O timeout on every
+/// `send` and `recv`.
+fn prepare(fd: RawFd) {
     for opt in [libc::SO_SNDBUF, libc::SO_RCVBUF] {
-        // SAFETY: setsockopt reads one c_int from a live local.
-        unsafe {
-            libc::setsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                opt,
-                (&SOCK_BUF as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
+        set_opt(fd, opt, &SOCK_BUF);
+    }
+    let io = limits().io;
+    let tv = libc::timeval {
+        tv_sec: io.as_secs() as libc::time_t,
+        tv_usec: io.subsec_micros() as libc::suseconds_t,
+    };
+    for opt in [libc::SO_SNDTIMEO, libc::SO_RCVTIMEO] {
+        set_opt(fd, opt, &tv);
     }
 }
 
@@ -278,23 +236,193 @@ pub fn hung_up(fd: RawFd) -> bool {
     r > 0 && p.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0
 }
 
+/// Waits up to `t` for `fd` to become readable (or hung up). False when `t` passed first.
+fn readable_within(fd: RawFd, t: Duration) -> bool {
+    let end = Instant::now() + t;
+    loop {
+        let left = end.saturating_duration_since(Instant::now());
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN | libc::POLLRDHUP,
+            revents: 0,
+        };
+        let ms = left.as_millis().min(i32::MAX as u128) as libc::c_int;
+        // SAFETY: one valid pollfd.
+        let r = unsafe { libc::poll(&mut p, 1, ms.max(i32::from(!left.is_zero()))) };
+        if r > 0 {
+            return true;
+        }
+        if r == 0 && Instant::now() >= end {
+            return false;
+        }
+    }
+}
+
+/// The credentials of the process at the other end of a Unix socket, from the kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cred {
+    pub pid: i32,
+    pub uid: u32,
+}
+
+pub fn peer_cred(fd: RawFd) -> Option<Cred> {
+    let mut c = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut n = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most n bytes into a live ucred and updates n.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut c as *mut libc::ucred).cast(),
+            &mut n,
+        )
+    };
+    (r == 0 && n as usize == std::mem::size_of::<libc::ucred>()).then_some(Cred {
+        pid: c.pid,
+        uid: c.uid,
+    })
+}
+
+fn my_uid() -> u32 {
+    // SAFETY: getuid cannot fail.
+    unsafe { libc::getuid() }
+}
+
 // ---- host membership ----
 
-/// The registry directory of this user.
-pub fn dir() -> PathBuf {
+/// The registry directory's path: `$URMA_LOOPBACK_DIR`, or `/dev/shm/urma-loopback-<uid>`.
+pub fn dir_path() -> PathBuf {
     match std::env::var_os("URMA_LOOPBACK_DIR") {
         Some(d) if !d.is_empty() => PathBuf::from(d),
-        // SAFETY: getuid cannot fail.
-        _ => PathBuf::from(format!("/dev/shm/urma-loopback-{}", unsafe {
-            libc::getuid()
-        })),
+        _ => PathBuf::from(format!("/dev/shm/urma-loopback-{}", my_uid())),
     }
+}
+
+/// The registry directory, opened once: every name in it is reached through this descriptor.
+pub struct Dir {
+    fd: OwnedFd,
+    /// The path it was opened by (for messages only).
+    shown: PathBuf,
+}
+
+fn errno_text() -> String {
+    std::io::Error::last_os_error().to_string()
+}
+
+impl Dir {
+    /// Creates (mode 0700) and opens the directory at `path` without following a link in its
+    /// last component, then checks through the descriptor that it is a directory of this user
+    /// that no other user may enter.
+    pub fn open(path: PathBuf) -> Result<Dir, String> {
+        let shown = path.display().to_string();
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|e| format!("{shown}: {e}"))?;
+        }
+        let c = CString::new(path.as_os_str().as_bytes())
+            .map_err(|_| format!("{shown}: a NUL byte in the path"))?;
+        // SAFETY: a valid C string; mkdir does not keep it.
+        if unsafe { libc::mkdir(c.as_ptr(), 0o700) } != 0
+            && std::io::Error::last_os_error().kind() != std::io::ErrorKind::AlreadyExists
+        {
+            return Err(format!("{shown}: {}", errno_text()));
+        }
+        let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        // SAFETY: a valid C string; the descriptor returned is owned below.
+        let fd = unsafe { libc::open(c.as_ptr(), flags) };
+        if fd < 0 {
+            return Err(format!(
+                "{shown}: {} (a link, or not a directory?)",
+                errno_text()
+            ));
+        }
+        // SAFETY: fd is a fresh descriptor that nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let st = fstat(fd.as_raw_fd()).ok_or_else(|| format!("{shown}: {}", errno_text()))?;
+        let uid = my_uid();
+        if st.st_mode & libc::S_IFMT != libc::S_IFDIR || st.st_uid != uid || st.st_mode & 0o077 != 0
+        {
+            return Err(format!(
+                "{shown} is owned by uid {} with mode {:o}, not a private directory of uid {uid}",
+                st.st_uid,
+                st.st_mode & 0o7777
+            ));
+        }
+        Ok(Dir { fd, shown: path })
+    }
+
+    /// A path that reaches `name` inside this directory, whatever happens to the directory's
+    /// own path (`/proc/self/fd/<fd>/<name>`), for the calls that take only a path (bind,
+    /// connect).
+    fn via_fd(&self, name: &str) -> PathBuf {
+        PathBuf::from(format!("/proc/self/fd/{}/{name}", self.fd.as_raw_fd()))
+    }
+
+    /// Opens `name` in this directory (never through a link).
+    fn open_at(&self, name: &str, flags: libc::c_int) -> Option<std::fs::File> {
+        let c = CString::new(name).ok()?;
+        let flags = flags | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        // SAFETY: a valid directory descriptor and C string; the descriptor is owned below.
+        let fd = unsafe { libc::openat(self.fd.as_raw_fd(), c.as_ptr(), flags, 0o600) };
+        // SAFETY: fd is a fresh descriptor that nothing else owns.
+        (fd >= 0).then(|| unsafe { std::fs::File::from_raw_fd(fd) })
+    }
+
+    /// Removes `name` from this directory (if it is there).
+    fn unlink(&self, name: &str) {
+        if let Ok(c) = CString::new(name) {
+            // SAFETY: a valid directory descriptor and C string.
+            unsafe { libc::unlinkat(self.fd.as_raw_fd(), c.as_ptr(), 0) };
+        }
+    }
+
+    /// Tries to own slot `n`: its file (a regular file of this user) locked by us.
+    fn claim(&self, n: u32) -> Option<std::fs::File> {
+        let f = self.open_at(&format!("{n}.slot"), libc::O_RDWR | libc::O_CREAT)?;
+        let st = fstat(f.as_raw_fd())?;
+        if st.st_mode & libc::S_IFMT != libc::S_IFREG || st.st_uid != my_uid() {
+            return None;
+        }
+        let mut fl = whole_file_lock();
+        // SAFETY: F_SETLK with a valid flock on an open descriptor; non-blocking.
+        let r = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETLK, &mut fl) };
+        (r == 0).then_some(f)
+    }
+
+    /// The process that owns slot `n` (holds the lock on `<n>.slot`), if any.
+    pub fn slot_holder(&self, n: u32) -> Option<i32> {
+        let f = self.open_at(&format!("{n}.slot"), libc::O_RDONLY)?;
+        let mut fl = whole_file_lock();
+        // SAFETY: F_GETLK with a valid flock on an open descriptor; it only reports.
+        let r = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_GETLK, &mut fl) };
+        (r == 0 && fl.l_type != libc::F_UNLCK as libc::c_short).then_some(fl.l_pid)
+    }
+}
+
+fn fstat(fd: RawFd) -> Option<libc::stat> {
+    // SAFETY: an all-zero stat is a valid value for fstat to overwrite.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat writes one stat into a live local.
+    (unsafe { libc::fstat(fd, &mut st) } == 0).then_some(st)
+}
+
+fn whole_file_lock() -> libc::flock {
+    // SAFETY: an all-zero flock is a valid value; the fields set below describe the whole file.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = libc::F_WRLCK as _;
+    fl.l_whence = libc::SEEK_SET as _;
+    fl
 }
 
 /// This process's membership.
 struct Me {
     pid: u32,
     uasid: u32,
+    dir: Arc<Dir>,
     /// The slot file; its POSIX lock is the proof that we are alive.
     _slot: std::fs::File,
 }
@@ -310,53 +438,26 @@ pub fn my_uasid() -> Option<u32> {
     (u != 0 && MY_PID.load(Ordering::Acquire) == std::process::id()).then_some(u)
 }
 
-fn open_dir() -> Option<PathBuf> {
-    let d = dir();
-    if let Err(e) = std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&d)
-    {
-        log_err(&format!("multi-process registry {}: {e}", d.display()));
-        return None;
-    }
-    let md = std::fs::metadata(&d).ok()?;
-    // SAFETY: getuid cannot fail.
-    let uid = unsafe { libc::getuid() };
-    if md.uid() != uid || md.mode() & 0o077 != 0 {
-        log_err(&format!(
-            "multi-process registry {}: not a private directory of this user",
-            d.display()
-        ));
-        return None;
-    }
-    Some(d)
+/// This process's uasid and directory, while it is joined.
+fn membership() -> Option<(u32, Arc<Dir>)> {
+    let me = lock(&ME);
+    me.as_ref()
+        .filter(|m| m.pid == std::process::id())
+        .map(|m| (m.uasid, m.dir.clone()))
 }
 
-/// Tries to own slot `n`: its file locked by us.
-fn claim(d: &std::path::Path, n: u32) -> Option<std::fs::File> {
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(d.join(format!("{n}.slot")))
-        .ok()?;
-    // SAFETY: an all-zero flock is a valid value; the fields set below describe the whole file.
-    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
-    fl.l_type = libc::F_WRLCK as _;
-    fl.l_whence = libc::SEEK_SET as _;
-    // SAFETY: F_SETLK with a valid flock on an open descriptor; non-blocking.
-    let r = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETLK, &fl) };
-    (r == 0).then_some(f)
-}
+/// What serves one admitted connection: the connection and the requester's uasid.
+pub type Serve = fn(Incoming);
+
+/// Incoming connections being served right now.
+static SERVING: AtomicUsize = AtomicUsize::new(0);
 
 /// Joins the host (at most once per process; again in a forked child): claims a slot, binds the
-/// socket and starts the thread that accepts connections, each served by `serve` on a thread of
-/// its own. `want` != 0 asks for that uasid. Returns the uasid, or `None` when the process stays
-/// in-process only (the directory is unusable, no free slot, the wanted uasid is taken).
-pub fn join(want: u32, serve: fn(UnixStream)) -> Option<u32> {
+/// socket and starts the thread that accepts connections, each admitted one served by `serve` on
+/// a thread of its own. `want` != 0 asks for that uasid. Returns the uasid, or `None` when the
+/// process stays in-process only (the directory is unusable, no free slot, the wanted uasid is
+/// taken); that is reported through [`log_alert`].
+pub fn join(want: u32, serve: Serve) -> Option<u32> {
     let mut me = lock(&ME);
     let pid = std::process::id();
     if let Some(m) = me.as_ref() {
@@ -366,42 +467,45 @@ pub fn join(want: u32, serve: fn(UnixStream)) -> Option<u32> {
     }
     // A forked child: the parent's slot, socket and connections are the parent's.
     forget_peers();
-    let d = open_dir()?;
-    let (uasid, slot) = if want != 0 {
-        (want, claim(&d, want)?)
+    let refuse = |why: String| {
+        log_alert(&format!(
+            "multi-process mode off, this process reaches no other: {why}"
+        ));
+        None
+    };
+    let dir = match Dir::open(dir_path()) {
+        Ok(d) => Arc::new(d),
+        Err(e) => return refuse(e),
+    };
+    let claimed = if want != 0 {
+        dir.claim(want).map(|f| (want, f))
     } else {
-        (1..=MAX_SLOT).find_map(|n| claim(&d, n).map(|f| (n, f)))?
+        (1..=MAX_SLOT).find_map(|n| dir.claim(n).map(|f| (n, f)))
     };
-    let sock = d.join(format!("{uasid}.sock"));
-    let _ = std::fs::remove_file(&sock);
-    let listener = match UnixListener::bind(&sock) {
+    let Some((uasid, slot)) = claimed else {
+        return refuse(if want != 0 {
+            format!("uasid {want} is taken in {}", dir.shown.display())
+        } else {
+            format!("no free slot in {}", dir.shown.display())
+        });
+    };
+    let name = format!("{uasid}.sock");
+    dir.unlink(&name);
+    let listener = match UnixListener::bind(dir.via_fd(&name)) {
         Ok(l) => l,
-        Err(e) => {
-            log_err(&format!("multi-process socket {}: {e}", sock.display()));
-            return None;
-        }
+        Err(e) => return refuse(format!("socket {}/{name}: {e}", dir.shown.display())),
     };
+    let d2 = dir.clone();
     let spawned = std::thread::Builder::new()
         .name("urma-lb-accept".into())
-        .spawn(move || {
-            for s in listener.incoming() {
-                let Ok(s) = s else {
-                    // Out of descriptors or memory: try again a little later, never spin.
-                    std::thread::sleep(Duration::from_millis(10));
-                    continue;
-                };
-                size_buffers(s.as_raw_fd());
-                let _ = std::thread::Builder::new()
-                    .name("urma-lb-rx".into())
-                    .spawn(move || serve(s));
-            }
-        });
-    if spawned.is_err() {
-        return None;
+        .spawn(move || accept_loop(listener, d2, uasid, serve));
+    if let Err(e) = spawned {
+        return refuse(format!("no thread to accept connections: {e}"));
     }
     *me = Some(Me {
         pid,
         uasid,
+        dir,
         _slot: slot,
     });
     MY_PID.store(pid, Ordering::Release);
@@ -409,17 +513,134 @@ pub fn join(want: u32, serve: fn(UnixStream)) -> Option<u32> {
     Some(uasid)
 }
 
-// ---- responder writes into registered memory while the application may unregister it ----
+/// Decrements [`SERVING`] when a connection's thread ends (or was never started).
+struct Serving;
 
-/// Read-held by a responder thread while it writes into (or reads from) registered segments;
-/// write-taken by `urma_unregister_seg` after it marked the segment dead, so that memory is
-/// never touched after the unregister returned.
-pub static MEM_IO: RwLock<()> = RwLock::new(());
+impl Drop for Serving {
+    fn drop(&mut self) {
+        SERVING.fetch_sub(1, Ordering::AcqRel);
+    }
+}
 
-/// Waits until no responder thread is inside a segment (called after a segment died).
-pub fn quiesce() {
-    if my_uasid().is_some() {
-        drop(wlock(&MEM_IO));
+fn accept_loop(listener: UnixListener, dir: Arc<Dir>, me: u32, serve: Serve) {
+    for s in listener.incoming() {
+        let Ok(s) = s else {
+            // Out of descriptors or memory: try again a little later, never spin.
+            std::thread::sleep(Duration::from_millis(10));
+            continue;
+        };
+        let max = limits().max_conns;
+        if SERVING.fetch_add(1, Ordering::AcqRel) >= max {
+            let slot = Serving;
+            drop(s);
+            drop(slot);
+            REFUSALS.alert(|| {
+                format!("uasid {me}: a connection refused, {max} already served (URMA_LOOPBACK_MAX_CONNS)")
+            });
+            continue;
+        }
+        let slot = Serving;
+        let d = dir.clone();
+        let _ = std::thread::Builder::new()
+            .name("urma-lb-rx".into())
+            .spawn(move || {
+                let _slot = slot;
+                if let Some(c) = admit(s, &d, me) {
+                    serve(c);
+                }
+            });
+    }
+}
+
+/// The owner's side of the opening: the requester runs as this user and holds the slot it
+/// names. The refusal is logged; the connection is then closed.
+fn admit(s: UnixStream, dir: &Dir, me: u32) -> Option<Incoming> {
+    let fd = s.as_raw_fd();
+    prepare(fd);
+    let refuse = |why: String| {
+        REFUSALS.alert(|| format!("uasid {me}: a connection refused: {why}"));
+        None
+    };
+    let Some(cred) = peer_cred(fd) else {
+        return refuse("no peer credentials".into());
+    };
+    if cred.uid != my_uid() {
+        return refuse(format!("pid {} runs as uid {}", cred.pid, cred.uid));
+    }
+    let mut b = [0u8; HDR_LEN];
+    if !read_exact(fd, &mut b, deadline()) {
+        return refuse(format!("pid {} sent no opening in time", cred.pid));
+    }
+    let h = Hdr::decode(&b);
+    if h.kind != K_HELLO || h.a != VERSION {
+        return refuse(format!(
+            "pid {} opened with kind {} version {}",
+            cred.pid, h.kind, h.a
+        ));
+    }
+    if h.src_uasid == 0 || dir.slot_holder(h.src_uasid) != Some(cred.pid) {
+        return refuse(format!(
+            "pid {} named uasid {}, which it does not hold",
+            cred.pid, h.src_uasid
+        ));
+    }
+    let ok = Hdr {
+        kind: K_ACK,
+        status: 0,
+        a: VERSION,
+        ..Hdr::default()
+    };
+    write_hdr(fd, &ok).then_some(Incoming {
+        s,
+        from: h.src_uasid,
+        bye: false,
+    })
+}
+
+/// An admitted connection, on the owner's side.
+pub struct Incoming {
+    s: UnixStream,
+    /// The requester's uasid, checked at admission.
+    pub from: u32,
+    /// [`K_BYE`] sent: the requester is closing.
+    bye: bool,
+}
+
+impl Incoming {
+    pub fn fd(&self) -> RawFd {
+        self.s.as_raw_fd()
+    }
+
+    /// The next request's header. `None` when the connection ends: the requester closed it, it
+    /// broke, or it stayed idle (then [`K_BYE`] was sent, and what the requester had already
+    /// sent is still served).
+    pub fn next_request(&mut self) -> Option<Hdr> {
+        let fd = self.fd();
+        loop {
+            let idle = if self.bye { limits().io } else { limits().idle };
+            if !readable_within(fd, idle) {
+                if self.bye {
+                    return None;
+                }
+                let bye = Hdr {
+                    kind: K_BYE,
+                    ..Hdr::default()
+                };
+                if !write_hdr(fd, &bye) {
+                    return None;
+                }
+                self.bye = true;
+                continue;
+            }
+            let mut b = [0u8; HDR_LEN];
+            return read_exact(fd, &mut b, deadline()).then(|| Hdr::decode(&b));
+        }
+    }
+}
+
+impl Drop for Incoming {
+    fn drop(&mut self) {
+        let _ = self.s.shutdown(std::net::Shutdown::Both);
     }
 }
 
@@ -430,19 +651,63 @@ pub fn quiesce() {
 /// could not read its payload (the connection is then treated as broken).
 pub type Done = Box<dyn FnOnce(Option<&Hdr>, RawFd) -> bool + Send>;
 
-struct PState {
-    dead: bool,
-    q: VecDeque<Done>,
+struct CState {
+    /// Broken or closed: nothing more is sent on it.
+    closed: bool,
+    /// The owner said [`K_BYE`]: nothing more is sent on it; it closes once drained.
+    retiring: bool,
+    /// Outstanding requests, oldest first, with the time each was sent.
+    q: VecDeque<(Instant, Done)>,
 }
 
-/// A connection to a responder process.
+/// One connection to an owner.
+struct Conn {
+    w: Mutex<UnixStream>,
+    st: Mutex<CState>,
+    /// Signalled when `q` empties or the connection closes.
+    drained: Condvar,
+}
+
+impl Conn {
+    fn usable(&self) -> bool {
+        let st = lock(&self.st);
+        !st.closed && !st.retiring
+    }
+
+    /// Waits (at most the I/O timeout) until every request sent on this connection has its
+    /// acknowledgement; closes it otherwise.
+    fn drain(&self) {
+        let end = deadline();
+        let mut st = lock(&self.st);
+        while !st.q.is_empty() && !st.closed {
+            let now = Instant::now();
+            if now >= end {
+                drop(st);
+                let _ = lock(&self.w).shutdown(std::net::Shutdown::Both);
+                return;
+            }
+            st = self
+                .drained
+                .wait_timeout(st, end - now)
+                .map(|x| x.0)
+                .unwrap_or_else(|e| e.into_inner().0);
+        }
+    }
+}
+
+/// Another process of this host (a uasid and the process that held it when first reached).
 pub struct Peer {
     pub uasid: u32,
+    /// The owning process's pid: a later holder of the same uasid is another process.
+    owner: i32,
     /// The process that opened the connection: a forked child never writes into its parent's
     /// connections (it has no reader for them).
-    pid: u32,
-    w: Mutex<UnixStream>,
-    st: Mutex<PState>,
+    opener: u32,
+    dir: Arc<Dir>,
+    /// The current connection (replaced after the owner closed an idle one).
+    conn: Mutex<Option<Arc<Conn>>>,
+    /// The owning process is gone.
+    dead: AtomicBool,
 }
 
 static PEERS: Mutex<Option<HashMap<u32, Arc<Peer>>>> = Mutex::new(None);
@@ -453,51 +718,207 @@ fn forget_peers() {
     lock(&PEERS).take();
 }
 
+/// Connects to the owner of slot `uasid` in `dir` (bounded by the connect timeout), checks who
+/// it is and opens the connection with [`K_HELLO`]. The owner's pid, or `Err` with the reason.
+fn connect(dir: &Dir, me: u32, uasid: u32) -> Result<(UnixStream, i32), String> {
+    let path = dir.via_fd(&format!("{uasid}.sock"));
+    let end = Instant::now() + limits().connect;
+    let s = loop {
+        match connect_once(&path) {
+            Ok(s) => break s,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && Instant::now() < end => {
+                // The owner's backlog is full: it is slow to accept.
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            Err(e) => return Err(format!("connect: {e}")),
+        }
+    };
+    let fd = s.as_raw_fd();
+    prepare(fd);
+    let cred = peer_cred(fd).ok_or("no peer credentials")?;
+    if cred.uid != my_uid() {
+        return Err(format!("the socket belongs to uid {}", cred.uid));
+    }
+    if dir.slot_holder(uasid) != Some(cred.pid) {
+        return Err(format!(
+            "the socket belongs to pid {}, which does not hold the slot",
+            cred.pid
+        ));
+    }
+    let hello = Hdr {
+        kind: K_HELLO,
+        src_uasid: me,
+        a: VERSION,
+        ..Hdr::default()
+    };
+    if !write_hdr(fd, &hello) {
+        return Err("the opening was not taken".into());
+    }
+    let mut b = [0u8; HDR_LEN];
+    if !read_exact(fd, &mut b, deadline()) {
+        return Err("the owner refused the opening".into());
+    }
+    let a = Hdr::decode(&b);
+    if a.kind != K_ACK || a.status != 0 || a.a != VERSION {
+        return Err("the owner refused the opening".into());
+    }
+    Ok((s, cred.pid))
+}
+
+/// One non-blocking `connect` (a full backlog gives `WouldBlock` at once); the socket is made
+/// blocking again once connected.
+fn connect_once(path: &std::path::Path) -> std::io::Result<UnixStream> {
+    let flags = libc::SOCK_STREAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK;
+    // SAFETY: plain socket creation; the descriptor is owned below.
+    let fd = unsafe { libc::socket(libc::AF_UNIX, flags, 0) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fd is a fresh descriptor that nothing else owns.
+    let s = unsafe { UnixStream::from_raw_fd(fd) };
+    // SAFETY: an all-zero sockaddr_un is valid; the path is copied in below.
+    let mut a: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    a.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    let p = path.as_os_str().as_bytes();
+    if p.len() >= a.sun_path.len() {
+        return Err(std::io::Error::from(std::io::ErrorKind::InvalidInput));
+    }
+    for (d, &b) in a.sun_path.iter_mut().zip(p) {
+        *d = b as libc::c_char;
+    }
+    let len = std::mem::size_of::<libc::sa_family_t>() + p.len() + 1;
+    // SAFETY: a valid socket and a sockaddr_un whose first len bytes are initialised.
+    let r = unsafe {
+        libc::connect(
+            fd,
+            (&a as *const libc::sockaddr_un).cast(),
+            len as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    s.set_nonblocking(false)?;
+    Ok(s)
+}
+
 impl Peer {
-    /// Whether the connection is known broken (peer dead).
+    /// Whether the owning process is known gone.
     pub fn dead(&self) -> bool {
-        lock(&self.st).dead
+        self.dead.load(Ordering::Acquire)
+    }
+
+    /// Whether the owning process still holds its slot.
+    fn owner_alive(&self) -> bool {
+        self.dir.slot_holder(self.uasid) == Some(self.owner)
+    }
+
+    /// The connection to send on: the current one, or a new one once the owner closed the
+    /// last (after the last one's requests were acknowledged, so requests keep their order).
+    fn current(self: &Arc<Self>) -> Option<Arc<Conn>> {
+        let mut cur = lock(&self.conn);
+        if let Some(c) = cur.as_ref() {
+            if c.usable() {
+                return Some(c.clone());
+            }
+            c.drain();
+        }
+        *cur = None;
+        if self.dead() {
+            return None;
+        }
+        let me = my_uasid()?;
+        match connect(&self.dir, me, self.uasid) {
+            Ok((s, pid)) if pid == self.owner => {
+                let c = self.start(s)?;
+                *cur = Some(c.clone());
+                Some(c)
+            }
+            Ok(_) => {
+                // Another process holds the uasid now.
+                self.dead.store(true, Ordering::Release);
+                None
+            }
+            Err(why) => {
+                if !self.owner_alive() {
+                    self.dead.store(true, Ordering::Release);
+                } else {
+                    REFUSALS.alert(|| format!("uasid {}: {why}", self.uasid));
+                }
+                None
+            }
+        }
+    }
+
+    /// Starts the reader of a fresh connection.
+    fn start(self: &Arc<Self>, s: UnixStream) -> Option<Arc<Conn>> {
+        let r = s.try_clone().ok()?;
+        let c = Arc::new(Conn {
+            w: Mutex::new(s),
+            st: Mutex::new(CState {
+                closed: false,
+                retiring: false,
+                q: VecDeque::new(),
+            }),
+            drained: Condvar::new(),
+        });
+        let (p, c2) = (self.clone(), c.clone());
+        std::thread::Builder::new()
+            .name("urma-lb-ack".into())
+            .spawn(move || p.reader(c2, r))
+            .ok()?;
+        Some(c)
     }
 
     /// Sends a request: header, `extra` bytes, then the memory ranges of `payload` in order.
-    /// `done` runs when its acknowledgement arrives or the peer is gone. When the peer is
-    /// already known gone, `done` is handed back unsent.
+    /// `done` runs when its acknowledgement arrives or the peer is gone. When the peer cannot
+    /// be reached, `done` is handed back unsent.
     ///
     /// # Safety
     /// Every `(addr, len)` of `payload` must be readable memory for the duration of the call.
     pub unsafe fn send(
-        &self,
+        self: &Arc<Self>,
         h: &Hdr,
         extra: &[u8],
         payload: &[(u64, u64)],
         done: Done,
     ) -> Result<(), Done> {
-        if self.pid != std::process::id() {
+        if self.opener != std::process::id() {
             return Err(done);
         }
-        let w = lock(&self.w);
-        {
-            let mut st = lock(&self.st);
-            if st.dead {
-                return Err(done);
+        let mut done = Some(done);
+        // A connection the owner retires between `current` and our write is left for the
+        // next one (at most a few times: each retirement needs an idle timeout).
+        for _ in 0..4 {
+            let Some(c) = self.current() else { break };
+            let w = lock(&c.w);
+            {
+                let mut st = lock(&c.st);
+                if st.closed || st.retiring {
+                    continue;
+                }
+                if let Some(d) = done.take() {
+                    st.q.push_back((Instant::now(), d));
+                }
             }
-            st.q.push_back(done);
+            let fd = w.as_raw_fd();
+            let until = deadline();
+            let mut ok = write_all(fd, &h.encode(), until) && write_all(fd, extra, until);
+            for &(a, n) in payload {
+                // SAFETY: the caller guarantees the range is readable.
+                ok = ok && unsafe { write_raw(fd, a as usize as *const u8, n as usize, until) };
+            }
+            if !ok {
+                // The reader sees the shutdown and fails everything outstanding, ours included.
+                let _ = w.shutdown(std::net::Shutdown::Both);
+            }
+            return Ok(());
         }
-        let fd = w.as_raw_fd();
-        let mut ok = write_all(fd, &h.encode()) && write_all(fd, extra);
-        for &(a, n) in payload {
-            // SAFETY: the caller guarantees the range is readable.
-            ok = ok && unsafe { write_raw(fd, a as usize as *const u8, n as usize) };
-        }
-        if !ok {
-            // The reader sees the shutdown and fails everything outstanding, ours included.
-            let _ = w.shutdown(std::net::Shutdown::Both);
-        }
-        Ok(())
+        Err(done.expect("not handed over"))
     }
 
-    /// A control request (import): waits at most [`RPC_TIMEOUT`] for the acknowledgement.
-    pub fn rpc(&self, h: &Hdr) -> Option<Hdr> {
+    /// A control request (import): waits at most the I/O timeout for the acknowledgement.
+    pub fn rpc(self: &Arc<Self>, h: &Hdr) -> Option<Hdr> {
         type Slot = (Mutex<Option<Option<Hdr>>>, Condvar);
         let slot: Arc<Slot> = Arc::new((Mutex::new(None), Condvar::new()));
         let s2 = slot.clone();
@@ -510,7 +931,7 @@ impl Peer {
         if unsafe { self.send(h, &[], &[], done) }.is_err() {
             return None;
         }
-        let end = Instant::now() + RPC_TIMEOUT;
+        let end = deadline();
         let mut g = lock(&slot.0);
         loop {
             if let Some(r) = g.take() {
@@ -528,100 +949,105 @@ impl Peer {
         }
     }
 
-    fn fail_all(&self) {
-        let q = {
-            let mut st = lock(&self.st);
-            st.dead = true;
-            std::mem::take(&mut st.q)
-        };
-        for d in q {
-            d(None, -1);
-        }
-    }
-
-    fn reader(self: Arc<Self>, r: UnixStream) {
+    /// Reads the acknowledgements of connection `c` until it ends, then fails what is left.
+    fn reader(self: Arc<Self>, c: Arc<Conn>, r: UnixStream) {
         let fd = r.as_raw_fd();
-        while let Some(h) = read_hdr(fd) {
-            let d = lock(&self.st).q.pop_front();
-            let Some(d) = d else { break };
+        loop {
+            let h = match read_hdr_or_idle(fd) {
+                Err(()) => break,
+                Ok(Some(h)) => h,
+                Ok(None) => {
+                    // Nothing for one I/O timeout: fine while nothing is outstanding (or the
+                    // owner is still within its time for the oldest request).
+                    let st = lock(&c.st);
+                    let late =
+                        st.q.front()
+                            .is_some_and(|(t, _)| t.elapsed() >= limits().io);
+                    if late {
+                        break;
+                    }
+                    continue;
+                }
+            };
+            if h.kind == K_BYE {
+                // Nothing more is sent here; our side closes once the rest is acknowledged.
+                let w = lock(&c.w);
+                lock(&c.st).retiring = true;
+                let _ = w.shutdown(std::net::Shutdown::Write);
+                continue;
+            }
+            let d = {
+                let mut st = lock(&c.st);
+                let d = st.q.pop_front();
+                if st.q.is_empty() {
+                    c.drained.notify_all();
+                }
+                d
+            };
+            let Some((_, d)) = d else { break };
             if h.kind != K_ACK || !d(Some(&h), fd) {
                 break;
             }
         }
         let _ = r.shutdown(std::net::Shutdown::Both);
-        self.fail_all();
-    }
-}
-
-/// The connection to the process with `uasid` (opened on first use; a broken one is replaced).
-/// `None` when no live process has that uasid.
-pub fn peer(uasid: u32) -> Option<Arc<Peer>> {
-    let mut g = lock(&PEERS);
-    let m = g.get_or_insert_with(HashMap::new);
-    if let Some(p) = m.get(&uasid) {
-        // A process that died a moment ago may not have been noticed by the reader yet, and
-        // its slot (uasid) may already belong to a new process: ask the socket.
-        let closed = hung_up(lock(&p.w).as_raw_fd());
-        if !p.dead() && !closed && p.pid == std::process::id() {
-            return Some(p.clone());
+        let q = {
+            let mut st = lock(&c.st);
+            st.closed = true;
+            c.drained.notify_all();
+            std::mem::take(&mut st.q)
+        };
+        if !q.is_empty() && !self.owner_alive() {
+            self.dead.store(true, Ordering::Release);
+        }
+        for (_, d) in q {
+            d(None, -1);
         }
     }
-    let s = UnixStream::connect(dir().join(format!("{uasid}.sock"))).ok()?;
-    size_buffers(s.as_raw_fd());
-    let r = s.try_clone().ok()?;
-    let p = Arc::new(Peer {
-        uasid,
-        pid: std::process::id(),
-        w: Mutex::new(s),
-        st: Mutex::new(PState {
-            dead: false,
-            q: VecDeque::new(),
-        }),
-    });
-    let p2 = p.clone();
-    std::thread::Builder::new()
-        .name("urma-lb-ack".into())
-        .spawn(move || p2.reader(r))
-        .ok()?;
-    m.insert(uasid, p.clone());
-    Some(p)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn header_and_piece_round_trip() {
-        let h = Hdr {
-            kind: K_DATA,
-            status: 9,
-            opcode: 3,
-            flags: 0x20,
-            src_uasid: 7,
-            src_id: 11,
-            src_jetty: 1,
-            target_kind: 2,
-            target_id: 5,
-            token: 0xdead_beef,
-            token_given: 1,
-            ndst: 2,
-            imm: u64::MAX - 1,
-            len: 1 << 40,
-            a: 1,
-            b: 2,
-            c: 3,
-        };
-        assert_eq!(Hdr::decode(&h.encode()), h);
-        let p = Piece {
-            token_id: 4,
-            token: 0x1234_5678,
-            addr: 0x7fff_0000_1000,
-            len: 4096,
-        };
-        let mut v = Vec::new();
-        p.encode_into(&mut v);
-        assert_eq!(v.len(), PIECE_LEN);
-        assert_eq!(Piece::decode(&v), p);
+/// The process with `uasid` (reached on first use; a dead one is replaced by the slot's new
+/// holder). `None` when this process is not joined, or no live process of this user has that
+/// uasid.
+pub fn peer(uasid: u32) -> Option<Arc<Peer>> {
+    let (me, dir) = membership()?;
+    {
+        let g = lock(&PEERS);
+        if let Some(p) = g.as_ref().and_then(|m| m.get(&uasid)) {
+            // A process that died a moment ago may not have been noticed by the reader yet,
+            // and its slot (uasid) may already belong to a new process: ask the slot.
+            if !p.dead() && p.opener == std::process::id() && p.owner_alive() {
+                return Some(p.clone());
+            }
+        }
     }
+    // Connect with no global lock held: a slow owner delays only imports from itself.
+    let (s, owner) = match connect(&dir, me, uasid) {
+        Ok(x) => x,
+        Err(why) => {
+            if dir.slot_holder(uasid).is_some() {
+                REFUSALS.alert(|| format!("uasid {uasid}: {why}"));
+            }
+            return None;
+        }
+    };
+    let p = Arc::new(Peer {
+        uasid,
+        owner,
+        opener: std::process::id(),
+        dir,
+        conn: Mutex::new(None),
+        dead: AtomicBool::new(false),
+    });
+    let c = p.start(s)?;
+    *lock(&p.conn) = Some(c);
+    let mut g = lock(&PEERS);
+    let m = g.get_or_insert_with(HashMap::new);
+    // Another thread may have reached the same process meanwhile: keep the first.
+    if let Some(q) = m.get(&uasid) {
+        if !q.dead() && q.owner == owner && q.opener == p.opener {
+            return Some(q.clone());
+        }
+    }
+    m.insert(uasid, p.clone());
+    Some(p)
 }

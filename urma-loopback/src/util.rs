@@ -58,6 +58,64 @@ pub fn log_err(msg: &str) {
     }
 }
 
+/// Reports an error that must not go unseen: through the registered log callback, or, when the
+/// application registered none, on standard error. Used where the provider refuses to talk to
+/// another process or is refused by it (docs/loopback.md, "Security model").
+pub fn log_alert(msg: &str) {
+    if lock(&LOG_FUNC).is_some() {
+        log_err(msg);
+    } else {
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "[urma-loopback] error: {msg}");
+    }
+}
+
+/// At most [`RateLimit::BURST`] reports per [`RateLimit::WINDOW`]; the number held back is told
+/// with the next report let through.
+pub struct RateLimit(Mutex<(Option<std::time::Instant>, u32, u64)>);
+
+impl RateLimit {
+    pub const BURST: u32 = 10;
+    pub const WINDOW: std::time::Duration = std::time::Duration::from_secs(10);
+
+    pub const fn new() -> RateLimit {
+        RateLimit(Mutex::new((None, 0, 0)))
+    }
+
+    /// `msg` through [`log_alert`], unless this limiter already let [`Self::BURST`] through in
+    /// the current window. Returns whether it was reported.
+    pub fn alert(&self, msg: impl FnOnce() -> String) -> bool {
+        let held = {
+            let mut g = lock(&self.0);
+            let now = std::time::Instant::now();
+            let (start, sent, held) = &mut *g;
+            if start.is_none_or(|t| now.duration_since(t) >= Self::WINDOW) {
+                *start = Some(now);
+                *sent = 0;
+            }
+            if *sent >= Self::BURST {
+                *held += 1;
+                return false;
+            }
+            *sent += 1;
+            std::mem::take(held)
+        };
+        let m = msg();
+        if held > 0 {
+            log_alert(&format!("{m} ({held} similar reports held back)"));
+        } else {
+            log_alert(&m);
+        }
+        true
+    }
+}
+
+impl Default for RateLimit {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// How many stripes a striped global ([`crate::stats::Counter`], the knobs' sequence counters,
 /// the engine's lane locks) is cut into.
 pub const STRIPES: usize = 8;

@@ -5,8 +5,7 @@
 //! the recv CR and acknowledges). The transport is [`crate::peer`]; docs/loopback.md,
 //! "Multiple processes", describes the protocol.
 
-use std::os::fd::{AsRawFd, RawFd};
-use std::os::unix::net::UnixStream;
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,15 +14,15 @@ use urma_sys as u;
 
 use crate::complete::{check_sges, finish_send, recv_cr, recv_end, total, RecvEnd};
 use crate::knobs;
-use crate::objects::Seg;
-use crate::objects::{AnySeg, Plan, RecvWr, SendQ, Sge, Target};
+use crate::objects::{AnySeg, Plan, RecvWr, Seg, SegPin, SendQ, Sge, Target};
 use crate::peer::{
-    self, discard, read_exact, read_hdr, read_raw, write_all, write_raw, Hdr, Peer, Piece, K_ACK,
-    K_DATA, K_IMPORT_JETTY, K_IMPORT_SEG, PIECE_LEN,
+    self, deadline, discard, read_exact, read_raw, write_hdr, write_raw, Got, Hdr, Incoming, Peer,
+    Piece, IMPORT_OK, IMPORT_REFUSED, K_ACK, K_DATA, K_IMPORT_JETTY, K_IMPORT_SEG, PIECE_LEN,
+    REFUSALS, TARGET_JETTY, TARGET_JFR, TARGET_NONE,
 };
 use crate::registry as reg;
 use crate::stats::COUNTERS;
-use crate::util::{lock, rlock};
+use crate::util::lock;
 
 /// Most remote pieces (SGEs) one request may carry.
 const MAX_PIECES: u32 = 256;
@@ -118,34 +117,39 @@ fn pieces_of(v: &[Sge]) -> Vec<u8> {
     out
 }
 
-/// Reads `n` bytes from `fd` into the ranges in order (or throws them away in no-copy mode).
+/// Reads `n` bytes from `fd` into the ranges in order by `until` (or throws them away in
+/// no-copy mode). Bytes beyond the ranges are read and dropped.
 ///
 /// # Safety
 /// Every range must be writable memory for the duration of the call.
-unsafe fn scatter(fd: RawFd, to: &[(u64, u64)], mut n: u64) -> bool {
+unsafe fn scatter(fd: RawFd, to: &[(u64, u64)], mut n: u64, until: Instant) -> bool {
     COUNTERS.bytes_transferred.fetch_add(n, Ordering::Relaxed);
     if knobs::NOCOPY.load(Ordering::Relaxed) {
-        return discard(fd, n);
+        return discard(fd, n, until);
     }
     let all = n;
     for &(a, l) in to {
         let k = l.min(n);
         // SAFETY: the caller guarantees the range is writable; k <= its length.
-        if k > 0 && !unsafe { read_raw(fd, a as usize as *mut u8, k as usize) } {
+        if k > 0
+            && unsafe { read_raw(fd, a as usize as *mut u8, k as usize, until, false) } != Got::All
+        {
             return false;
         }
         n -= k;
     }
     COUNTERS.bytes_copied.fetch_add(all - n, Ordering::Relaxed);
-    n == 0 || discard(fd, n)
+    n == 0 || discard(fd, n, until)
 }
 
 /// Sends a WR whose target is in another process; its send CR comes with the acknowledgement
 /// (or with "peer gone": `URMA_CR_ACK_TIMEOUT_ERR`).
 pub fn request(sq: &Arc<SendQ>, p: &Plan, peer: &Arc<Peer>, n: u64) {
-    let (target_kind, target_id) = match p.tjetty.as_ref().map(|t| &t.target) {
-        Some(Target::Remote { id, jfr, .. }) => (if *jfr { 2 } else { 1 }, *id),
-        _ => (0, 0),
+    let (target_kind, target_id, token) = match p.tjetty.as_ref().map(|t| &t.target) {
+        Some(Target::Remote { id, jfr, token, .. }) => {
+            (if *jfr { TARGET_JFR } else { TARGET_JETTY }, *id, *token)
+        }
+        _ => (TARGET_NONE, 0, None),
     };
     let is_read = p.opcode == u::URMA_OPC_READ;
     let (pieces, payload) = if is_read {
@@ -162,6 +166,8 @@ pub fn request(sq: &Arc<SendQ>, p: &Plan, peer: &Arc<Peer>, n: u64) {
         src_jetty: u32::from(sq.is_jetty),
         target_kind,
         target_id,
+        token: token.unwrap_or(0),
+        token_given: u32::from(token.is_some()),
         ndst: (pieces.len() / PIECE_LEN) as u32,
         imm: p.imm,
         len: n,
@@ -177,7 +183,7 @@ pub fn request(sq: &Arc<SendQ>, p: &Plan, peer: &Arc<Peer>, n: u64) {
                 // SAFETY: the local destination SGEs were checked against live registered
                 // segments, which the plan's Arcs pin; the application keeps the buffer until
                 // this WR's CR, as with a NIC.
-                ok = unsafe { scatter(fd, &ranges(&p2.dst), a.len) };
+                ok = unsafe { scatter(fd, &ranges(&p2.dst), a.len, deadline()) };
                 if !ok {
                     (status, bytes) = (u::URMA_CR_ACK_TIMEOUT_ERR, 0);
                 }
@@ -199,6 +205,7 @@ pub fn request(sq: &Arc<SendQ>, p: &Plan, peer: &Arc<Peer>, n: u64) {
 
 // ---- responder ----
 
+/// Acknowledges a request: the sender's CR status and the bytes that landed.
 fn ack(fd: RawFd, status: u32, len: u64) -> bool {
     let h = Hdr {
         kind: K_ACK,
@@ -206,36 +213,67 @@ fn ack(fd: RawFd, status: u32, len: u64) -> bool {
         len,
         ..Hdr::default()
     };
-    write_all(fd, &h.encode())
+    write_hdr(fd, &h)
 }
 
-/// Serves one connection from a requester process until it closes.
-pub fn serve(s: UnixStream) {
-    let fd = s.as_raw_fd();
-    while let Some(h) = read_hdr(fd) {
+/// Serves one admitted connection ([`peer::Incoming`]) until it ends.
+pub fn serve(mut c: Incoming) {
+    let fd = c.fd();
+    while let Some(h) = c.next_request() {
+        // The whole message (descriptors and payload) must arrive by this time.
+        let until = deadline();
         if h.ndst > MAX_PIECES {
             break;
         }
         let mut raw = vec![0u8; h.ndst as usize * PIECE_LEN];
-        if !read_exact(fd, &mut raw) {
+        if !read_exact(fd, &mut raw, until) {
             break;
         }
-        let pieces: Vec<Piece> = raw.chunks(PIECE_LEN).map(Piece::decode).collect();
+        let pieces: Vec<Piece> = raw.chunks(PIECE_LEN).filter_map(Piece::decode).collect();
+        let m = Msg {
+            fd,
+            h: &h,
+            pieces: &pieces,
+            from: c.from,
+            until,
+        };
         let ok = match h.kind {
-            K_IMPORT_SEG => answer_import_seg(fd, &h),
-            K_IMPORT_JETTY => answer_import_queue(fd, &h),
-            K_DATA => answer_data(fd, &h, &pieces),
+            K_IMPORT_SEG => answer_import_seg(&m),
+            K_IMPORT_JETTY => answer_import_queue(&m),
+            K_DATA => answer_data(&m),
             _ => false,
         };
         if !ok {
             break;
         }
     }
-    let _ = s.shutdown(std::net::Shutdown::Both);
+}
+
+/// One request as the owner reads it.
+struct Msg<'a> {
+    fd: RawFd,
+    h: &'a Hdr,
+    pieces: &'a [Piece],
+    /// The requester's uasid, from the connection's admission.
+    from: u32,
+    /// When the message's body must have arrived.
+    until: Instant,
+}
+
+impl Msg<'_> {
+    /// Drops the payload and acknowledges `status` with nothing written.
+    fn refuse(&self, status: u32) -> bool {
+        discard(self.fd, self.h.len, self.until) && ack(self.fd, status, 0)
+    }
 }
 
 fn token_ok(policy_checked: bool, expected: u32, h: &Hdr) -> bool {
     !policy_checked || (h.token_given != 0 && h.token == expected)
+}
+
+/// Reports a request of uasid `from` that presented no token, or a wrong one.
+fn report_token(from: u32, what: &str) {
+    REFUSALS.alert(|| format!("uasid {from}: {what} refused (no such object, or a wrong token)"));
 }
 
 fn find_seg(token_id: u32, addr: u64, len: u64) -> Option<Arc<Seg>> {
@@ -252,72 +290,91 @@ fn find_seg(token_id: u32, addr: u64, len: u64) -> Option<Arc<Seg>> {
     })
 }
 
-fn answer_import_seg(fd: RawFd, h: &Hdr) -> bool {
+/// An import's answer: [`IMPORT_OK`] with the object's attributes, or [`IMPORT_REFUSED`], which
+/// does not tell an unknown object from a wrong token.
+fn answer_import(m: &Msg<'_>, what: &str, found: Option<(u64, u64, u64)>) -> bool {
+    let (status, (a, b, c)) = match found {
+        Some(attrs) => (IMPORT_OK, attrs),
+        None => {
+            report_token(m.from, what);
+            (IMPORT_REFUSED, (0, 0, 0))
+        }
+    };
+    let h = Hdr {
+        kind: K_ACK,
+        status,
+        a,
+        b,
+        c,
+        ..Hdr::default()
+    };
+    write_hdr(m.fd, &h)
+}
+
+fn answer_import_seg(m: &Msg<'_>) -> bool {
+    let h = m.h;
     // As the in-process import: a live segment with that token id, that VA, and not shorter.
     let found = reg::with_reg(|r| {
         r.segs_by_token_id
             .get(&(h.a as u32))
             .and_then(|v| v.iter().find(|s| s.va == h.b && h.c <= s.len).cloned())
-    });
-    let (status, access, policy, len) = match found {
-        Some(s) => {
-            if token_ok(s.token_policy != u::URMA_TOKEN_NONE, s.token, h) {
-                (0, s.access, s.token_policy, s.len)
-            } else {
-                (2, 0, 0, 0)
-            }
-        }
-        _ => (1, 0, 0, 0),
-    };
-    let a = Hdr {
-        kind: K_ACK,
-        status,
-        a: u64::from(access),
-        b: u64::from(policy),
-        c: len,
-        ..Hdr::default()
-    };
-    write_all(fd, &a.encode())
+    })
+    .filter(|s| token_ok(s.token_policy != u::URMA_TOKEN_NONE, s.token, h))
+    .map(|s| (u64::from(s.access), u64::from(s.token_policy), s.len));
+    answer_import(m, "a segment import", found)
 }
 
 fn local_target(kind: u32, id: u32) -> Option<Target> {
     reg::with_reg(|r| match kind {
-        1 => r.jetty_by_id.get(&id).cloned().map(Target::Jetty),
-        2 => r.jfr_by_id.get(&id).cloned().map(Target::Jfr),
+        TARGET_JETTY => r.jetty_by_id.get(&id).cloned().map(Target::Jetty),
+        TARGET_JFR => r.jfr_by_id.get(&id).cloned().map(Target::Jfr),
         _ => None,
     })
 }
 
-fn answer_import_queue(fd: RawFd, h: &Hdr) -> bool {
-    let status = match local_target(h.target_kind, h.target_id) {
-        Some(Target::Jetty(j)) => u32::from(!token_ok(j.token_checked, j.token, h)) * 2,
-        Some(Target::Jfr(j)) => u32::from(!token_ok(j.token_checked, j.token, h)) * 2,
-        _ => 1,
-    };
-    let a = Hdr {
-        kind: K_ACK,
-        status,
-        ..Hdr::default()
-    };
-    write_all(fd, &a.encode())
+/// The local jetty or JFR a request names, when its token is right.
+fn checked_target(h: &Hdr) -> Option<Target> {
+    local_target(h.target_kind, h.target_id).filter(|t| match t {
+        Target::Jetty(j) => token_ok(j.token_checked, j.token, h),
+        Target::Jfr(j) => token_ok(j.token_checked, j.token, h),
+        Target::Remote { .. } => false,
+    })
 }
 
-/// The local segments of a request's pieces, checked as the in-process provider checks an
-/// imported segment (alive, token, access, not LOCAL_ONLY, in bounds).
-fn resolve(pieces: &[Piece], access: u32) -> Option<Vec<(u64, u64)>> {
+fn answer_import_queue(m: &Msg<'_>) -> bool {
+    let found = checked_target(m.h).map(|_| (0, 0, 0));
+    answer_import(m, "a jetty or JFR import", found)
+}
+
+/// Address ranges in registered memory, and the pins that keep their segments registered.
+type Pinned = (Vec<(u64, u64)>, Vec<SegPin>);
+
+/// The registered memory a request's pieces name, checked as the in-process provider checks an
+/// imported segment (alive, token, access, not LOCAL_ONLY, in bounds) and pinned: the segments
+/// cannot be unregistered until the pins are dropped.
+fn pin_pieces(pieces: &[Piece], access: u32) -> Option<Pinned> {
     let mut out = Vec::with_capacity(pieces.len());
+    let mut pins = Vec::with_capacity(pieces.len());
     for pc in pieces {
         let s = find_seg(pc.token_id, pc.addr, pc.len)?;
-        if !s.alive.load(Ordering::Acquire)
-            || (s.token_policy != u::URMA_TOKEN_NONE && pc.token != s.token)
+        if (s.token_policy != u::URMA_TOKEN_NONE && pc.token != s.token)
             || s.access & u::URMA_ACCESS_LOCAL_ONLY != 0
             || s.access & access == 0
         {
             return None;
         }
+        pins.push(s.pin()?);
         out.push((pc.addr, pc.len));
     }
-    Some(out)
+    Some((out, pins))
+}
+
+/// Pins for the owner's own SGEs (a recv WR's), or `None` when one of their segments died.
+fn pin_sges(v: &[Sge]) -> Option<Vec<SegPin>> {
+    v.iter()
+        .filter(|e| e.len > 0)
+        .map(|e| e.seg.as_ref().and_then(|g| g.seg().pin()))
+        .collect()
 }
 
 /// Waits (receiver-not-ready retry, up to this process's RNR timeout) for a recv WR on the
@@ -374,24 +431,32 @@ fn wait_recv(end: &RecvEnd<'_>, t: &Target, fd: RawFd) -> Result<RecvWr, u32> {
     }
 }
 
-fn answer_data(fd: RawFd, h: &Hdr, pieces: &[Piece]) -> bool {
-    let n = h.len;
+/// Whether the pieces can hold the whole payload: the owner writes exactly what it
+/// acknowledges, so a request whose payload is longer than its pieces is refused.
+fn fits(pieces: &[Piece], n: u64) -> bool {
+    pieces.iter().map(|p| u128::from(p.len)).sum::<u128>() >= u128::from(n)
+}
+
+fn answer_data(m: &Msg<'_>) -> bool {
+    let (fd, h, n) = (m.fd, m.h, m.h.len);
     match h.opcode {
         u::URMA_OPC_WRITE => {
-            let _io = rlock(&peer::MEM_IO);
-            let Some(dst) = resolve(pieces, u::URMA_ACCESS_WRITE) else {
-                return discard(fd, n) && ack(fd, u::URMA_CR_REM_ACCESS_ABORT_ERR, 0);
+            let pinned = fits(m.pieces, n)
+                .then(|| pin_pieces(m.pieces, u::URMA_ACCESS_WRITE))
+                .flatten();
+            let Some((dst, _pins)) = pinned else {
+                return m.refuse(u::URMA_CR_REM_ACCESS_ABORT_ERR);
             };
             // SAFETY: the ranges lie in live registered segments of this process, which
-            // cannot be unregistered while MEM_IO is read-held.
-            let landed = unsafe { scatter(fd, &dst, n) };
+            // cannot be unregistered while pinned.
+            let landed = unsafe { scatter(fd, &dst, n, m.until) };
             landed && ack(fd, u::URMA_CR_SUCCESS, n)
         }
         u::URMA_OPC_READ => {
-            let _io = rlock(&peer::MEM_IO);
-            let src = resolve(pieces, u::URMA_ACCESS_READ)
-                .filter(|v| v.iter().map(|r| r.1).sum::<u64>() >= n);
-            let Some(src) = src else {
+            let pinned = fits(m.pieces, n)
+                .then(|| pin_pieces(m.pieces, u::URMA_ACCESS_READ))
+                .flatten();
+            let Some((src, _pins)) = pinned else {
                 return ack(fd, u::URMA_CR_REM_ACCESS_ABORT_ERR, 0);
             };
             if !ack(fd, u::URMA_CR_SUCCESS, n) {
@@ -400,72 +465,77 @@ fn answer_data(fd: RawFd, h: &Hdr, pieces: &[Piece]) -> bool {
             let mut left = n;
             for (a, l) in src {
                 let k = l.min(left);
-                // SAFETY: the range lies in a live registered segment (MEM_IO read-held).
-                if k > 0 && !unsafe { write_raw(fd, a as usize as *const u8, k as usize) } {
+                // SAFETY: the range lies in a live registered segment (pinned).
+                if k > 0 && !unsafe { write_raw(fd, a as usize as *const u8, k as usize, m.until) }
+                {
                     return false;
                 }
                 left -= k;
             }
             true
         }
-        u::URMA_OPC_WRITE_IMM | u::URMA_OPC_SEND | u::URMA_OPC_SEND_IMM => two_sided(fd, h, pieces),
-        _ => discard(fd, n) && ack(fd, u::URMA_CR_UNSUPPORTED_OPCODE_ERR, 0),
+        u::URMA_OPC_WRITE_IMM | u::URMA_OPC_SEND | u::URMA_OPC_SEND_IMM => two_sided(m),
+        _ => m.refuse(u::URMA_CR_UNSUPPORTED_OPCODE_ERR),
     }
 }
 
-fn two_sided(fd: RawFd, h: &Hdr, pieces: &[Piece]) -> bool {
-    let n = h.len;
+fn two_sided(m: &Msg<'_>) -> bool {
+    let (fd, h, n) = (m.fd, m.h, m.h.len);
     let write_imm = h.opcode == u::URMA_OPC_WRITE_IMM;
-    if write_imm && resolve(pieces, u::URMA_ACCESS_WRITE).is_none() {
-        return discard(fd, n) && ack(fd, u::URMA_CR_REM_ACCESS_ABORT_ERR, 0);
+    if write_imm && !(fits(m.pieces, n) && pin_pieces(m.pieces, u::URMA_ACCESS_WRITE).is_some()) {
+        return m.refuse(u::URMA_CR_REM_ACCESS_ABORT_ERR);
     }
-    let Some(t) = local_target(h.target_kind, h.target_id) else {
-        return discard(fd, n) && ack(fd, u::URMA_CR_ACK_TIMEOUT_ERR, 0);
+    if local_target(h.target_kind, h.target_id).is_none() {
+        return m.refuse(u::URMA_CR_ACK_TIMEOUT_ERR);
+    }
+    let Some(t) = checked_target(h) else {
+        report_token(m.from, "a message to a jetty or JFR");
+        return m.refuse(u::URMA_CR_REM_ACCESS_ABORT_ERR);
     };
     let Some(end) = recv_end(&t) else {
-        return discard(fd, n) && ack(fd, u::URMA_CR_ACK_TIMEOUT_ERR, 0);
+        return m.refuse(u::URMA_CR_ACK_TIMEOUT_ERR);
     };
     let recv = match wait_recv(&end, &t, fd) {
         Ok(w) => w,
         Err(0) => return false,
-        Err(st) => return discard(fd, n) && ack(fd, st, 0),
+        Err(st) => return m.refuse(st),
     };
     let from = u::urma_jetty_id_t {
         eid: crate::cobj::loopback_eid(),
-        uasid: h.src_uasid,
+        uasid: m.from,
         id: h.src_id,
     };
-    let io = rlock(&peer::MEM_IO);
     let dst = if write_imm {
-        resolve(pieces, u::URMA_ACCESS_WRITE).ok_or(u::URMA_CR_REM_ACCESS_ABORT_ERR)
+        pin_pieces(m.pieces, u::URMA_ACCESS_WRITE).ok_or(u::URMA_CR_REM_ACCESS_ABORT_ERR)
     } else if !check_sges(&recv.sges, false, 0) {
         Err(u::URMA_CR_LOC_ACCESS_ERR)
     } else if n > total(&recv.sges) {
         Err(u::URMA_CR_LOC_LEN_ERR)
     } else {
-        Ok(ranges(&recv.sges))
+        pin_sges(&recv.sges)
+            .map(|pins| (ranges(&recv.sges), pins))
+            .ok_or(u::URMA_CR_LOC_ACCESS_ERR)
     };
-    let dst = match dst {
+    let (dst, pins) = match dst {
         Ok(d) => d,
         Err(u::URMA_CR_REM_ACCESS_ABORT_ERR) => {
             // The segment died while we waited: the recv WR stays posted.
             lock(&end.rq.q).wrs.push_front(recv);
-            drop(io);
-            return discard(fd, n) && ack(fd, u::URMA_CR_REM_ACCESS_ABORT_ERR, 0);
+            return m.refuse(u::URMA_CR_REM_ACCESS_ABORT_ERR);
         }
         Err(rst) => {
-            drop(io);
             recv_cr(&end, &recv, rst, n, h.opcode, h.imm, h.flags, from);
-            return discard(fd, n) && ack(fd, u::URMA_CR_REM_OPERATION_ERR, 0);
+            return m.refuse(u::URMA_CR_REM_OPERATION_ERR);
         }
     };
-    // SAFETY: the ranges lie in live registered segments of this process (MEM_IO read-held).
-    if !unsafe { scatter(fd, &dst, n) } {
-        // The requester died mid-message: nothing was delivered, the recv WR stays posted.
+    // SAFETY: the ranges lie in live registered segments of this process (pinned).
+    if !unsafe { scatter(fd, &dst, n, m.until) } {
+        // The requester died or stalled mid-message: nothing was delivered, the recv WR stays
+        // posted.
         lock(&end.rq.q).wrs.push_front(recv);
         return false;
     }
-    drop(io);
+    drop(pins);
     recv_cr(
         &end,
         &recv,
@@ -498,7 +568,7 @@ fn ask(uasid: u32, h: Hdr, token: Option<u32>) -> Option<(Arc<Peer>, Hdr)> {
         token_given: u32::from(token.is_some()),
         ..h
     })?;
-    if a.status != 0 {
+    if a.status != IMPORT_OK {
         return None;
     }
     IMPORTED.store(true, Ordering::Release);
@@ -534,10 +604,15 @@ pub fn import_seg(
 pub fn import_queue(uasid: u32, id: u32, jfr: bool, token: Option<u32>) -> Option<Target> {
     let h = Hdr {
         kind: K_IMPORT_JETTY,
-        target_kind: if jfr { 2 } else { 1 },
+        target_kind: if jfr { TARGET_JFR } else { TARGET_JETTY },
         target_id: id,
         ..Hdr::default()
     };
     let (peer, _) = ask(uasid, h, token)?;
-    Some(Target::Remote { peer, id, jfr })
+    Some(Target::Remote {
+        peer,
+        id,
+        jfr,
+        token,
+    })
 }

@@ -98,20 +98,16 @@ pub unsafe extern "C" fn urma_register_seg(
             .map(|o| o.c.ptr())
             .unwrap_or(std::ptr::null_mut());
         t.handle = token_id as u64;
-        let seg = Arc::new(Seg {
-            c: CBox::new(t),
-            name: next_name(Kind::Seg),
-            va: cfg.va,
-            len: cfg.len,
+        let seg = Arc::new(Seg::new(
+            CBox::new(t),
+            next_name(Kind::Seg),
+            (cfg.va, cfg.len),
             access,
-            token_policy: policy,
-            token: cfg.token_value.token,
-            token_id,
-            alive: AtomicBool::new(true),
-            ctx: c.clone(),
-            token_obj: token_obj.clone(),
-            remote: None,
-        });
+            (policy, cfg.token_value.token, token_id),
+            c.clone(),
+            token_obj.clone(),
+            None,
+        ));
         if let Some(o) = &token_obj {
             o.users.fetch_add(1, Ordering::AcqRel);
         }
@@ -150,9 +146,9 @@ pub unsafe extern "C" fn urma_unregister_seg(
         let Some(s) = removed else {
             return einval("urma_unregister_seg");
         };
-        s.alive.store(false, Ordering::Release);
+        s.alive.store(false, Ordering::SeqCst);
         // A responder thread serving another process may be inside this segment right now.
-        crate::peer::quiesce();
+        s.wait_unpinned();
         if let Some(o) = &s.token_obj {
             o.users.fetch_sub(1, Ordering::AcqRel);
         }
@@ -251,20 +247,16 @@ fn import_remote_seg(
     t.seg.attr.value = attr;
     t.mva = if addr != 0 { addr } else { sd.ubva.va };
     t.urma_ctx = ctx;
-    let stand_in = Arc::new(Seg {
-        c: CBox::new(t),
-        name: name.clone(),
-        va: sd.ubva.va,
-        len: r.len,
-        access: r.access,
-        token_policy: r.token_policy,
-        token: token.unwrap_or(0),
-        token_id: sd.token_id,
-        alive: AtomicBool::new(true),
-        ctx: c.clone(),
-        token_obj: None,
-        remote: Some(r.peer),
-    });
+    let stand_in = Arc::new(Seg::new(
+        CBox::new(t),
+        name.clone(),
+        (sd.ubva.va, r.len),
+        r.access,
+        (r.token_policy, token.unwrap_or(0), sd.token_id),
+        c.clone(),
+        None,
+        Some(r.peer),
+    ));
     let cb = CBox::new(t);
     // SAFETY: our own fresh allocation.
     unsafe { (*cb.ptr()).handle = cb.key() as u64 };
