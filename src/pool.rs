@@ -42,8 +42,8 @@ const REGISTERED: usize = 2;
 ///   WRITE 0's completion posts SEND_IMM 0, then the receiver's is woken for the chunk). Waits
 ///   while that took at most 60 µs: a worker that sleeps through it is woken by the chunk itself,
 ///   which adds its wake-up to that chunk's latency, while the paced cells measured no library
-///   CPU per pair for the longer wait beyond their noise (30 µs until the tenth session;
-///   docs/performance.md).
+///   CPU per pair for the longer wait beyond their noise (30 µs gave the higher event-mode p99 in
+///   four of five interleaved batches; docs/performance.md, "Waiting strategy").
 /// - [`IN_REQUEST`], after a chunk that is not its request's last: the next chunk is on its way.
 ///   Up to 500 µs while the recent gaps between chunks were that short: a steady flow of chunks
 ///   50-500 µs apart (2 MiB copies in the software provider, a slow peer) is then picked up

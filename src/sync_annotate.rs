@@ -9,7 +9,8 @@
 //! [`write`] take the lock whether or not a thread panicked while holding it: its state stays
 //! consistent across a panic of user code, which the API boundary catches), so its mutex does not
 //! track it at all: `std::sync::Mutex` checks the thread's panic state on every lock and every
-//! unlock, about a tenth of the library's instructions per chunk (docs/performance.md).
+//! unlock, about a tenth of the library's instructions per chunk (docs/performance.md,
+//! "Alternatives measured and not kept").
 //!
 //! [`hb::after`]: crate::hb::after
 //! [`hb::before`]: crate::hb::before
