@@ -130,11 +130,12 @@ unsafe fn scatter(fd: RawFd, to: &[(u64, u64)], mut n: u64, until: Instant) -> b
     let all = n;
     for &(a, l) in to {
         let k = l.min(n);
-        // SAFETY: the caller guarantees the range is writable; k <= its length.
-        if k > 0
-            && unsafe { read_raw(fd, a as usize as *mut u8, k as usize, until, false) } != Got::All
-        {
-            return false;
+        if k > 0 {
+            // SAFETY: the caller guarantees the range is writable; k <= its length.
+            let got = unsafe { read_raw(fd, a as usize as *mut u8, k as usize, until, false) };
+            if got != Got::All {
+                return false;
+            }
         }
         n -= k;
     }

@@ -22,6 +22,7 @@ pub fn serial() -> MutexGuard<'static, ()> {
 
 /// The control plane (`urma-loopback-ctl`): counters, trace capture, and the typed table of the
 /// `urma_loopback_*` functions for the tests that check their raw return values.
+#[allow(unused_imports)]
 pub use urma_loopback_ctl::{counters, trace_take, Api};
 
 /// The control functions of the loopback loaded by this binary (it is NEEDED: [`lb`] loads it).
