@@ -37,6 +37,7 @@ reqs=(
   "base@pkg-config@command -v pkg-config@pkg-config@pkgconf@"
   "base@python3@command -v python3@python3@python3@"
   "base@valgrind@command -v valgrind@valgrind@valgrind@"
+  "base@useradd and userdel (the loopback's security suite runs processes as throw-away users)@command -v useradd && command -v userdel@passwd@shadow@"
   "rpm@rpmbuild@command -v rpmbuild@rpm@rpm-build@"
   "rpm@dnf@command -v dnf@dnf@dnf@"
   "rpm@createrepo_c@command -v createrepo_c@createrepo-c@createrepo_c@"

@@ -145,3 +145,25 @@ impl<T> std::ops::Deref for Line<T> {
         &self.0
     }
 }
+
+#[cfg(test)]
+mod rate_tests {
+    use super::RateLimit;
+
+    #[test]
+    fn a_rate_limit_lets_a_burst_through_then_holds_back_until_the_window_ends() {
+        let r = RateLimit::new();
+        let through = (0..RateLimit::BURST + 5)
+            .filter(|i| r.alert(|| format!("report {i}")))
+            .count();
+        assert_eq!(through, RateLimit::BURST as usize);
+        // A new window lets the next report through (it tells the 5 held back).
+        *super::lock(&r.0) = (
+            Some(std::time::Instant::now() - RateLimit::WINDOW),
+            RateLimit::BURST,
+            5,
+        );
+        assert!(r.alert(|| "after the window".into()));
+        assert_eq!(super::lock(&r.0).2, 0, "the held-back count was told");
+    }
+}

@@ -86,7 +86,17 @@ fn loopback_in_process_only(ctx: &Ctx) {
 /// Everything a change must pass, in this order; stops at the first failing step.
 fn test(ctx: &mut Ctx) {
     build(ctx, "test");
-    run(cargo_cmd().args(["test", "--workspace", "--no-fail-fast"]));
+    // The loopback's security suite (urma-loopback/tests/security.rs) needs root to make its
+    // users. As root, and always in CI, it must run; a developer's run without root skips it
+    // (each of its tests says so).
+    let mut tests = cargo_cmd();
+    tests.args(["test", "--workspace", "--no-fail-fast"]);
+    if is_root() || std::env::var_os("CI").is_some() {
+        tests.env("URMA_SECURITY_REQUIRED", "1");
+    } else {
+        println!("test: not root, so the loopback's security suite is skipped");
+    }
+    run(&mut tests);
     loopback_in_process_only(ctx);
     compat(ctx, "test", &[]);
     compat_device(ctx, "test", &[]);
@@ -100,6 +110,17 @@ fn test(ctx: &mut Ctx) {
     rpm(ctx, "test");
     run(Command::new("./packaging/rpm-test.sh").env("TARGET_DIR", &ctx.target));
     test_aarch64_quick(ctx, "test");
+}
+
+/// Whether this process runs as root (its effective uid, from `/proc/self/status`).
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            let uids = s.lines().find_map(|l| l.strip_prefix("Uid:"))?.to_string();
+            uids.split_whitespace().nth(1).map(|e| e == "0")
+        })
+        .unwrap_or(false)
 }
 
 /// `COMPAT_ARGS` split on white space, then `args`.
