@@ -11,6 +11,7 @@
 //! Sinks: a file (`URMA_INTERPOSE_TRACE=/path` at load, or `urma_interpose_trace_open`) and an
 //! in-memory capture (`urma_interpose_trace_capture` / `urma_interpose_trace_take`).
 
+use urma_loopback_ctl::opcode::{self, Layout};
 use urma_loopback_ctl::trace_line::{self, hex, json_str as js, Sink};
 use urma_sys as u;
 
@@ -67,8 +68,6 @@ unsafe fn sges(sg: &u::urma_sg_t) -> String {
     format!("[{}]", items.join(","))
 }
 
-pub use urma_loopback_ctl::trace_line::opcode_name;
-
 /// One `post_send` line.
 ///
 /// # Safety
@@ -76,30 +75,28 @@ pub use urma_loopback_ctl::trace_line::opcode_name;
 pub unsafe fn post_send(q: &str, w: &u::urma_jfs_wr_t, ret: i32) {
     // SAFETY: the flag union is a plain u32.
     let flags = unsafe { w.flag.value };
-    let (src, dst, imm) = match w.opcode {
-        u::URMA_OPC_WRITE | u::URMA_OPC_WRITE_IMM | u::URMA_OPC_READ => {
-            // SAFETY: rw is the active member for these opcodes (the post contract).
+    let op = opcode::info(w.opcode);
+    let imm = |v| {
+        if op.is_some_and(|o| o.imm) {
+            hex(v)
+        } else {
+            "null".into()
+        }
+    };
+    let (src, dst, imm) = match op.map(|o| o.layout) {
+        Some(Layout::Rw) => {
+            // SAFETY: rw is the active member for this layout (the post contract).
             let rw = unsafe { &w.__bindgen_anon_1.rw };
-            let imm = if w.opcode == u::URMA_OPC_WRITE_IMM {
-                hex(rw.notify_data)
-            } else {
-                "null".into()
-            };
             // SAFETY: the WR's SGE lists are readable (the caller's contract).
-            unsafe { (sges(&rw.src), sges(&rw.dst), imm) }
+            unsafe { (sges(&rw.src), sges(&rw.dst), imm(rw.notify_data)) }
         }
-        u::URMA_OPC_SEND | u::URMA_OPC_SEND_IMM => {
-            // SAFETY: send is the active member for these opcodes.
+        Some(Layout::Send) => {
+            // SAFETY: send is the active member for this layout.
             let sd = unsafe { &w.__bindgen_anon_1.send };
-            let imm = if w.opcode == u::URMA_OPC_SEND_IMM {
-                hex(sd.imm_data)
-            } else {
-                "null".into()
-            };
             // SAFETY: as above.
-            (unsafe { sges(&sd.src) }, "[]".into(), imm)
+            (unsafe { sges(&sd.src) }, "[]".into(), imm(sd.imm_data))
         }
-        _ => ("[]".into(), "[]".into(), "null".into()),
+        Some(Layout::None) | None => ("[]".into(), "[]".into(), "null".into()),
     };
     let target = if w.tjetty.is_null() {
         "null".into()
@@ -111,7 +108,7 @@ pub unsafe fn post_send(q: &str, w: &u::urma_jfs_wr_t, ret: i32) {
     emit(format!(
         "{{\"ev\":\"post_send\",\"q\":{},\"op\":{},\"opcode\":{},\"flags\":{},\"user_ctx\":{},\"target\":{},\"imm\":{},\"src\":{},\"dst\":{},\"ret\":{}}}",
         js(q),
-        js(opcode_name(w.opcode)),
+        js(opcode::name(w.opcode)),
         w.opcode,
         flags,
         hex(w.user_ctx),

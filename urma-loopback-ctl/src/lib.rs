@@ -14,6 +14,8 @@
 //! * [`faults`]: the fault bookkeeping the provider and the interposition layer share (CR fate,
 //!   use-once rule lists, release orders);
 //! * [`spec`]: the knob-spec syntax and the reading of the fault keys both libraries have;
+//! * [`opcode`]: the table of the URMA work-request opcodes, which every site that acts on an
+//!   opcode consults (the provider's data paths, CR generation, both traces);
 //! * [`trace_line`]: the trace's sinks, line pieces and symbolic object names, the same in both;
 //! * [`forbid`]: the binding refuses every later use (the harness's hardware mode);
 //! * [`wire`]: the provider's cross-process message format (also what the security tests
@@ -525,6 +527,7 @@ pub fn capture_trace<R>(f: impl FnOnce() -> R) -> (R, Vec<String>) {
 
 /// The interposition layer's counters (`urma_interpose_counters_t` of `urma_interpose.h`), defined
 /// once for the layer (urma-interpose) and for the harness's binding of its control API.
+pub mod opcode;
 pub mod trace_line;
 pub mod wire;
 

@@ -261,30 +261,6 @@ pub fn cr_fields(cr: &u::urma_cr_t, local: &str, remote: impl FnOnce() -> String
     )
 }
 
-/// The trace's name of a WR / CR opcode.
-pub fn opcode_name(op: u32) -> &'static str {
-    match op {
-        u::URMA_OPC_WRITE => "WRITE",
-        u::URMA_OPC_WRITE_IMM => "WRITE_IMM",
-        u::URMA_OPC_WRITE_NOTIFY => "WRITE_NOTIFY",
-        u::URMA_OPC_READ => "READ",
-        u::URMA_OPC_CAS => "CAS",
-        u::URMA_OPC_SWAP => "SWAP",
-        u::URMA_OPC_FADD => "FADD",
-        u::URMA_OPC_FSUB => "FSUB",
-        u::URMA_OPC_FAND => "FAND",
-        u::URMA_OPC_FOR => "FOR",
-        u::URMA_OPC_FXOR => "FXOR",
-        u::URMA_OPC_SEND => "SEND",
-        u::URMA_OPC_SEND_IMM => "SEND_IMM",
-        u::URMA_OPC_SEND_INVALIDATE => "SEND_INVALIDATE",
-        u::URMA_OPC_NOP => "NOP",
-        u::URMA_OPC_WRITE_ATOMIC => "WRITE_ATOMIC",
-        u::URMA_OPC_FLUSH_DMA => "FLUSH_DMA",
-        _ => "UNKNOWN",
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -373,7 +349,5 @@ mod tests {
     fn line_pieces() {
         assert_eq!(hex(0x2a), "\"0x000000000000002a\"");
         assert_eq!(json_str("a\"b\\\u{1}"), "\"a\\\"b\\\\\\u0001\"");
-        assert_eq!(opcode_name(u::URMA_OPC_SEND_IMM), "SEND_IMM");
-        assert_eq!(opcode_name(0xff), "UNKNOWN");
     }
 }

@@ -5,6 +5,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use urma_loopback_ctl::opcode::OpInfo;
 use urma_sys as u;
 use urma_sys::flags;
 
@@ -98,7 +99,7 @@ pub(crate) fn finish_send(sq: &SendQ, p: &Plan, status: u32, mut bytes: u32) {
     }
 }
 
-/// Emits the recv CR of a two-sided message (`opcode`, `imm`, `flags` of the sender's WR) that
+/// Emits the recv CR of a two-sided message (`op`, `imm`, `flags` of the sender's WR) that
 /// consumed `recv` with `rstatus`; `from` is the sending JFS/jetty.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn recv_cr(
@@ -106,7 +107,7 @@ pub(crate) fn recv_cr(
     recv: &RecvWr,
     rstatus: u32,
     n: u64,
-    opcode: u32,
+    op: &OpInfo,
     imm: u64,
     wflags: u32,
     from: u::urma_jetty_id_t,
@@ -114,11 +115,9 @@ pub(crate) fn recv_cr(
     let mut cr: u::urma_cr_t = zeroed();
     cr.status = rstatus;
     cr.user_ctx = recv.user_ctx;
-    cr.opcode = match opcode {
-        u::URMA_OPC_SEND => u::URMA_CR_OPC_SEND,
-        u::URMA_OPC_SEND_IMM => u::URMA_CR_OPC_SEND_WITH_IMM,
-        _ => u::URMA_CR_OPC_WRITE_WITH_IMM,
-    };
+    // Only two-sided opcodes reach a receiving end, and each of their rows names its recv CR
+    // opcode (a test of the table checks it).
+    cr.opcode = op.recv_cr.unwrap_or_default();
     cr.flag.value = flags::CR_FLAG_S_R
         | if end.is_jetty {
             flags::CR_FLAG_JETTY
@@ -132,7 +131,7 @@ pub(crate) fn recv_cr(
     };
     cr.local_id = end.id;
     cr.remote_id = from;
-    cr.__bindgen_anon_1.imm_data = if opcode == u::URMA_OPC_SEND { 0 } else { imm };
+    cr.__bindgen_anon_1.imm_data = if op.imm { imm } else { 0 };
     cr.user_data = end.obj;
     let solicited = wflags & flags::JFS_WR_FLAG_SOLICITED_ENABLE != 0;
     emit_cr(&end.rq.jfc, cr, solicited);

@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use urma_loopback_ctl::opcode::{self, Class, Layout};
 use urma_sys as u;
 
 pub use crate::complete::emit_cr;
@@ -32,40 +33,6 @@ use crate::registry::{get_any_seg, get_tjetty_ref, AnySeg, SendQ, TJettyRef};
 use crate::stats::COUNTERS;
 use crate::trace;
 use crate::util::lock;
-
-fn is_rw(op: u32) -> bool {
-    matches!(
-        op,
-        u::URMA_OPC_WRITE | u::URMA_OPC_WRITE_IMM | u::URMA_OPC_WRITE_NOTIFY | u::URMA_OPC_READ
-    )
-}
-
-fn is_send(op: u32) -> bool {
-    matches!(
-        op,
-        u::URMA_OPC_SEND | u::URMA_OPC_SEND_IMM | u::URMA_OPC_SEND_INVALIDATE
-    )
-}
-
-fn known_opcode(op: u32) -> bool {
-    is_rw(op)
-        || is_send(op)
-        || matches!(
-            op,
-            u::URMA_OPC_CAS
-                | u::URMA_OPC_SWAP
-                | u::URMA_OPC_FADD
-                | u::URMA_OPC_FSUB
-                | u::URMA_OPC_FAND
-                | u::URMA_OPC_FOR
-                | u::URMA_OPC_FXOR
-                | u::URMA_OPC_NOP
-                | u::URMA_OPC_WRITE_ATOMIC
-                | u::URMA_OPC_FLUSH_DMA
-        )
-}
-
-pub use urma_loopback_ctl::trace_line::opcode_name;
 
 /// Reads and handle-checks an SGE list. `Err(())` means post-time EINVAL.
 ///
@@ -285,54 +252,42 @@ fn post_one_send(
 }
 
 fn validate(sq: &SendQ, w: &u::urma_jfs_wr_t, wflags: u32) -> Result<Plan, ()> {
-    let op = w.opcode;
-    if !known_opcode(op) {
-        return Err(());
-    }
+    let op = opcode::info(w.opcode).ok_or(())?;
     let tjetty = if w.tjetty.is_null() {
         None
     } else {
         Some(get_tjetty_ref(w.tjetty).ok_or(())?)
     };
     let mut plan = Plan {
-        opcode: op,
+        op,
         flags: wflags,
         user_ctx: w.user_ctx,
         imm: 0,
         tjetty,
         src: SgeList::default(),
         dst: SgeList::default(),
-        supported: true,
     };
-    match op {
-        u::URMA_OPC_WRITE | u::URMA_OPC_WRITE_IMM | u::URMA_OPC_READ => {
-            // SAFETY: rw is the active union member for these opcodes (the caller's contract).
+    match op.layout {
+        Layout::Rw => {
+            // SAFETY: rw is the active union member for this layout (the caller's contract).
             let rw = unsafe { &w.__bindgen_anon_1.rw };
             // SAFETY: the sg lists come from the caller's WR.
             plan.src = unsafe { read_sg(&rw.src, sq.max_sge)? };
             // SAFETY: as above.
             plan.dst = unsafe { read_sg(&rw.dst, sq.max_sge)? };
             plan.imm = rw.notify_data;
-            if op == u::URMA_OPC_WRITE_IMM && plan.tjetty.is_none() {
-                return Err(());
-            }
         }
-        u::URMA_OPC_SEND | u::URMA_OPC_SEND_IMM => {
-            // SAFETY: send is the active union member for these opcodes.
+        Layout::Send => {
+            // SAFETY: send is the active union member for this layout.
             let sd = unsafe { &w.__bindgen_anon_1.send };
             // SAFETY: the sg list comes from the caller's WR.
             plan.src = unsafe { read_sg(&sd.src, sq.max_sge)? };
-            plan.imm = if op == u::URMA_OPC_SEND_IMM {
-                sd.imm_data
-            } else {
-                0
-            };
-            if plan.tjetty.is_none() {
-                return Err(());
-            }
+            plan.imm = if op.imm { sd.imm_data } else { 0 };
         }
-        u::URMA_OPC_NOP => {}
-        _ => plan.supported = false,
+        Layout::None => {}
+    }
+    if op.needs_tjetty && plan.tjetty.is_none() {
+        return Err(());
     }
     Ok(plan)
 }
@@ -348,15 +303,16 @@ fn trace_post(sq: &SendQ, p: &Plan, ret: i32) {
     if !trace::enabled() {
         return;
     }
-    let imm = match p.opcode {
-        u::URMA_OPC_WRITE_IMM | u::URMA_OPC_SEND_IMM => trace::hex(p.imm),
-        _ => "null".into(),
+    let imm = if p.op.imm {
+        trace::hex(p.imm)
+    } else {
+        "null".into()
     };
     trace::emit(format!(
         "{{\"ev\":\"post_send\",\"q\":{},\"op\":{},\"opcode\":{},\"flags\":{},\"user_ctx\":{},\"target\":{},\"imm\":{},\"src\":{},\"dst\":{},\"ret\":{}}}",
         trace::s(&sq.name),
-        trace::s(opcode_name(p.opcode)),
-        p.opcode,
+        trace::s(p.op.name),
+        p.op.opcode,
         p.flags,
         trace::hex(p.user_ctx),
         target_name(&p.tjetty),
@@ -374,7 +330,7 @@ fn trace_post_raw(sq: &SendQ, w: &u::urma_jfs_wr_t, wflags: u32, ret: i32) {
     trace::emit(format!(
         "{{\"ev\":\"post_send\",\"q\":{},\"op\":{},\"opcode\":{},\"flags\":{},\"user_ctx\":{},\"target\":null,\"imm\":null,\"src\":[],\"dst\":[],\"ret\":{}}}",
         trace::s(&sq.name),
-        trace::s(opcode_name(w.opcode)),
+        trace::s(opcode::name(w.opcode)),
         w.opcode,
         wflags,
         trace::hex(w.user_ctx),
@@ -422,78 +378,17 @@ fn sg_copy(src: &[Sge], dst: &[Sge], n: u64) {
 }
 
 fn execute(sq: &Arc<SendQ>, p: &Plan, injected: Option<u32>) {
-    let mut status = u::URMA_CR_SUCCESS;
-    let mut bytes = 0u32;
-    if let Some(st) = injected {
-        status = st;
-    } else if !p.supported {
-        status = u::URMA_CR_UNSUPPORTED_OPCODE_ERR;
-    } else {
-        match p.opcode {
-            u::URMA_OPC_WRITE | u::URMA_OPC_WRITE_IMM => {
-                let n = total(&p.src);
-                if !check_sges(&p.src, false, 0) {
-                    status = u::URMA_CR_LOC_ACCESS_ERR;
-                } else if !check_sges(&p.dst, true, u::URMA_ACCESS_WRITE) {
-                    status = u::URMA_CR_REM_ACCESS_ABORT_ERR;
-                } else if n > total(&p.dst) {
-                    status = u::URMA_CR_LOC_LEN_ERR;
-                } else if let Some(r) = crate::xproc::route(p) {
-                    // The target is in another process: its owner completes the WR.
-                    match r {
-                        Ok(peer) => return crate::xproc::request(sq, p, &peer, n),
-                        Err(st) => status = st,
-                    }
-                } else if p.opcode == u::URMA_OPC_WRITE {
-                    sg_copy(&p.src, &p.dst, n);
-                    bytes = n as u32;
-                } else {
-                    let Some(st) = two_sided(sq, p, n) else {
-                        return; // parked: completes on a later recv post or expires
-                    };
-                    status = st;
-                    bytes = n as u32;
-                }
-            }
-            u::URMA_OPC_READ => {
-                // READ: rw.src is remote (imported), rw.dst is local.
-                let n = total(&p.src);
-                if !check_sges(&p.dst, false, 0) {
-                    status = u::URMA_CR_LOC_ACCESS_ERR;
-                } else if !check_sges(&p.src, true, u::URMA_ACCESS_READ) {
-                    status = u::URMA_CR_REM_ACCESS_ABORT_ERR;
-                } else if n > total(&p.dst) {
-                    status = u::URMA_CR_LOC_LEN_ERR;
-                } else if let Some(r) = crate::xproc::route(p) {
-                    match r {
-                        Ok(peer) => return crate::xproc::request(sq, p, &peer, n),
-                        Err(st) => status = st,
-                    }
-                } else {
-                    sg_copy(&p.src, &p.dst, n);
-                    bytes = n as u32;
-                }
-            }
-            u::URMA_OPC_SEND | u::URMA_OPC_SEND_IMM => {
-                let n = total(&p.src);
-                if !check_sges(&p.src, false, 0) {
-                    status = u::URMA_CR_LOC_ACCESS_ERR;
-                } else if let Some(r) = crate::xproc::route(p) {
-                    match r {
-                        Ok(peer) => return crate::xproc::request(sq, p, &peer, n),
-                        Err(st) => status = st,
-                    }
-                } else {
-                    let Some(st) = two_sided(sq, p, n) else {
-                        return; // parked: completes on a later recv post or expires
-                    };
-                    status = st;
-                    bytes = n as u32;
-                }
-            }
-            _ => {} // NOP
+    let (status, bytes) = match (injected, p.op.class) {
+        (Some(st), _) => (st, 0),
+        (None, Class::Unsupported) => (u::URMA_CR_UNSUPPORTED_OPCODE_ERR, 0),
+        (None, Class::Nop) => (u::URMA_CR_SUCCESS, 0),
+        (None, Class::Write | Class::WriteImm | Class::Read | Class::Send) => {
+            let Some(done) = transfer(sq, p) else {
+                return; // completes later: at another process, or parked for a recv WR
+            };
+            done
         }
-    }
+    };
     if sq.order.is_idle() {
         finish_send(sq, p, status, bytes);
     } else {
@@ -504,10 +399,42 @@ fn execute(sq: &Arc<SendQ>, p: &Plan, injected: Option<u32>) {
     }
 }
 
+/// Runs a WR that moves data (the source is always `src`, the destination `dst` or, two-sided,
+/// the target's recv WR): checks the local list, then the remote one with the access its opcode
+/// needs and the lengths, then routes it to another process or moves the data here. The send
+/// CR's status and length, or `None` when the CR comes later (the WR went to another process,
+/// or waits parked for a recv WR).
+fn transfer(sq: &Arc<SendQ>, p: &Plan) -> Option<(u32, u32)> {
+    let n = total(&p.src);
+    let (local, remote) = p.op.split(&p.src, &p.dst);
+    let status = if !check_sges(local, false, 0) {
+        u::URMA_CR_LOC_ACCESS_ERR
+    } else if remote.is_some_and(|r| !check_sges(r, true, p.op.remote_access)) {
+        u::URMA_CR_REM_ACCESS_ABORT_ERR
+    } else if remote.is_some() && n > total(&p.dst) {
+        u::URMA_CR_LOC_LEN_ERR
+    } else if let Some(r) = crate::xproc::route(p) {
+        // A target in another process: its owner completes the WR.
+        match r {
+            Ok(peer) => {
+                crate::xproc::request(sq, p, &peer, n);
+                return None;
+            }
+            Err(st) => st,
+        }
+    } else if p.op.two_sided() {
+        return two_sided(sq, p, n).map(|st| (st, n as u32));
+    } else {
+        sg_copy(&p.src, &p.dst, n);
+        return Some((u::URMA_CR_SUCCESS, n as u32));
+    };
+    Some((status, 0))
+}
+
 /// Moves the payload of a two-sided WR into `recv` (SEND/SEND_IMM) or into `rw.dst`
 /// (WRITE_IMM) and returns the receive status.
 fn move_data(p: &Plan, recv: &RecvWr, n: u64) -> u32 {
-    if p.opcode == u::URMA_OPC_WRITE_IMM {
+    if p.op.class == Class::WriteImm {
         sg_copy(&p.src, &p.dst, n);
         u::URMA_CR_SUCCESS
     } else if !check_sges(&recv.sges, false, 0) {
@@ -644,7 +571,7 @@ fn complete_recv(sq: &SendQ, p: &Plan, end: &RecvEnd<'_>, recv: RecvWr, n: u64) 
         uasid: sq.uasid,
         id: sq.id,
     };
-    recv_cr(end, &recv, rstatus, n, p.opcode, p.imm, p.flags, from);
+    recv_cr(end, &recv, rstatus, n, p.op, p.imm, p.flags, from);
     if rstatus == u::URMA_CR_SUCCESS {
         u::URMA_CR_SUCCESS
     } else {
