@@ -648,7 +648,7 @@ pub unsafe extern "C" fn urma_poll_jfc(
             for mut c in buf.into_iter().take(n.max(0) as usize) {
                 let fate = faults::on_provider_cr(&mut c);
                 if trace::enabled() {
-                    trace::cr(name, &c, fate.as_str());
+                    trace::cr(name, &c, fate);
                 }
                 match fate {
                     Fate::Drop => {}

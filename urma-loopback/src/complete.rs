@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use urma_loopback_ctl::opcode::OpInfo;
+use urma_loopback_ctl::trace_line::Event;
 use urma_sys as u;
 use urma_sys::flags;
 
@@ -145,14 +146,12 @@ pub fn emit_cr(jfc: &Arc<Jfc>, cr: u::urma_cr_t, solicited: bool) {
         COUNTERS.crs_error.fetch_add(1, Ordering::Relaxed);
     }
     let fate = knobs::cr_fate(nth);
-    if trace::enabled() {
-        trace::emit(format!(
-            "{{\"ev\":\"cr\",\"jfc\":{},{},\"fate\":{}}}",
-            trace::s(&jfc.name),
-            trace::cr_fields(&cr),
-            trace::s(fate.as_str())
-        ));
-    }
+    trace::event(&Event::Cr {
+        jfc: &jfc.name,
+        cr: &cr,
+        names: &trace::Queues,
+        fate,
+    });
     match fate {
         Fate::Drop => {
             COUNTERS.crs_dropped.fetch_add(1, Ordering::Relaxed);

@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use urma_loopback_ctl::opcode::{self, Class, Layout};
+use urma_loopback_ctl::trace_line::{self, Event};
 use urma_sys as u;
 
 pub use crate::complete::emit_cr;
@@ -29,7 +30,7 @@ use crate::engine::{Batch, Engine};
 use crate::knobs;
 use crate::objects::{Parked, Plan, RecvPost, RecvQ, RecvWr, Sge, SgeList};
 use crate::queues::Jfc;
-use crate::registry::{get_any_seg, get_tjetty_ref, AnySeg, SendQ, TJettyRef};
+use crate::registry::{get_any_seg, get_tjetty_ref, AnySeg, SendQ};
 use crate::stats::COUNTERS;
 use crate::trace;
 use crate::util::lock;
@@ -68,25 +69,18 @@ pub unsafe fn read_sg(sg: &u::urma_sg_t, max_sge: u32) -> Result<SgeList, ()> {
     Ok(out)
 }
 
-/// JSON array of SGEs for the trace.
-pub fn sges_json(v: &[Sge]) -> String {
-    let items: Vec<String> = v
-        .iter()
-        .map(|e| match &e.seg {
-            Some(s) => {
-                let seg = s.seg();
-                let off = e.addr as i128 - seg.va as i128;
-                format!(
-                    "{{\"seg\":{},\"off\":{},\"len\":{}}}",
-                    trace::s(&seg.name),
-                    off,
-                    e.len
-                )
+/// An SGE list as the trace shows it: segment name and offset from its base.
+fn trace_sges(v: &[Sge]) -> Vec<trace_line::Sge<'_>> {
+    v.iter()
+        .map(|e| {
+            let seg = e.seg.as_ref().map(|s| s.seg());
+            trace_line::Sge {
+                seg: seg.map(|s| s.name.as_str().into()),
+                off: seg.map(|s| e.addr as i128 - s.va as i128),
+                len: e.len,
             }
-            None => format!("{{\"seg\":null,\"off\":null,\"len\":{}}}", e.len),
         })
-        .collect();
-    format!("[{}]", items.join(","))
+        .collect()
 }
 
 /// A send WR validated by a post call, run by the posting thread (in its send queue's lane) or
@@ -292,50 +286,37 @@ fn validate(sq: &SendQ, w: &u::urma_jfs_wr_t, wflags: u32) -> Result<Plan, ()> {
     Ok(plan)
 }
 
-fn target_name(t: &Option<TJettyRef>) -> String {
-    match t {
-        Some(t) => trace::s(&t.name),
-        None => "null".into(),
-    }
-}
-
 fn trace_post(sq: &SendQ, p: &Plan, ret: i32) {
     if !trace::enabled() {
         return;
     }
-    let imm = if p.op.imm {
-        trace::hex(p.imm)
-    } else {
-        "null".into()
-    };
-    trace::emit(format!(
-        "{{\"ev\":\"post_send\",\"q\":{},\"op\":{},\"opcode\":{},\"flags\":{},\"user_ctx\":{},\"target\":{},\"imm\":{},\"src\":{},\"dst\":{},\"ret\":{}}}",
-        trace::s(&sq.name),
-        trace::s(p.op.name),
-        p.op.opcode,
-        p.flags,
-        trace::hex(p.user_ctx),
-        target_name(&p.tjetty),
-        imm,
-        sges_json(&p.src),
-        sges_json(&p.dst),
-        ret
-    ));
+    let (src, dst) = (trace_sges(&p.src), trace_sges(&p.dst));
+    trace::event(&Event::PostSend {
+        q: &sq.name,
+        opcode: p.op.opcode,
+        flags: p.flags,
+        user_ctx: p.user_ctx,
+        target: p.tjetty.as_ref().map(|t| t.name.as_str()),
+        imm: p.op.imm.then_some(p.imm),
+        src: &src,
+        dst: &dst,
+        ret,
+    });
 }
 
+/// The `post_send` line of a WR refused before it was read: its opcode, flags and user_ctx.
 fn trace_post_raw(sq: &SendQ, w: &u::urma_jfs_wr_t, wflags: u32, ret: i32) {
-    if !trace::enabled() {
-        return;
-    }
-    trace::emit(format!(
-        "{{\"ev\":\"post_send\",\"q\":{},\"op\":{},\"opcode\":{},\"flags\":{},\"user_ctx\":{},\"target\":null,\"imm\":null,\"src\":[],\"dst\":[],\"ret\":{}}}",
-        trace::s(&sq.name),
-        trace::s(opcode::name(w.opcode)),
-        w.opcode,
-        wflags,
-        trace::hex(w.user_ctx),
-        ret
-    ));
+    trace::event(&Event::PostSend {
+        q: &sq.name,
+        opcode: w.opcode,
+        flags: wflags,
+        user_ctx: w.user_ctx,
+        target: None,
+        imm: None,
+        src: &[],
+        dst: &[],
+        ret,
+    });
 }
 
 /// Copies `n` bytes from the `src` SGE list to the `dst` SGE list (memmove semantics per piece).
@@ -660,13 +641,12 @@ fn trace_recv(rq: &RecvQ, user_ctx: u64, sges: &[Sge], ret: i32) {
     if !trace::enabled() {
         return;
     }
-    trace::emit(format!(
-        "{{\"ev\":\"post_recv\",\"q\":{},\"user_ctx\":{},\"sge\":{},\"ret\":{}}}",
-        trace::s(&rq.name),
-        trace::hex(user_ctx),
-        sges_json(sges),
-        ret
-    ));
+    trace::event(&Event::PostRecv {
+        q: &rq.name,
+        user_ctx,
+        sge: &trace_sges(sges),
+        ret,
+    });
 }
 
 /// `urma_poll_jfc` body: pops up to `n` CRs into `out`, counting and tracing them.
@@ -685,11 +665,11 @@ pub unsafe fn poll(jfc: &Jfc, n: usize, out: *mut u::urma_cr_t) -> i32 {
         // SAFETY: pop_into wrote k initialised CRs to out.
         let v = unsafe { std::slice::from_raw_parts(out, k) };
         for cr in v {
-            trace::emit(format!(
-                "{{\"ev\":\"poll\",\"jfc\":{},{}}}",
-                trace::s(&jfc.name),
-                trace::cr_fields(cr)
-            ));
+            trace::event(&Event::Poll {
+                jfc: &jfc.name,
+                cr,
+                names: &trace::Queues,
+            });
         }
     }
     k as i32
