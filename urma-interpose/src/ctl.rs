@@ -47,62 +47,32 @@ pub extern "C" fn urma_interpose_reset() {
 /// for an unknown queue or `nth` 0.
 #[no_mangle]
 pub extern "C" fn urma_interpose_fail_post(queue: c_int, nth: u64, status: c_int) -> c_int {
-    guard(-1, || {
-        if !(queue == faults::Q_SEND || queue == faults::Q_RECV) || nth == 0 {
-            return -1;
-        }
-        faults::add_fail_post(queue, nth, status);
-        0
-    })
+    guard(-1, || faults::add_fail_post(queue, nth, status))
 }
 
 /// The Nth send WR is forwarded as a NOP whose CR gets `cr_status` (nothing executed). 0, or
 /// -1 for `nth` 0.
 #[no_mangle]
 pub extern "C" fn urma_interpose_fail_completion(nth: u64, cr_status: u32) -> c_int {
-    guard(-1, || {
-        if nth == 0 {
-            return -1;
-        }
-        faults::add_fail_cr(nth, cr_status);
-        0
-    })
+    guard(-1, || faults::add_fail_cr(nth, cr_status))
 }
 
 /// The Nth CR polled from the provider is dropped (`action` 1) or duplicated (2). 0, or -1.
 #[no_mangle]
 pub extern "C" fn urma_interpose_cr_action(nth: u64, action: c_int) -> c_int {
-    guard(-1, || {
-        if nth == 0 || !(action == faults::ACT_DROP || action == faults::ACT_DUP) {
-            return -1;
-        }
-        faults::add_cr_action(nth, action);
-        0
-    })
+    guard(-1, || faults::add_cr_action(nth, action))
 }
 
 /// The CR of the Nth send WR is dropped (`action` 1) or duplicated (2). 0, or -1.
 #[no_mangle]
 pub extern "C" fn urma_interpose_send_cr_action(nth: u64, action: c_int) -> c_int {
-    guard(-1, || {
-        if nth == 0 || !(action == faults::ACT_DROP || action == faults::ACT_DUP) {
-            return -1;
-        }
-        faults::add_send_cr_action(nth, action);
-        0
-    })
+    guard(-1, || faults::add_send_cr_action(nth, action))
 }
 
 /// The Nth receive-side CR polled is dropped (`action` 1) or duplicated (2). 0, or -1.
 #[no_mangle]
 pub extern "C" fn urma_interpose_recv_cr_action(nth: u64, action: c_int) -> c_int {
-    guard(-1, || {
-        if nth == 0 || !(action == faults::ACT_DROP || action == faults::ACT_DUP) {
-            return -1;
-        }
-        faults::add_recv_cr_action(nth, action);
-        0
-    })
+    guard(-1, || faults::add_recv_cr_action(nth, action))
 }
 
 /// Holds every CR polled from now on (until `urma_interpose_release_crs`), or stops holding.

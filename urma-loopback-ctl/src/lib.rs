@@ -91,27 +91,33 @@ impl ReleaseOrder {
     }
 }
 
-/// Declares [`Counters`] and its field table from one list, so the two cannot disagree.
+/// Declares a counters struct of a C header (every field a `uint64_t`) and its field table
+/// from one list, so the two cannot disagree.
 macro_rules! counters {
-    ($($(#[$doc:meta])* $name:ident),* $(,)?) => {
-        /// `urma_loopback_counters_t`: every field a `uint64_t`, in the header's order. The
-        /// counters count since process start or the last [`reset`]; the `live_*` fields and
-        /// `crs_held` / `crs_in_flight` are gauges.
+    ($(#[$sdoc:meta])* $Struct:ident { $($(#[$doc:meta])* $name:ident),* $(,)? }) => {
+        $(#[$sdoc])*
         #[repr(C)]
         #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-        pub struct Counters {
+        pub struct $Struct {
             $($(#[$doc])* pub $name: u64,)*
         }
 
-        impl Counters {
+        impl $Struct {
             /// `(field name, byte offset)` of every field, in declaration order.
             pub const FIELDS: &'static [(&'static str, usize)] =
-                &[$((stringify!($name), std::mem::offset_of!(Counters, $name)),)*];
+                &[$((stringify!($name), std::mem::offset_of!($Struct, $name)),)*];
+
+            /// Every counter at 0 (usable in a `static`).
+            pub const ZERO: $Struct = $Struct { $($name: 0,)* };
         }
     };
 }
 
 counters! {
+    /// `urma_loopback_counters_t`: every field a `uint64_t`, in the header's order. The
+    /// counters count since process start or the last [`reset`]; the `live_*` fields and
+    /// `crs_held` / `crs_in_flight` are gauges.
+    Counters {
     /// Send WRs accepted by post calls.
     send_wrs,
     /// Recv WRs accepted by post calls.
@@ -162,6 +168,7 @@ counters! {
     rnr_delivered_late,
     /// Parked messages failed (RNR CR) after the RNR timeout.
     rnr_expired,
+}
 }
 
 /// The control functions, with the prototypes of urma_loopback.h.
@@ -528,139 +535,36 @@ pub fn capture_trace<R>(f: impl FnOnce() -> R) -> (R, Vec<String>) {
 /// The interposition layer's counters (`urma_interpose_counters_t` of `urma_interpose.h`), defined
 /// once for the layer (urma-interpose) and for the harness's binding of its control API.
 pub mod opcode;
+pub mod stripe;
 pub mod trace_line;
 pub mod wire;
 
-/// The fault bookkeeping the loopback's knobs and the interposition layer share: the fate of a
-/// CR, the rule lists ("the Nth WR / CR", each rule used once) and the release orders of held
-/// CRs. Each side keeps its own lists and counters; the rules' meaning is written once here.
-pub mod faults {
-    use std::ffi::c_int;
-
-    use super::{CR_DROP, CR_DUP, ORDER_REVERSE, ORDER_SHUFFLE};
-
-    /// What happens to one CR.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    pub enum Fate {
-        Deliver,
-        Drop,
-        Dup,
-    }
-
-    impl Fate {
-        /// From a `cr_action` selector (`CR_DROP`, `CR_DUP`; anything else delivers).
-        pub fn of(action: c_int) -> Fate {
-            match action {
-                CR_DROP => Fate::Drop,
-                CR_DUP => Fate::Dup,
-                _ => Fate::Deliver,
-            }
-        }
-
-        /// The trace's name of the fate (`fate` of a `cr` line).
-        pub fn as_str(self) -> &'static str {
-            match self {
-                Fate::Deliver => "deliver",
-                Fate::Drop => "drop",
-                Fate::Dup => "dup",
-            }
-        }
-    }
-
-    /// Takes the rule for the `nth` item out of `rules` ((nth, value) pairs): its value, once.
-    pub fn take<T: Copy>(rules: &mut Vec<(u64, T)>, nth: u64) -> Option<T> {
-        let i = rules.iter().position(|&(n, _)| n == nth)?;
-        Some(rules.remove(i).1)
-    }
-
-    /// Takes the `fail_post` rule ((queue, nth, status)) for the `nth` WR of `queue`: its
-    /// status, once.
-    pub fn take_post(
-        rules: &mut Vec<(c_int, u64, c_int)>,
-        queue: c_int,
-        nth: u64,
-    ) -> Option<c_int> {
-        let i = rules.iter().position(|&(q, n, _)| q == queue && n == nth)?;
-        Some(rules.remove(i).2)
-    }
-
-    /// Puts held CRs in their release order: `ORDER_FIFO` (as held), `ORDER_REVERSE`, or
-    /// `ORDER_SHUFFLE` (a Fisher-Yates shuffle driven by splitmix64 from `seed`: the same seed
-    /// gives the same order on the loopback and in the layer).
-    pub fn order<T>(v: &mut [T], order: c_int, seed: u64) {
-        match order {
-            ORDER_REVERSE => v.reverse(),
-            ORDER_SHUFFLE => {
-                let mut s = seed;
-                let mut next = || {
-                    s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
-                    let mut z = s;
-                    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-                    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-                    z ^ (z >> 31)
-                };
-                for i in (1..v.len()).rev() {
-                    let j = (next() % (i as u64 + 1)) as usize;
-                    v.swap(i, j);
-                }
-            }
-            _ => {}
-        }
-    }
-
-    #[cfg(test)]
-    mod tests {
-        use super::*;
-        use crate::{ORDER_FIFO, Q_RECV, Q_SEND};
-
-        #[test]
-        fn rules_are_used_once_and_orders_are_deterministic() {
-            let mut r = vec![(3u64, 7u32), (3, 8), (5, 9)];
-            assert_eq!(take(&mut r, 3), Some(7));
-            assert_eq!(take(&mut r, 3), Some(8));
-            assert_eq!(take(&mut r, 3), None);
-            assert_eq!(take(&mut r, 4), None);
-            let mut p = vec![(Q_SEND, 2u64, -1), (Q_RECV, 2, 12)];
-            assert_eq!(take_post(&mut p, Q_RECV, 2), Some(12));
-            assert_eq!(take_post(&mut p, Q_RECV, 2), None);
-            assert_eq!(take_post(&mut p, Q_SEND, 2), Some(-1));
-            assert_eq!(Fate::of(CR_DROP), Fate::Drop);
-            assert_eq!(Fate::of(CR_DUP).as_str(), "dup");
-            assert_eq!(Fate::of(0), Fate::Deliver);
-            let base: Vec<u32> = (0..16).collect();
-            let mut f = base.clone();
-            order(&mut f, ORDER_FIFO, 1);
-            assert_eq!(f, base);
-            order(&mut f, ORDER_REVERSE, 1);
-            assert_eq!(f, base.iter().rev().copied().collect::<Vec<_>>());
-            let (mut a, mut b, mut c) = (base.clone(), base.clone(), base.clone());
-            order(&mut a, ORDER_SHUFFLE, 42);
-            order(&mut b, ORDER_SHUFFLE, 42);
-            order(&mut c, ORDER_SHUFFLE, 43);
-            assert_eq!(a, b, "same seed, same order");
-            assert_ne!(a, base);
-            assert_ne!(a, c);
-            a.sort();
-            assert_eq!(a, base, "a permutation");
-        }
-    }
-}
+pub mod faults;
 
 pub mod interpose {
-    /// `urma_interpose_counters_t`.
-    #[repr(C)]
-    #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-    pub struct Counters {
-        pub send_wrs: u64,
-        pub recv_wrs: u64,
-        pub posts_failed_injected: u64,
-        pub crs_from_provider: u64,
-        pub crs_to_app: u64,
-        pub crs_rewritten: u64,
-        pub crs_dropped: u64,
-        pub crs_duplicated: u64,
-        pub crs_in_layer: u64,
-        pub synthetic_events: u64,
+    counters! {
+        /// `urma_interpose_counters_t`: every field a `uint64_t`, in the header's order; counted
+        /// since load or `urma_interpose_reset`, but `crs_in_layer`, a gauge.
+        Counters {
+            /// Send WRs posted to the provider.
+            send_wrs,
+            /// Recv WRs posted to the provider.
+            recv_wrs,
+            /// WRs failed by `fail_post` (not forwarded).
+            posts_failed_injected,
+            /// CRs the provider returned from polls.
+            crs_from_provider,
+            /// CRs handed to the application.
+            crs_to_app,
+            /// CRs given an error status by `fail_completion`.
+            crs_rewritten,
+            crs_dropped,
+            crs_duplicated,
+            /// Held, delayed or ready CRs kept by the layer now.
+            crs_in_layer,
+            /// `urma_wait_jfc` results for CRs kept by the layer.
+            synthetic_events,
+        }
     }
 }
 

@@ -10,7 +10,7 @@ use urma_loopback_ctl::trace_line::Event;
 use urma_sys as u;
 use urma_sys::flags;
 
-use crate::knobs::{self, Fate};
+use crate::faults::{Fate, PLANE};
 use crate::objects::{AnySeg, Plan, RecvQ, RecvWr, Seg, SendQ, Sge, Target};
 use crate::queues::Jfc;
 use crate::stats::COUNTERS;
@@ -140,12 +140,12 @@ pub(crate) fn recv_cr(
 
 /// Generates one CR: counters, drop/dup knobs, trace, then delivery (hold/delay aware).
 pub fn emit_cr(jfc: &Arc<Jfc>, cr: u::urma_cr_t, solicited: bool) {
-    let nth = knobs::CR_SEQ.next();
+    let nth = PLANE.next_cr();
     COUNTERS.crs_generated.fetch_add(1, Ordering::Relaxed);
     if cr.status != u::URMA_CR_SUCCESS {
         COUNTERS.crs_error.fetch_add(1, Ordering::Relaxed);
     }
-    let fate = knobs::cr_fate(nth);
+    let fate = PLANE.cr_fate(nth);
     trace::event(&Event::Cr {
         jfc: &jfc.name,
         cr: &cr,
@@ -156,11 +156,11 @@ pub fn emit_cr(jfc: &Arc<Jfc>, cr: u::urma_cr_t, solicited: bool) {
         Fate::Drop => {
             COUNTERS.crs_dropped.fetch_add(1, Ordering::Relaxed);
         }
-        Fate::Deliver => crate::hold::deliver(jfc, cr, solicited),
+        Fate::Deliver => crate::faults::deliver(jfc, cr, solicited),
         Fate::Dup => {
             COUNTERS.crs_duplicated.fetch_add(1, Ordering::Relaxed);
-            crate::hold::deliver(jfc, cr, solicited);
-            crate::hold::deliver(jfc, cr, solicited);
+            crate::faults::deliver(jfc, cr, solicited);
+            crate::faults::deliver(jfc, cr, solicited);
         }
     }
 }

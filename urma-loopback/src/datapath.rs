@@ -22,11 +22,13 @@ use std::time::{Duration, Instant};
 
 use urma_loopback_ctl::opcode::{self, Class, Layout};
 use urma_loopback_ctl::trace_line::{self, Event};
+use urma_loopback_ctl::{Q_RECV, Q_SEND};
 use urma_sys as u;
 
 pub use crate::complete::emit_cr;
 use crate::complete::{check_sges, finish_send, recv_cr, recv_end, total, RecvEnd};
 use crate::engine::{Batch, Engine};
+use crate::faults::PLANE;
 use crate::knobs;
 use crate::objects::{Parked, Plan, RecvPost, RecvQ, RecvWr, Sge, SgeList};
 use crate::queues::Jfc;
@@ -222,7 +224,7 @@ fn post_one_send(
     batch: &mut Batch<SendWr>,
     local: &mut bool,
 ) -> u::urma_status_t {
-    let seq = knobs::SEND_SEQ.next();
+    let seq = PLANE.next_send();
     // SAFETY: flag is a plain u32 union.
     let wflags = unsafe { w.flag.value };
     let plan = match validate(sq, w, wflags) {
@@ -233,13 +235,13 @@ fn post_one_send(
             return u::URMA_EINVAL;
         }
     };
-    if let Some(st) = knobs::take_fail_post(knobs::Q_SEND, seq) {
+    if let Some(st) = PLANE.take_fail_post(Q_SEND, seq) {
         dispatch(sq, batch, *local, true);
         trace_post(sq, &plan, st);
         return st;
     }
     COUNTERS.send_wrs.fetch_add(1, Ordering::Relaxed);
-    let injected = knobs::take_fail_cr(seq);
+    let injected = PLANE.take_fail_cr(seq);
     *local &= crate::xproc::route(&plan).is_none();
     batch.push(SendWr { plan, injected });
     u::URMA_SUCCESS
@@ -586,7 +588,7 @@ pub unsafe fn post_recv_chain(
 }
 
 fn post_one_recv(rq: &RecvQ, w: &u::urma_jfr_wr_t) -> u::urma_status_t {
-    let seq = knobs::RECV_SEQ.next();
+    let seq = PLANE.next_recv();
     // SAFETY: the sg list comes from the caller's WR.
     let sges = match unsafe { read_sg(&w.src, rq.max_sge) } {
         Ok(v) => v,
@@ -603,7 +605,7 @@ fn post_one_recv(rq: &RecvQ, w: &u::urma_jfr_wr_t) -> u::urma_status_t {
         trace_recv(rq, w.user_ctx, &sges, u::URMA_EINVAL);
         return u::URMA_EINVAL;
     }
-    if let Some(st) = knobs::take_fail_post(knobs::Q_RECV, seq) {
+    if let Some(st) = PLANE.take_fail_post(Q_RECV, seq) {
         trace_recv(rq, w.user_ctx, &sges, st);
         return st;
     }
