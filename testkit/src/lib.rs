@@ -4,6 +4,7 @@
 //!   sender/receiver endpoints ([`EndpointPair`]), registered and imported segments
 //!   ([`register_seg`], [`Buffer`], [`ImportedSeg`]) and CR pollers ([`Poller`]);
 //! * [`loopback_ctl`]: the loopback's control plane (`urma-loopback-ctl`, re-exported);
+//! * [`header_probe`]: a control API's C header checked against its Rust definition;
 //! * [`paths`]: profile and target directories, repository root, C compiler;
 //! * [`target`]: run a program built at test time for the target (natively or under qemu).
 //!
@@ -17,6 +18,7 @@
 #![allow(clippy::field_reassign_with_default)]
 
 pub mod fixture;
+pub mod header_probe;
 pub mod paths;
 pub mod target;
 

@@ -1,13 +1,39 @@
-//! The layer's control API (`urma_interpose_*`, prototypes in `include/urma_interpose.h`),
-//! reached with `dlsym`, and the environment applied at load.
+//! The layer's control API (`urma_interpose_*`, prototypes in `include/urma_interpose.h`, the
+//! Rust binding `urma_loopback_ctl::interpose::Api`), reached with `dlsym`, and the environment
+//! applied at load. The fault exports check their arguments as the loopback's do (the fault
+//! plane's `add_*`).
 //!
 //! * `URMA_INTERPOSE_TRACE=/path`: trace file (truncated) from load on;
 //! * `URMA_INTERPOSE_KNOBS=spec`: faults from load on (spec of `urma_interpose_apply_knobs`).
 
 use std::ffi::{c_char, c_int, c_void, CStr};
 
+use urma_loopback_ctl::interpose::Api;
+
 use crate::faults::{self, Counters};
 use crate::{guard, objects, trace};
+
+/// The control plane's binding of this API (`urma_loopback_ctl::interpose::Api`, which the
+/// harness resolves) filled with this crate's exports: a prototype that differs from the binding
+/// does not compile. The header is checked against the same binding by `tests/header.rs`.
+const _: Api = Api {
+    active: urma_interpose_active,
+    reset: urma_interpose_reset,
+    fail_post: urma_interpose_fail_post,
+    fail_completion: urma_interpose_fail_completion,
+    cr_action: urma_interpose_cr_action,
+    send_cr_action: urma_interpose_send_cr_action,
+    recv_cr_action: urma_interpose_recv_cr_action,
+    hold_crs: urma_interpose_hold_crs,
+    release_crs: urma_interpose_release_crs,
+    set_cr_delay: urma_interpose_set_cr_delay,
+    apply_knobs: urma_interpose_apply_knobs,
+    get_counters: urma_interpose_get_counters,
+    trace_open: urma_interpose_trace_open,
+    trace_capture: urma_interpose_trace_capture,
+    trace_take: urma_interpose_trace_take,
+    free: urma_interpose_free,
+};
 
 pub const TRACE_ENV: &str = "URMA_INTERPOSE_TRACE";
 pub const KNOBS_ENV: &str = "URMA_INTERPOSE_KNOBS";

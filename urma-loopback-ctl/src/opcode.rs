@@ -97,12 +97,12 @@ impl OpInfo {
     }
 }
 
-/// A row for an opcode the provider does not emulate.
-const fn unsupported(opcode: u32, name: &'static str) -> OpInfo {
+/// A row of an opcode that moves no data (NOP, and the opcodes the provider does not emulate).
+const fn moves_nothing(opcode: u32, name: &'static str, class: Class) -> OpInfo {
     OpInfo {
         opcode,
         name,
-        class: Class::Unsupported,
+        class,
         layout: Layout::None,
         imm: false,
         needs_tjetty: false,
@@ -112,40 +112,54 @@ const fn unsupported(opcode: u32, name: &'static str) -> OpInfo {
     }
 }
 
+/// A row of an opcode the provider does not emulate.
+const fn unsupported(opcode: u32, name: &'static str) -> OpInfo {
+    moves_nothing(opcode, name, Class::Unsupported)
+}
+
+const WRITE: OpInfo = OpInfo {
+    opcode: u::URMA_OPC_WRITE,
+    name: "WRITE",
+    class: Class::Write,
+    layout: Layout::Rw,
+    imm: false,
+    needs_tjetty: false,
+    remote: Remote::Dst,
+    remote_access: u::URMA_ACCESS_WRITE,
+    recv_cr: None,
+};
+
+const SEND: OpInfo = OpInfo {
+    opcode: u::URMA_OPC_SEND,
+    name: "SEND",
+    class: Class::Send,
+    layout: Layout::Send,
+    imm: false,
+    needs_tjetty: true,
+    remote: Remote::None,
+    remote_access: 0,
+    recv_cr: Some(u::URMA_CR_OPC_SEND),
+};
+
 const ROWS: [OpInfo; 17] = [
-    OpInfo {
-        opcode: u::URMA_OPC_WRITE,
-        name: "WRITE",
-        class: Class::Write,
-        layout: Layout::Rw,
-        imm: false,
-        needs_tjetty: false,
-        remote: Remote::Dst,
-        remote_access: u::URMA_ACCESS_WRITE,
-        recv_cr: None,
-    },
+    WRITE,
     OpInfo {
         opcode: u::URMA_OPC_WRITE_IMM,
         name: "WRITE_IMM",
         class: Class::WriteImm,
-        layout: Layout::Rw,
         imm: true,
         needs_tjetty: true,
-        remote: Remote::Dst,
-        remote_access: u::URMA_ACCESS_WRITE,
         recv_cr: Some(u::URMA_CR_OPC_WRITE_WITH_IMM),
+        ..WRITE
     },
     unsupported(u::URMA_OPC_WRITE_NOTIFY, "WRITE_NOTIFY"),
     OpInfo {
         opcode: u::URMA_OPC_READ,
         name: "READ",
         class: Class::Read,
-        layout: Layout::Rw,
-        imm: false,
-        needs_tjetty: false,
         remote: Remote::Src,
         remote_access: u::URMA_ACCESS_READ,
-        recv_cr: None,
+        ..WRITE
     },
     unsupported(u::URMA_OPC_CAS, "CAS"),
     unsupported(u::URMA_OPC_SWAP, "SWAP"),
@@ -154,40 +168,16 @@ const ROWS: [OpInfo; 17] = [
     unsupported(u::URMA_OPC_FAND, "FAND"),
     unsupported(u::URMA_OPC_FOR, "FOR"),
     unsupported(u::URMA_OPC_FXOR, "FXOR"),
-    OpInfo {
-        opcode: u::URMA_OPC_SEND,
-        name: "SEND",
-        class: Class::Send,
-        layout: Layout::Send,
-        imm: false,
-        needs_tjetty: true,
-        remote: Remote::None,
-        remote_access: 0,
-        recv_cr: Some(u::URMA_CR_OPC_SEND),
-    },
+    SEND,
     OpInfo {
         opcode: u::URMA_OPC_SEND_IMM,
         name: "SEND_IMM",
-        class: Class::Send,
-        layout: Layout::Send,
         imm: true,
-        needs_tjetty: true,
-        remote: Remote::None,
-        remote_access: 0,
         recv_cr: Some(u::URMA_CR_OPC_SEND_WITH_IMM),
+        ..SEND
     },
     unsupported(u::URMA_OPC_SEND_INVALIDATE, "SEND_INVALIDATE"),
-    OpInfo {
-        opcode: u::URMA_OPC_NOP,
-        name: "NOP",
-        class: Class::Nop,
-        layout: Layout::None,
-        imm: false,
-        needs_tjetty: false,
-        remote: Remote::None,
-        remote_access: 0,
-        recv_cr: None,
-    },
+    moves_nothing(u::URMA_OPC_NOP, "NOP", Class::Nop),
     unsupported(u::URMA_OPC_WRITE_ATOMIC, "WRITE_ATOMIC"),
     unsupported(u::URMA_OPC_FLUSH_DMA, "FLUSH_DMA"),
 ];
@@ -270,6 +260,23 @@ mod tests {
             );
             assert!(!r.imm || r.two_sided(), "{}", r.name);
         }
+    }
+
+    #[test]
+    fn the_recv_cr_of_each_two_sided_opcode() {
+        let cr = |op| info(op).and_then(|i| i.recv_cr);
+        assert_eq!(cr(u::URMA_OPC_SEND), Some(u::URMA_CR_OPC_SEND));
+        assert_eq!(cr(u::URMA_OPC_SEND_IMM), Some(u::URMA_CR_OPC_SEND_WITH_IMM));
+        assert_eq!(
+            cr(u::URMA_OPC_WRITE_IMM),
+            Some(u::URMA_CR_OPC_WRITE_WITH_IMM)
+        );
+        let two_sided: Vec<_> = TABLE
+            .iter()
+            .filter(|r| r.two_sided())
+            .map(|r| r.name)
+            .collect();
+        assert_eq!(two_sided, ["WRITE_IMM", "SEND", "SEND_IMM"]);
     }
 
     #[test]
