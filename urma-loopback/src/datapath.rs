@@ -9,10 +9,14 @@
 //! them to the engine thread. No lock but that runner lock is held while payload bytes are
 //! copied: the segments involved are pinned by `Arc`s taken during validation.
 //!
+//! What a WR of each opcode carries and does is its row of the opcode table
+//! (`urma_loopback_ctl::opcode`): validation reads the row's layout and `needs_tjetty`, execution
+//! matches on its class and moves data between the row's local and remote lists.
+//!
 //! Error model (documented in docs/loopback.md):
 //! * post-time `URMA_EINVAL` (and `*bad_wr`): unknown/NULL handles in the WR (tjetty, sge.tseg of a
-//!   non-empty SGE), too many SGEs, NULL SGE array with `num_sge > 0`, unknown opcode, missing
-//!   tjetty for SEND/SEND_IMM/WRITE_IMM;
+//!   non-empty SGE), too many SGEs, NULL SGE array with `num_sge > 0`, an opcode without a row,
+//!   missing tjetty for the rows that need one (SEND/SEND_IMM/WRITE_IMM);
 //! * error CRs (always generated, whatever `complete_enable` says): bounds/access/token failures,
 //!   receiver not ready, target deleted, unsupported operations, injected failures.
 

@@ -3,7 +3,9 @@
 //! responder half (one `urma-lb-rx` thread per connection: checks token, access, bounds and the
 //! target's recv WR, moves the payload between the socket and the registered memory, generates
 //! the recv CR and acknowledges). The transport is [`crate::peer`]; docs/loopback.md,
-//! "Multiple processes", describes the protocol.
+//! "Multiple processes", describes the protocol. Both halves decide by the opcode table
+//! (`urma_loopback_ctl::opcode`): which list is remote, whether a recv WR is consumed, and (the
+//! owner, for an opcode read from the wire) what the class asks for.
 
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
