@@ -49,6 +49,7 @@ pub fn dispatch(ctx: &mut Ctx, goal: &str, args: &[String]) {
         "test-aarch64-quick" => test_aarch64_quick(ctx, goal),
         "msrv" => msrv(ctx, goal),
         "lint" => lint(),
+        "imports" => imports(ctx),
         "fmt" => run(cargo_cmd().args(["fmt", "--all"])),
         "deps" => run(Command::new("./packaging/deps.sh").args(["install", "all"])),
         "clean" => run(cargo_cmd().arg("clean")),
@@ -841,6 +842,14 @@ fn msrv(ctx: &mut Ctx, goal: &str) {
         .arg("--target-dir")
         .arg(&dir)
         .env("RUSTFMT", rustfmt));
+}
+
+/// No module file of a crate in an import circle (the crates of `imports::REPORT_ONLY` are
+/// printed, not enforced).
+fn imports(ctx: &Ctx) {
+    if let Err(e) = crate::imports::check(&ctx.repo) {
+        fail(e);
+    }
 }
 
 fn lint() {
