@@ -45,7 +45,8 @@ pub mod node;
 use super::backend;
 use super::ctx::{Ctx, Delivery, Lib, Order, SendVia, Setup, Side};
 use super::interop;
-use super::report::{self, Verdict};
+use super::outcome::{judge, Options, Outcome, Verdict};
+use super::report;
 use super::scenario::{self, Body, Flow, Xfer, MIB};
 use crate::fixture::{import_receiver, import_seg_desc, ImportedSeg, Loopback, RecvKind, TOKEN};
 use crate::lib_under_test::DEFAULT_CHUNK_SIZE;
@@ -1150,7 +1151,7 @@ pub const PEER_DEATH_NODE_SKIP: &str = "peer death kills the receiver process at
      neither the kill nor the clock is the driver's";
 
 /// The libraries of a run, as the children load them.
-fn lib_refs(opts: &report::Options) -> (LibRef, LibRef) {
+fn lib_refs(opts: &Options) -> (LibRef, LibRef) {
     (
         LibRef {
             path: opts.legacy_lib.clone(),
@@ -1172,7 +1173,7 @@ fn lib_refs(opts: &report::Options) -> (LibRef, LibRef) {
 /// ([`node::serve`]). Exit status: 0 when everything ran and nothing FAILed, 1 on a FAIL, 2 on
 /// set-up errors, [`NOT_RUN`] when the provider does not reach other processes (nothing
 /// failed, but nothing ran across processes either).
-pub fn run(opts: &report::Options, mode: Mode, peer: Option<&str>) -> i32 {
+pub fn run(opts: &Options, mode: Mode, peer: Option<&str>) -> i32 {
     let t0 = Instant::now();
     let Some(ledger) = report::ledger_of(opts) else {
         return 2;
@@ -1244,7 +1245,7 @@ pub fn run(opts: &report::Options, mode: Mode, peer: Option<&str>) -> i32 {
             .map(|x| format!("C pair: {x}"))
             .chain(lr.problems.iter().map(|x| format!("Rust pair: {x}")))
             .collect();
-        let mut o = report::judge(
+        let mut o = judge(
             &p.id,
             "split",
             &p.desc,
@@ -1498,7 +1499,7 @@ pub fn render(cells: &[Cell2]) -> String {
 }
 
 fn render_md(
-    outcomes: &[report::Outcome],
+    outcomes: &[Outcome],
     cells: &[Cell2],
     deaths: &[(String, DeathResult)],
     not_run: &[String],
