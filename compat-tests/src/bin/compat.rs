@@ -143,7 +143,7 @@ fn main() {
         if let Some(addr) = &serve {
             std::process::exit(split::node::serve(&opts, mode, addr));
         }
-        std::process::exit(split::run(&opts, mode, peer.as_deref()));
+        std::process::exit(split::driver::run(&opts, mode, peer.as_deref()));
     }
     std::process::exit(report::run(&opts));
 }

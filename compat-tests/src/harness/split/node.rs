@@ -338,11 +338,7 @@ pub fn serve(opts: &Options, mode: Mode, addr: &str) -> i32 {
             return 2;
         }
     };
-    let launch = Launch {
-        exe,
-        mode,
-        node: None,
-    };
+    let launch = Launch { exe, mode };
     let (c, rust) = lib_refs(opts);
     // The receivers listen on the address the driver reached (any, when serving on all).
     let listen = to.ip().to_string();
