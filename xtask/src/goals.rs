@@ -48,7 +48,7 @@ pub fn dispatch(ctx: &mut Ctx, goal: &str, args: &[String]) {
         "test-aarch64" => test_aarch64(ctx, goal),
         "test-aarch64-quick" => test_aarch64_quick(ctx, goal),
         "msrv" => msrv(ctx, goal),
-        "lint" => lint(),
+        "lint" => lint(ctx),
         "imports" => imports(ctx),
         "fmt" => run(cargo_cmd().args(["fmt", "--all"])),
         "deps" => run(Command::new("./packaging/deps.sh").args(["install", "all"])),
@@ -852,11 +852,12 @@ fn imports(ctx: &Ctx) {
     }
 }
 
-fn lint() {
+fn lint(ctx: &Ctx) {
     // Cargo.lock matches the manifests.
     run(cargo_cmd()
         .args(["metadata", "--locked", "--format-version", "1"])
         .stdout(std::process::Stdio::null()));
+    imports(ctx);
     run(cargo_cmd().args(["fmt", "--all", "--", "--check"]));
     run(cargo_cmd().args([
         "clippy",

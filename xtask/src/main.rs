@@ -124,7 +124,7 @@ pub const GOALS: &[(&str, &str, &str)] = &[
     (
         "lint",
         "",
-        "Cargo.lock up to date, cargo fmt --check, clippy -D warnings",
+        "Cargo.lock up to date, no import circle (imports), cargo fmt --check, clippy -D warnings",
     ),
     (
         "imports",
