@@ -6,7 +6,8 @@
 #                 and the quick aarch64 part (cross-built, under qemu)
 #   make test-aarch64  the workspace cross-built for aarch64, its tests and `make compat` under qemu
 #   make msrv     build and test with the minimum supported Rust (1.82, openEuler 24.03 LTS SP1)
-#   make lint     cargo fmt --check and clippy -D warnings
+#   make lint     no import circle between module files (make imports), cargo fmt --check and
+#                 clippy -D warnings
 #   make deps     install everything any goal needs (root: apt-get/dnf, rustup), else list it
 #   make help     every goal (bench, rpm, rpm-test, fuzz, stress, ...)
 #
@@ -20,7 +21,7 @@ endif
 
 GOALS := build test compat compat-device legacy-asan-suite reliability-check reliability-memcheck \
   reliability-helgrind stress fuzz fuzz-smoke bench bench-quick dist rpm rpm-test rpm-clean \
-  test-aarch64 test-aarch64-quick msrv lint fmt deps clean help
+  test-aarch64 test-aarch64-quick msrv lint imports fmt deps clean help
 
 .PHONY: all $(GOALS)
 all: build

@@ -21,20 +21,3 @@ impl<'a, T> Out<'a, T> {
         self.0.write(v);
     }
 }
-
-/// The exports have exactly the prototypes that programs which load them with `dlsym` use
-/// (`os_transport_abi::exports`): a difference does not compile.
-const _: () = {
-    use crate::ffi;
-    use os_transport_abi::exports::*;
-    let _: os_transport_log_reg_fn = ffi::os_transport_log_reg;
-    let _: os_transport_init_fn = ffi::os_transport_init;
-    let _: os_transport_reg_jfc_fn = ffi::os_transport_reg_jfc;
-    let _: os_transport_send_fn = ffi::os_transport_send;
-    let _: os_transport_recv_fn = ffi::os_transport_recv;
-    let _: os_transport_wake_up_task_fn = ffi::os_transport_wake_up_task;
-    let _: wait_and_free_sync_fn = ffi::wait_and_free_sync;
-    let _: wait_and_free_sync_timeout_fn = ffi::wait_and_free_sync_timeout;
-    let _: os_transport_cancel_tasks_fn = ffi::os_transport_cancel_tasks;
-    let _: os_transport_destroy_fn = ffi::os_transport_destroy;
-};

@@ -4,7 +4,8 @@
 //! out-parameter, a reference for an input, the validated instance for the handle) in the order
 //! docs/abi.md "Return codes" fixes, and then calls a safe function of typed arguments. Every
 //! `unsafe` of the C boundary is here; the rest of the library never dereferences a C pointer it
-//! was given (URMA objects are only passed back to liburma).
+//! was given (URMA objects are only passed back to liburma). At the end of the file, a
+//! compile-time check that the exports have the prototypes of `os_transport_abi::exports`.
 
 use crate::abi::{
     log_callback_t, notify_callback_t, os_transport_cfg_t, ost_buffer_info_t, ost_device_info_t,
@@ -327,3 +328,19 @@ pub unsafe extern "C" fn os_transport_cancel_tasks(
 pub extern "C" fn os_transport_destroy(handle: *mut c_void) -> u32 {
     boundary("os_transport_destroy", || instance::destroy(handle))
 }
+
+/// The exports have exactly the prototypes that programs which load them with `dlsym` use
+/// (`os_transport_abi::exports`): a difference does not compile.
+const _: () = {
+    use os_transport_abi::exports::*;
+    let _: os_transport_log_reg_fn = os_transport_log_reg;
+    let _: os_transport_init_fn = os_transport_init;
+    let _: os_transport_reg_jfc_fn = os_transport_reg_jfc;
+    let _: os_transport_send_fn = os_transport_send;
+    let _: os_transport_recv_fn = os_transport_recv;
+    let _: os_transport_wake_up_task_fn = os_transport_wake_up_task;
+    let _: wait_and_free_sync_fn = wait_and_free_sync;
+    let _: wait_and_free_sync_timeout_fn = wait_and_free_sync_timeout;
+    let _: os_transport_cancel_tasks_fn = os_transport_cancel_tasks;
+    let _: os_transport_destroy_fn = os_transport_destroy;
+};

@@ -758,12 +758,14 @@ pub(crate) fn init_lib(
     Ok(h)
 }
 
-/// Runs the cell; `Ok(result line)` or `Err(reason)`.
+/// Why [`run`] refuses `XSend` and `XRecv`.
+const TWO_PROCESS: &str = "two-process kinds run in xproc";
+
+/// Runs a one-process cell; `Ok(result line)` or `Err(reason)`. The two-process kinds are
+/// `xproc`'s (`main` dispatches them there).
 pub fn run(cfg: &CellCfg) -> Result<String, String> {
-    match cfg.kind {
-        Kind::XSend => return crate::xproc::send(cfg),
-        Kind::XRecv => return crate::xproc::recv(cfg),
-        _ => {}
+    if matches!(cfg.kind, Kind::XSend | Kind::XRecv) {
+        return Err(TWO_PROCESS.into());
     }
     let s = shared();
     // SAFETY: plain query.
@@ -982,8 +984,8 @@ pub fn run(cfg: &CellCfg) -> Result<String, String> {
                 );
             }
         }
-        // Dispatched to `xproc` at the top.
-        Kind::XSend | Kind::XRecv => return Err("two-process kinds run in xproc".into()),
+        // Refused at the top.
+        Kind::XSend | Kind::XRecv => return Err(TWO_PROCESS.into()),
         Kind::Callgrind => {
             d.drain()?;
             let reason = CString::new("window").expect("cstr");

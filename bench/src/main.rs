@@ -26,7 +26,12 @@ fn main() {
     };
     match cmd.as_str() {
         "cell" => {
-            let code = match cell::CellCfg::parse(&args[1..]).and_then(|c| cell::run(&c)) {
+            let result = cell::CellCfg::parse(&args[1..]).and_then(|c| match c.kind {
+                cell::Kind::XSend => xproc::send(&c),
+                cell::Kind::XRecv => xproc::recv(&c),
+                _ => cell::run(&c),
+            });
+            let code = match result {
                 Ok(line) => {
                     println!("RESULT {line}");
                     0

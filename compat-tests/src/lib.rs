@@ -1,22 +1,27 @@
-//! compat-tests: the differential C-vs-Rust conformance harness, on top of the shared testkit,
-//! for `libos_transport.so.1`.
+//! compat-tests: the differential C-vs-Rust conformance harness for `libos_transport.so.1`
+//! (`make compat`, docs/compat.md), and what every Rust test of a library under test shares, on
+//! top of the testkit (crate `testkit`, which knows URMA and the loopback, not
+//! `libos_transport`).
 //!
-//! Testkit modules:
-//! * [`lib_under_test`]: load a `libos_transport` build by path ([`OsTransportLib`]) with typed
-//!   function pointers and `#[repr(C)]` mirrors of the public types;
-//! * [`fixture`]: the testkit's loopback URMA fixture (crate `testkit`): process context
-//!   ([`Loopback`]), sender/receiver endpoints ([`EndpointPair`]), registered/imported buffers
-//!   ([`Buffer`]) and CR pollers ([`Poller`]), plus their `os_transport.h` argument views
-//!   ([`PairArgs`], [`SegArgs`]);
-//! * [`loopback_ctl`]: the loopback's control plane (`urma-loopback-ctl`, re-exported): knobs,
-//!   counters and trace capture through the typed `urma_loopback_*` binding;
-//! * [`interpose_ctl`]: the same shape for the interposition layer's `urma_interpose_*` (in
-//!   front of any `liburma.so.0`);
-//! * [`target`], [`paths`](testkit::paths): the testkit's target-program runner and path helpers
-//!   (re-exported).
+//! * [`lib_under_test`]: a `libos_transport` build loaded by path ([`OsTransportLib`]: its ten
+//!   entry points with the prototypes of `os-transport-abi`, whose types it re-exports) and where
+//!   the Rust library and the C reference are ([`rust_lib_path`], [`legacy_lib_path`]);
+//! * [`fixture`]: the testkit's loopback URMA fixture, re-exported (process context
+//!   [`Loopback`], endpoints [`EndpointPair`], buffers [`Buffer`], CR pollers [`Poller`]), and the
+//!   `os_transport.h` argument views of its objects ([`PairArgs`], [`SegArgs`]);
+//! * [`oracle`]: the tests' own model of `os_transport_user_data_t` and of the request-id
+//!   encoding, written independently of the library's codec;
+//! * [`interpose_ctl`]: the typed binding of the interposition layer's control API
+//!   (`urma_interpose_*`);
+//! * [`harness`]: the conformance harness itself, run by the `compat` binary.
 //!
-//! Test binaries link `liburma.so.0` through `urma-sys`; run them with
-//! `LD_LIBRARY_PATH=<target-dir>/<profile>` so the loader picks the loopback.
+//! Re-exported from the testkit: [`loopback_ctl`] (the loopback's control plane: knobs, counters
+//! and trace capture through the typed `urma_loopback_*` binding; its items also at the crate
+//! root), [`target`] (the target-program runner) and the path helpers of `testkit::paths`.
+//!
+//! Test binaries link `liburma.so.0` through `urma-sys`. This crate depends on `urma-loopback`
+//! so that `cargo test` and `cargo run` put the loopback's `liburma.so.0` on the loader path
+//! (docs/architecture.md, "Build graph").
 //!
 //! ```no_run
 //! use compat_tests::*;

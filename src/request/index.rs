@@ -15,7 +15,7 @@
 //! Lock order: a shard lock, then a slot lock or the [`Kept`] lock (both leaves with respect to
 //! each other: neither is taken while the other is held). At most one shard lock is held at a time.
 
-use super::Padded;
+use super::padded::Padded;
 use crate::sync_annotate::{lock, Mutex, MutexGuard};
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};

@@ -6,6 +6,7 @@
 //! * [`state`]: that state ([`Req`]) and its transitions.
 //! * [`index`]: an instance's request-id index (sharded id → slot map, lock-free hints, the
 //!   early-completion stash and tombstones).
+//! * `padded`: the cache-line padding of the slot table's and the index's shared parts.
 //!
 //! Lock order: the shard of the request id ([`ReqTables::lock`]), then the request's slot. A
 //! [`Locked`] guard takes them in that order and checks the slot still holds the request; when it
@@ -15,6 +16,7 @@
 //! waiter, so that the waiter never blocks on a lock the settling thread still holds.
 
 pub mod index;
+mod padded;
 pub mod slots;
 pub mod state;
 
@@ -28,19 +30,6 @@ use crate::sync_annotate::MutexGuard;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-
-/// A value on cache lines of its own (two lines, the unit adjacent-line prefetchers fetch):
-/// writing it never invalidates the line of a neighbour that other threads read or write.
-#[repr(align(128))]
-pub(crate) struct Padded<T>(pub T);
-
-impl<T> Deref for Padded<T> {
-    type Target = T;
-    #[inline]
-    fn deref(&self) -> &T {
-        &self.0
-    }
-}
 
 /// Registration failure reasons.
 #[derive(Debug, PartialEq, Eq)]

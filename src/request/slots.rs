@@ -16,8 +16,8 @@
 //! Separately, at most [`max_inflight`] requests may be unfinished at once (a request is finished
 //! once every task completed, failed or was cancelled, whether or not its sync was collected).
 
+use super::padded::Padded;
 use super::state::Req;
-use super::Padded;
 use crate::log::{debug, error, warning};
 use crate::sync_annotate::{lock, Condvar, Mutex, MutexGuard};
 use once_cell::sync::Lazy;

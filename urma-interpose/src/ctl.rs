@@ -1,7 +1,7 @@
 //! The layer's control API (`urma_interpose_*`, prototypes in `include/urma_interpose.h`, the
-//! Rust binding `urma_loopback_ctl::interpose::Api`), reached with `dlsym`, and the environment
-//! applied at load. The fault exports check their arguments as the loopback's do (the fault
-//! plane's `add_*`).
+//! Rust binding `urma_loopback_ctl::interpose::Api`), reached with `dlsym`, and the load-time
+//! constructor: the real library loaded, the environment applied. The fault exports check their
+//! arguments as the loopback's do (the fault plane's `add_*`).
 //!
 //! * `URMA_INTERPOSE_TRACE=/path`: trace file (truncated) from load on;
 //! * `URMA_INTERPOSE_KNOBS=spec`: faults from load on (spec of `urma_interpose_apply_knobs`).
@@ -37,6 +37,20 @@ const _: Api = Api {
 
 pub const TRACE_ENV: &str = "URMA_INTERPOSE_TRACE";
 pub const KNOBS_ENV: &str = "URMA_INTERPOSE_KNOBS";
+
+/// Load-time set-up: the real library is loaded before `main` (so that its own extensions, e.g.
+/// the loopback's `urma_loopback_*`, are found by `dlsym(RTLD_DEFAULT, ..)` from the start), the
+/// trace file and knobs of the environment are applied.
+extern "C" fn on_load() {
+    guard((), || {
+        let _ = crate::real::real();
+        apply_env();
+    })
+}
+
+#[used]
+#[link_section = ".init_array"]
+static ON_LOAD: extern "C" fn() = on_load;
 
 /// Applies `URMA_INTERPOSE_TRACE` and `URMA_INTERPOSE_KNOBS` (errors on stderr).
 pub fn apply_env() {

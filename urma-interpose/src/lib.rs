@@ -16,7 +16,12 @@
 //!   with an error status, drop / duplicate / hold and reorder / delay CRs at poll time.
 //!
 //! Control: the C-callable `urma_interpose_*` functions ([`ctl`], `include/urma_interpose.h`),
-//! reached with `dlsym`, and the variables `URMA_INTERPOSE_TRACE` / `URMA_INTERPOSE_KNOBS`.
+//! reached with `dlsym`, and the variables `URMA_INTERPOSE_TRACE` / `URMA_INTERPOSE_KNOBS`, which
+//! [`ctl`]'s load-time constructor applies after loading the real library.
+//!
+//! This file holds what every module uses (the panic boundary `guard`, the lock helpers,
+//! `say_line`) and uses no module itself.
+//!
 //! `docs/compat.md` (section "The interposition layer") explains the design.
 
 pub mod ctl;
@@ -79,17 +84,3 @@ macro_rules! say {
     };
 }
 pub(crate) use say;
-
-/// Load-time set-up: the real library is loaded before `main` (so that its own extensions, e.g.
-/// the loopback's `urma_loopback_*`, are found by `dlsym(RTLD_DEFAULT, ..)` from the start), the
-/// trace file and knobs of the environment are applied.
-extern "C" fn on_load() {
-    guard((), || {
-        let _ = real::real();
-        ctl::apply_env();
-    })
-}
-
-#[used]
-#[link_section = ".init_array"]
-static ON_LOAD: extern "C" fn() = on_load;

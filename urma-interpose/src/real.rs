@@ -149,8 +149,9 @@ fn load() -> Result<Real, String> {
         return Err(format!("{REAL_ENV}={path}: dlopen: {}", dlerror()));
     }
     let real = Real::resolve(h);
-    let own = crate::datapath::urma_poll_jfc as *const c_void;
-    if real.urma_poll_jfc.map(|f| f as *const c_void) == Some(own) {
+    // The layer's own forwarder found in the loaded library: that library is the layer.
+    let own = urma_init as *const c_void;
+    if real.urma_init.map(|f| f as *const c_void) == Some(own) {
         return Err(format!(
             "{REAL_ENV}={path} is the interposition layer itself, not a provider library"
         ));

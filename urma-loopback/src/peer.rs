@@ -710,7 +710,12 @@ pub struct Peer {
     dead: AtomicBool,
 }
 
-static PEERS: Mutex<Option<HashMap<u32, Arc<Peer>>>> = Mutex::new(None);
+/// The process reached under each uasid. The global lock is held only to find a uasid's entry;
+/// reaching a process happens under that entry's own lock, so one slow owner delays only the
+/// imports from itself, and two threads importing from one process share one connection (its
+/// requests keep one order).
+type PeerSlot = Arc<Mutex<Option<Arc<Peer>>>>;
+static PEERS: Mutex<Option<HashMap<u32, PeerSlot>>> = Mutex::new(None);
 
 fn forget_peers() {
     // In a forked child these connections belong to the parent; dropping ours closes only our
@@ -1010,17 +1015,19 @@ impl Peer {
 /// uasid.
 pub fn peer(uasid: u32) -> Option<Arc<Peer>> {
     let (me, dir) = membership()?;
-    {
-        let g = lock(&PEERS);
-        if let Some(p) = g.as_ref().and_then(|m| m.get(&uasid)) {
-            // A process that died a moment ago may not have been noticed by the reader yet,
-            // and its slot (uasid) may already belong to a new process: ask the slot.
-            if !p.dead() && p.opener == std::process::id() && p.owner_alive() {
-                return Some(p.clone());
-            }
+    let slot = lock(&PEERS)
+        .get_or_insert_with(HashMap::new)
+        .entry(uasid)
+        .or_default()
+        .clone();
+    let mut known = lock(&slot);
+    if let Some(p) = known.as_ref() {
+        // A process that died a moment ago may not have been noticed by the reader yet, and
+        // its slot (uasid) may already belong to a new process: ask the slot.
+        if !p.dead() && p.opener == std::process::id() && p.owner_alive() {
+            return Some(p.clone());
         }
     }
-    // Connect with no global lock held: a slow owner delays only imports from itself.
     let (s, owner) = match connect(&dir, me, uasid) {
         Ok(x) => x,
         Err(why) => {
@@ -1040,14 +1047,6 @@ pub fn peer(uasid: u32) -> Option<Arc<Peer>> {
     });
     let c = p.start(s)?;
     *lock(&p.conn) = Some(c);
-    let mut g = lock(&PEERS);
-    let m = g.get_or_insert_with(HashMap::new);
-    // Another thread may have reached the same process meanwhile: keep the first.
-    if let Some(q) = m.get(&uasid) {
-        if !q.dead() && q.owner == owner && q.opener == p.opener {
-            return Some(q.clone());
-        }
-    }
-    m.insert(uasid, p.clone());
+    *known = Some(p.clone());
     Some(p)
 }

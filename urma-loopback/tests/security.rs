@@ -499,6 +499,21 @@ fn in_dir(d: &Path) -> Vec<(&'static str, String)> {
     vec![("URMA_LOOPBACK_DIR", d.display().to_string())]
 }
 
+/// A process of `role` run as the victim user in directory `d` (`None`: the default one) with
+/// the extra variables `env`.
+fn as_victim(h: &Host, role: &str, d: Option<&Path>, env: &[(&str, &str)]) -> Proc {
+    let mut e = d.map(in_dir).unwrap_or_default();
+    e.extend(env.iter().map(|&(k, v)| (k, v.to_string())));
+    Proc::start(role, Some(&h.victim), &e)
+}
+
+/// A victim process (see [`victim`]) and what it published.
+fn victim_in(h: &Host, d: Option<&Path>, env: &[(&str, &str)]) -> (Proc, Published) {
+    let mut p = as_victim(h, "victim", d, env);
+    let me = Published::of(&mut p);
+    (p, me)
+}
+
 // ---------------------------------------------------------------- the attacker: file system only
 
 /// Another user's process that makes itself a provider directory at `SQUAT_DIR` (mode 0777, so
@@ -776,8 +791,7 @@ fn another_users_directory_is_refused_and_never_connected_to() {
     );
     assert_eq!(sq.hear(), ["ready"]);
     assert_eq!(std::fs::metadata(&dir).unwrap().uid(), h.attacker.uid);
-    let mut v = Proc::start("victim", Some(&h.victim), &[]);
-    let me = Published::of(&mut v);
+    let (mut v, me) = victim_in(&h, None, &[]);
     assert_eq!(
         me.uasid, 0,
         "the victim did not join the attacker's directory"
@@ -807,8 +821,7 @@ fn another_users_directory_is_refused_and_never_connected_to() {
 fn both_ends_refuse_a_process_of_another_user() {
     let Some(h) = host() else { return };
     let d = h.private_dir("d", &h.victim);
-    let mut v = Proc::start("victim", Some(&h.victim), &in_dir(&d));
-    let me = Published::of(&mut v);
+    let (mut v, me) = victim_in(&h, Some(&d), &[]);
     assert_ne!(me.uasid, 0, "the victim joined its directory");
     // Root connects to the victim's socket and opens as the victim's own uasid.
     let mut s = UnixStream::connect(d.join(format!("{}.sock", me.uasid))).unwrap();
@@ -866,10 +879,8 @@ fn a_re_pointed_directory_is_not_followed() {
     assert!(err.contains("multi-process mode off"), "{err}");
 
     let d = h.private_dir("d", &h.victim);
-    let mut owner = Proc::start("victim", Some(&h.victim), &in_dir(&d));
-    let o = Published::of(&mut owner);
-    let mut v = Proc::start("victim", Some(&h.victim), &in_dir(&d));
-    let _ = Published::of(&mut v);
+    let (owner, o) = victim_in(&h, Some(&d), &[]);
+    let (mut v, _) = victim_in(&h, Some(&d), &[]);
     // The path now names the attacker's directory, with the attacker on the owner's socket.
     std::fs::rename(&d, h.base.join("moved")).unwrap();
     std::fs::create_dir(&d).unwrap();
@@ -898,10 +909,13 @@ fn a_re_pointed_directory_is_not_followed() {
 // ---------------------------------------------------------------- F3: tokens on two-sided
 
 /// A rogue process of the victim's user in `d`, and its uasid.
-fn rogue_in(h: &Host, d: &Path, env: &[(&str, String)]) -> (Proc, u64) {
-    let mut e = in_dir(d);
-    e.extend(env.iter().cloned());
-    let mut p = Proc::start("rogue", Some(&h.victim), &e);
+fn rogue_in(h: &Host, d: &Path) -> (Proc, u64) {
+    slot_holder_in(h, "rogue", d)
+}
+
+/// A process of `role` that announces `ready <its slot>`, run as the victim user in `d`.
+fn slot_holder_in(h: &Host, role: &str, d: &Path) -> (Proc, u64) {
+    let mut p = as_victim(h, role, Some(d), &[]);
     let w = p.hear();
     assert_eq!(w[0], "ready", "{w:?}");
     let k = num(&w[1]);
@@ -922,9 +936,8 @@ const REFUSED: i64 = u::URMA_CR_REM_ACCESS_ABORT_ERR as i64;
 fn two_sided_requests_need_the_token_and_name_the_connection() {
     let Some(h) = host() else { return };
     let d = h.private_dir("d", &h.victim);
-    let mut v = Proc::start("victim", Some(&h.victim), &in_dir(&d));
-    let me = Published::of(&mut v);
-    let (mut r, k) = rogue_in(&h, &d, &[]);
+    let (mut v, me) = victim_in(&h, Some(&d), &[]);
+    let (mut r, k) = rogue_in(&h, &d);
     let jetty = (wire::TARGET_JETTY, me.jetty);
     assert_eq!(
         r.ask(&format!("connect {} {}", me.uasid, me.uasid), "hello"),
@@ -984,16 +997,12 @@ fn two_sided_requests_need_the_token_and_name_the_connection() {
 fn a_stalled_requester_delays_only_its_own_segment() {
     let Some(h) = host() else { return };
     let d = h.private_dir("d", &h.victim);
-    let io = [("URMA_LOOPBACK_IO_TIMEOUT_MS", "1500".to_string())];
-    let mut e = in_dir(&d);
-    e.extend(io.iter().cloned());
-    let mut v = Proc::start("victim", Some(&h.victim), &e);
-    let me = Published::of(&mut v);
+    let (mut v, me) = victim_in(&h, Some(&d), &[("URMA_LOOPBACK_IO_TIMEOUT_MS", "1500")]);
     let piece = |token: u32, len: u64| (me.token_id, token, me.va, len);
     let none = (wire::TARGET_NONE, 0);
-    let (mut a, _) = rogue_in(&h, &d, &[]);
-    let (mut b, _) = rogue_in(&h, &d, &[]);
-    let (mut c, _) = rogue_in(&h, &d, &[]);
+    let (mut a, _) = rogue_in(&h, &d);
+    let (mut b, _) = rogue_in(&h, &d);
+    let (mut c, _) = rogue_in(&h, &d);
     for r in [&mut a, &mut b, &mut c] {
         assert_eq!(r.ask(&format!("connect {} me", me.uasid), "hello"), [0]);
     }
@@ -1074,12 +1083,8 @@ fn an_owner_that_does_not_accept_delays_only_imports_from_itself() {
     let w = deaf_p.hear();
     assert_eq!(w[0], "ready");
     let deaf_uasid = num(&w[1]);
-    let mut healthy = Proc::start("victim", Some(&h.victim), &in_dir(&d));
-    let o = Published::of(&mut healthy);
-    let mut e = in_dir(&d);
-    e.push(("URMA_LOOPBACK_CONNECT_TIMEOUT_MS", "700".into()));
-    let mut v = Proc::start("victim", Some(&h.victim), &e);
-    let _ = Published::of(&mut v);
+    let (healthy, o) = victim_in(&h, Some(&d), &[]);
+    let (mut v, _) = victim_in(&h, Some(&d), &[("URMA_LOOPBACK_CONNECT_TIMEOUT_MS", "700")]);
     let cmd = format!(
         "import_pair {deaf_uasid} {} 4096 1 {TOKEN} {} {} {} {} {TOKEN}",
         o.va, o.uasid, o.va, o.len, o.token_id
@@ -1115,43 +1120,29 @@ fn deaf() {
         .find_map(|n| lock_slot(&d, n).map(|f| (n, f)))
         .expect("a free slot");
     let path = d.join(format!("{me}.sock"));
-    // SAFETY: plain socket calls on a fresh descriptor, an all-zero sockaddr_un filled with a
-    // path shorter than sun_path; the descriptor lives until the process ends.
-    unsafe {
-        let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
-        assert!(fd >= 0);
-        let mut a: libc::sockaddr_un = std::mem::zeroed();
-        a.sun_family = libc::AF_UNIX as libc::sa_family_t;
-        for (dst, &b) in a
-            .sun_path
-            .iter_mut()
-            .zip(path.as_os_str().as_encoded_bytes())
-        {
-            *dst = b as libc::c_char;
-        }
-        let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
-        assert_eq!(
-            libc::bind(fd, (&a as *const libc::sockaddr_un).cast(), len),
-            0
-        );
-        assert_eq!(libc::listen(fd, 0), 0);
+    let l = UnixListener::bind(&path).unwrap();
+    // SAFETY: listen on a bound socket this listener owns; a second listen sets the backlog.
+    assert_eq!(unsafe { libc::listen(l.as_raw_fd(), 0) }, 0);
+    // Fill the backlog: non-blocking connects until one is refused.
+    let mut a: libc::sockaddr_un = {
+        // SAFETY: an all-zero sockaddr_un is a valid value.
+        unsafe { std::mem::zeroed() }
+    };
+    a.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    for (dst, &b) in a
+        .sun_path
+        .iter_mut()
+        .zip(path.as_os_str().as_encoded_bytes())
+    {
+        *dst = b as libc::c_char;
     }
-    // Fill the backlog.
+    let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
     let mut held = Vec::new();
     for _ in 0..8 {
-        // SAFETY: as above; non-blocking connects that fail once the backlog is full.
+        // SAFETY: a fresh socket and a sockaddr_un that lives across the call; the descriptors
+        // kept in `held` live until the process ends.
         unsafe {
             let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_NONBLOCK, 0);
-            let mut a: libc::sockaddr_un = std::mem::zeroed();
-            a.sun_family = libc::AF_UNIX as libc::sa_family_t;
-            for (dst, &b) in a
-                .sun_path
-                .iter_mut()
-                .zip(path.as_os_str().as_encoded_bytes())
-            {
-                *dst = b as libc::c_char;
-            }
-            let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
             if libc::connect(fd, (&a as *const libc::sockaddr_un).cast(), len) == 0 {
                 held.push(fd);
             }
@@ -1171,16 +1162,14 @@ fn deaf() {
 fn connections_are_capped_and_idle_ones_closed() {
     let Some(h) = host() else { return };
     let d = h.private_dir("d", &h.victim);
-    let mut e = in_dir(&d);
-    e.extend([
-        ("URMA_LOOPBACK_MAX_CONNS", "8".to_string()),
-        ("URMA_LOOPBACK_IDLE_TIMEOUT_MS", "300".into()),
-        ("URMA_LOOPBACK_IO_TIMEOUT_MS", "500".into()),
-    ]);
-    let mut v = Proc::start("victim", Some(&h.victim), &e);
-    let me = Published::of(&mut v);
+    let limits = [
+        ("URMA_LOOPBACK_MAX_CONNS", "8"),
+        ("URMA_LOOPBACK_IDLE_TIMEOUT_MS", "300"),
+        ("URMA_LOOPBACK_IO_TIMEOUT_MS", "500"),
+    ];
+    let (mut v, me) = victim_in(&h, Some(&d), &limits);
     let base = v.ask("threads", "threads")[0];
-    let (mut r, _) = rogue_in(&h, &d, &[]);
+    let (mut r, _) = rogue_in(&h, &d);
     assert_eq!(
         r.ask(&format!("rawopen {} 200", me.uasid), "opened")[0],
         200
@@ -1198,10 +1187,7 @@ fn connections_are_capped_and_idle_ones_closed() {
     }
     assert_eq!(v.ask("threads", "threads")[0], base);
     // A genuine requester across an idle close.
-    let mut e2 = in_dir(&d);
-    e2.push(("URMA_LOOPBACK_IO_TIMEOUT_MS", "500".into()));
-    let mut q = Proc::start("victim", Some(&h.victim), &e2);
-    let _ = Published::of(&mut q);
+    let (mut q, _) = victim_in(&h, Some(&d), &[("URMA_LOOPBACK_IO_TIMEOUT_MS", "500")]);
     assert_eq!(q.ask(&me.import(TOKEN), "import")[0], 1);
     assert_eq!(q.ask("write_last 64", "cr"), [0]);
     std::thread::sleep(scaled(1500));
@@ -1235,9 +1221,8 @@ fn connections_are_capped_and_idle_ones_closed() {
 fn the_owner_acknowledges_what_it_wrote_and_refusals_tell_nothing() {
     let Some(h) = host() else { return };
     let d = h.private_dir("d", &h.victim);
-    let mut v = Proc::start("victim", Some(&h.victim), &in_dir(&d));
-    let me = Published::of(&mut v);
-    let (mut r, _) = rogue_in(&h, &d, &[]);
+    let (mut v, me) = victim_in(&h, Some(&d), &[]);
+    let (mut r, _) = rogue_in(&h, &d);
     assert_eq!(r.ask(&format!("connect {} me", me.uasid), "hello"), [0]);
     let none = (wire::TARGET_NONE, 0);
     let long = send_cmd(
@@ -1293,11 +1278,8 @@ fn the_owner_acknowledges_what_it_wrote_and_refusals_tell_nothing() {
 fn a_malicious_peer_fuzzing_the_format_finds_nothing() {
     let Some(h) = host() else { return };
     let d = h.private_dir("d", &h.victim);
-    let mut e = in_dir(&d);
-    e.push(("URMA_LOOPBACK_IO_TIMEOUT_MS", "200".into()));
-    let mut v = Proc::start("victim", Some(&h.victim), &e);
-    let me = Published::of(&mut v);
-    let (mut r, _) = rogue_in(&h, &d, &[]);
+    let (mut v, me) = victim_in(&h, Some(&d), &[("URMA_LOOPBACK_IO_TIMEOUT_MS", "200")]);
+    let (mut r, _) = rogue_in(&h, &d);
     let seed = std::env::var("SEC_FUZZ_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -1313,8 +1295,7 @@ fn a_malicious_peer_fuzzing_the_format_finds_nothing() {
     println!("{n} messages");
     assert!(n >= 100, "the fuzz ran: {n}");
     assert_eq!(v.ask("intact", "intact"), [1]);
-    let mut q = Proc::start("victim", Some(&h.victim), &in_dir(&d));
-    let _ = Published::of(&mut q);
+    let (mut q, _) = victim_in(&h, Some(&d), &[]);
     assert_eq!(q.ask(&me.import(TOKEN), "import")[0], 1, "still serving");
     assert_eq!(q.ask("write_last 64", "cr"), [0]);
     q.finish();

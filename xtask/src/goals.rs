@@ -48,7 +48,8 @@ pub fn dispatch(ctx: &mut Ctx, goal: &str, args: &[String]) {
         "test-aarch64" => test_aarch64(ctx, goal),
         "test-aarch64-quick" => test_aarch64_quick(ctx, goal),
         "msrv" => msrv(ctx, goal),
-        "lint" => lint(),
+        "lint" => lint(ctx),
+        "imports" => imports(ctx),
         "fmt" => run(cargo_cmd().args(["fmt", "--all"])),
         "deps" => run(Command::new("./packaging/deps.sh").args(["install", "all"])),
         "clean" => run(cargo_cmd().arg("clean")),
@@ -843,11 +844,20 @@ fn msrv(ctx: &mut Ctx, goal: &str) {
         .env("RUSTFMT", rustfmt));
 }
 
-fn lint() {
+/// No module file of a crate in an import circle (the crates of `imports::REPORT_ONLY` are
+/// printed, not enforced).
+fn imports(ctx: &Ctx) {
+    if let Err(e) = crate::imports::check(&ctx.repo) {
+        fail(e);
+    }
+}
+
+fn lint(ctx: &Ctx) {
     // Cargo.lock matches the manifests.
     run(cargo_cmd()
         .args(["metadata", "--locked", "--format-version", "1"])
         .stdout(std::process::Stdio::null()));
+    imports(ctx);
     run(cargo_cmd().args(["fmt", "--all", "--", "--check"]));
     run(cargo_cmd().args([
         "clippy",

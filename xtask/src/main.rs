@@ -11,6 +11,7 @@
 mod cargo;
 mod goals;
 mod helgrind;
+mod imports;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -123,7 +124,12 @@ pub const GOALS: &[(&str, &str, &str)] = &[
     (
         "lint",
         "",
-        "Cargo.lock up to date, cargo fmt --check, clippy -D warnings",
+        "Cargo.lock up to date, no import circle (imports), cargo fmt --check, clippy -D warnings",
+    ),
+    (
+        "imports",
+        "",
+        "no import circle between the module files of a crate (urma-loopback, xtask: report only)",
     ),
     ("fmt", "", "cargo fmt --all"),
     (

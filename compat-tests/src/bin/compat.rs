@@ -14,7 +14,7 @@
 
 use std::path::{Path, PathBuf};
 
-use compat_tests::harness::{backend, ledger, report, split};
+use compat_tests::harness::{backend, ledger, outcome, report, split};
 use compat_tests::interpose_ctl;
 use compat_tests::lib_under_test::{legacy_lib_path, rust_lib_path, target_dir};
 
@@ -34,7 +34,7 @@ fn main() {
     if argv.first().map(String::as_str) == Some(split::CHILD_ARG) {
         std::process::exit(split::child_main(&argv[1..]));
     }
-    let mut opts = report::Options {
+    let mut opts = outcome::Options {
         rust_lib: rust_lib_path(),
         legacy_lib: legacy_lib_path(),
         out: target_dir().join("compat"),
@@ -143,7 +143,7 @@ fn main() {
         if let Some(addr) = &serve {
             std::process::exit(split::node::serve(&opts, mode, addr));
         }
-        std::process::exit(split::run(&opts, mode, peer.as_deref()));
+        std::process::exit(split::driver::run(&opts, mode, peer.as_deref()));
     }
     std::process::exit(report::run(&opts));
 }

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::ledger::Ledger;
-use super::report::{judge, Options, Outcome, RunResult};
+use super::outcome::{judge, Options, Outcome, RunResult};
 use testkit::paths::repo;
 
 /// The C runner's scenarios.

@@ -9,10 +9,13 @@
 //! * [`random`]: the seeded random scenario generator;
 //! * [`normalise`]: raw trace -> comparable text;
 //! * [`ledger`]: the machine-readable twin of `docs/divergences.md`;
+//! * [`outcome`]: the options of a run, and one scenario compared on both libraries and judged
+//!   against the ledger (its verdict);
 //! * [`crunner`]: the C consumer (`compat-tests/c/runner.c`) built and run against each library;
 //! * [`interop`]: the C <-> Rust interop matrix;
 //! * [`split`]: `compat --split`, a scenario's sender and receiver in two processes;
-//! * [`report`]: the driver (comparison, verdicts) and `report.json` / `report.md`.
+//! * [`report`]: the driver (every scenario run on both libraries, the C runner, the interop
+//!   matrix) and `report.json` / `report.md`.
 //!
 //! `docs/compat.md` describes the whole thing.
 
@@ -22,6 +25,7 @@ pub mod ctx;
 pub mod interop;
 pub mod ledger;
 pub mod normalise;
+pub mod outcome;
 pub mod random;
 pub mod record;
 pub mod report;

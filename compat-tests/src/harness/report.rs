@@ -1,9 +1,10 @@
-//! The driver: runs every scenario on the reference C library and on the Rust library,
-//! compares the normalised traces, judges them against the ledger, runs the C runner and the
-//! interop matrix, prints one line per scenario and writes `report.json` / `report.md`.
+//! The driver: runs every scenario on the reference C library and on the Rust library, has
+//! each pair of runs compared and judged against the ledger ([`super::outcome::judge`]), runs
+//! the C runner and the interop matrix, prints one line per scenario and writes `report.json` /
+//! `report.md`.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -12,70 +13,9 @@ use serde_json::{json, Value};
 
 use super::ctx::{Ctx, Lib};
 use super::ledger::{self, Ledger};
-use super::normalise::{normalise, Normalised};
+use super::outcome::{judge, Options, Outcome, RunResult, Verdict};
 use super::scenario::Scenario;
 use super::{backend, crunner, interop, random, scenario};
-
-/// Command-line options of `compat`.
-#[derive(Debug, Clone)]
-pub struct Options {
-    pub rust_lib: PathBuf,
-    pub legacy_lib: PathBuf,
-    pub out: PathBuf,
-    pub random: usize,
-    pub seed: u64,
-    pub only: Vec<String>,
-    pub list: bool,
-    pub ledger: PathBuf,
-    pub c_runner: bool,
-    /// A prebuilt C runner (`--c-runner-exe`): used as it is instead of compiling
-    /// `compat-tests/c/runner.c` (the installed conformance package ships one).
-    pub c_runner_exe: Option<PathBuf>,
-    pub interop: bool,
-    /// The C runner is not run, for this reason (reported as SKIPPED): set by the backends whose
-    /// trace it cannot give ([`super::backend::C_RUNNER_SKIP`]).
-    pub c_runner_skip: Option<&'static str>,
-}
-
-/// The verdict of one comparison.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
-    Pass,
-    Diverges(Vec<String>),
-    Fail(String),
-    /// Not run on this backend, with the reason ([`super::backend::TraceFaults::skip`]).
-    Skipped(String),
-}
-
-impl Verdict {
-    /// The report word.
-    pub fn word(&self) -> String {
-        match self {
-            Verdict::Pass => "PASS".into(),
-            Verdict::Diverges(ids) => format!("DIVERGES-AS-DOCUMENTED {}", ids.join(",")),
-            Verdict::Fail(_) => "FAIL".into(),
-            Verdict::Skipped(_) => "SKIPPED".into(),
-        }
-    }
-}
-
-/// One compared scenario.
-#[derive(Debug, Clone)]
-pub struct Outcome {
-    pub id: String,
-    pub kind: &'static str,
-    pub desc: String,
-    pub verdict: Verdict,
-    pub sections: Vec<String>,
-    pub diff: Option<String>,
-    pub legacy_trace: String,
-    pub rust_trace: String,
-    pub seed: Option<u64>,
-    pub ms: u128,
-}
-
-/// Result of one run of a scenario on one library.
-pub type RunResult = Result<Vec<Value>, String>;
 
 static POISONED: [AtomicBool; 2] = [AtomicBool::new(false), AtomicBool::new(false)];
 
@@ -140,74 +80,6 @@ pub fn dump(dir: &Path, id: &str, lib: &str, ev: &[Value]) {
     );
 }
 
-/// A unified diff (pretty_assertions) of two texts.
-pub fn diff_text(left: &str, right: &str) -> String {
-    format!("{}", pretty_assertions::StrComparison::new(left, right))
-}
-
-/// Compares two runs and judges the difference against the ledger. `features` is given for
-/// random scenarios (ledger predicates); catalogue and C-runner scenarios match by id, and
-/// for them an entry that lists the id explicitly while the traces agree is stale.
-#[allow(clippy::too_many_arguments)]
-pub fn judge(
-    id: &str,
-    kind: &'static str,
-    desc: &str,
-    legacy: RunResult,
-    rust: RunResult,
-    lib_names: &[(u64, &str)],
-    ledger: &Ledger,
-    features: Option<&BTreeSet<String>>,
-    seed: Option<u64>,
-    ms: u128,
-) -> Outcome {
-    let mut o = Outcome {
-        seed,
-        ms,
-        ..Outcome::new(id, kind, desc, Verdict::Pass)
-    };
-    let (l, r) = match (legacy, rust) {
-        (Ok(l), Ok(r)) => (l, r),
-        (l, r) => {
-            let mut why = Vec::new();
-            if let Err(e) = l {
-                why.push(e);
-            }
-            if let Err(e) = r {
-                why.push(e);
-            }
-            o.verdict = Verdict::Fail(why.join("; "));
-            return o;
-        }
-    };
-    let nl: Normalised = normalise(&l, &lib_names[..1]);
-    let nr: Normalised = normalise(&r, &lib_names[1..]);
-    o.legacy_trace = nl.render();
-    o.rust_trace = nr.render();
-    if nl == nr {
-        if features.is_none() {
-            let stale = ledger.for_scenario(id);
-            if !stale.is_empty() {
-                o.verdict = Verdict::Fail(format!(
-                    "stale ledger: {} list(s) this scenario but the traces no longer differ",
-                    stale.join(",")
-                ));
-            }
-        }
-        return o;
-    }
-    o.sections = nl.differing_sections(&nr);
-    o.diff = Some(diff_text(&o.legacy_trace, &o.rust_trace));
-    o.verdict = match ledger.explain(id, features, &o.sections) {
-        Ok(ids) => Verdict::Diverges(ids),
-        Err(missing) => Verdict::Fail(format!(
-            "undocumented difference in {} (no ledger entry applies)",
-            missing.join(", ")
-        )),
-    };
-    o
-}
-
 /// Everything `compat` needs, loaded.
 pub struct Loaded {
     pub legacy: &'static Lib,
@@ -220,24 +92,6 @@ pub fn load(opts: &Options) -> Result<Loaded, String> {
         legacy: Lib::load(&opts.legacy_lib, 0, "legacy")?,
         rust: Lib::load(&opts.rust_lib, 1, "rust")?,
     })
-}
-
-impl Outcome {
-    /// An outcome with `verdict` and no traces (yet).
-    pub fn new(id: &str, kind: &'static str, desc: &str, verdict: Verdict) -> Outcome {
-        Outcome {
-            id: id.into(),
-            kind,
-            desc: desc.into(),
-            verdict,
-            sections: vec![],
-            diff: None,
-            legacy_trace: String::new(),
-            rust_trace: String::new(),
-            seed: None,
-            ms: 0,
-        }
-    }
 }
 
 /// The outcome of a scenario the backend does not run.

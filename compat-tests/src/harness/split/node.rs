@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use super::{lib_refs, parse_addr, plans, start_receiver, ChildEnd, Launch, LibRef, Mode};
-use crate::harness::report;
+use crate::harness::outcome::Options;
 
 /// Version of the node protocol (the hello's `hello`).
 pub const PROTOCOL: u32 = 1;
@@ -271,7 +271,7 @@ impl Node {
 /// for (its own libraries, `--rust-lib` / `--legacy-lib`, in `mode`) until it says done. Exit
 /// status: 0 after `done`, 1 when the driver went away mid-run or differs from this end, 2 on
 /// set-up errors (the address cannot be listened on, no driver came).
-pub fn serve(opts: &report::Options, mode: Mode, addr: &str) -> i32 {
+pub fn serve(opts: &Options, mode: Mode, addr: &str) -> i32 {
     let to = match parse_addr(addr) {
         Ok(a) => a,
         Err(e) => {
@@ -338,11 +338,7 @@ pub fn serve(opts: &report::Options, mode: Mode, addr: &str) -> i32 {
             return 2;
         }
     };
-    let launch = Launch {
-        exe,
-        mode,
-        node: None,
-    };
+    let launch = Launch { exe, mode };
     let (c, rust) = lib_refs(opts);
     // The receivers listen on the address the driver reached (any, when serving on all).
     let listen = to.ip().to_string();
