@@ -47,7 +47,7 @@ pub use urma_loopback_ctl::{
 pub use urma_loopback_ctl::interpose::Counters;
 
 /// One CR kept by the layer: its JFC handle and the CR.
-type Kept = (usize, u::urma_cr_t);
+type Pending = (usize, u::urma_cr_t);
 
 /// The layer's own fault state, under the fault plane's lock: its rules by send WR and by
 /// receive CR, the marks they leave on posted WRs, and the CRs about to be handed over.
@@ -73,7 +73,7 @@ impl Layer {
     }
 
     /// Queues CRs ready for the application on their JFCs.
-    fn make_ready(&mut self, crs: impl IntoIterator<Item = Kept>) {
+    fn make_ready(&mut self, crs: impl IntoIterator<Item = Pending>) {
         for (j, cr) in crs {
             self.ready.entry(j).or_default().push_back(cr);
         }
@@ -96,7 +96,7 @@ impl Own for Layer {
 
 /// The layer's fault plane: the shared rules, the numbering of send WRs, recv WRs and polled
 /// CRs, held and delayed CRs, and the layer's own state.
-static PLANE: FaultPlane<Layer, Kept> = FaultPlane::new(Layer {
+static PLANE: FaultPlane<Layer, Pending> = FaultPlane::new(Layer {
     send_cr_action: Vec::new(),
     recv_cr_action: Vec::new(),
     failing: BTreeMap::new(),
@@ -293,7 +293,7 @@ pub fn route(jfc: usize, cr: u::urma_cr_t, out: &mut Vec<u::urma_cr_t>, room: us
 }
 
 /// Moves the delayed CRs due now to their JFCs' ready queues.
-fn promote_due(s: &mut faults::State<Layer, Kept>) {
+fn promote_due(s: &mut faults::State<Layer, Pending>) {
     let due = s.kept.take_due(Instant::now());
     s.own.make_ready(due);
 }
