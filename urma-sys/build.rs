@@ -54,7 +54,12 @@ fn main() {
     // ---- 1. headers ------------------------------------------------------
     let bundled = manifest.join("include");
     let (include_dir, real_headers) = urma::select_include_dir(&bundled);
-    for h in ["urma_api.h", "urma_types.h", "urma_opcode.h"] {
+    for h in [
+        "urma_api.h",
+        "urma_types.h",
+        "urma_opcode.h",
+        "urma_provider.h",
+    ] {
         println!(
             "cargo:rerun-if-changed={}",
             include_dir.join("ub/umdk/urma").join(h).display()
