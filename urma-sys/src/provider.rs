@@ -7,7 +7,8 @@
 //!   with [`urma_provider_attr_t`] and [`urma_match_entry_t`];
 //! * [`urma_ops_t`], the per-context table of 99 operations `urma_context_t.ops` points to;
 //! * [`urma_register_sysfs_dev`] and [`URMA_SYSFS_DEV_FLAG_DRIVER_CREATED`] for a device the
-//!   provider makes itself.
+//!   provider makes itself, and in [`sysfs_dev`] the layout of the structure it takes (private to
+//!   the core, hence pinned per core version) with a builder and a check of what the core wrote.
 //!
 //! The types are the bindgen bindings of the bundled `urma_provider.h` (also reachable from the
 //! crate root); [`OPS_NONE`] and [`PROVIDER_OPS_NONE`] are all-NULL tables for
@@ -22,6 +23,8 @@ pub use crate::{
     urma_register_provider_ops, urma_register_sysfs_dev, urma_sysfs_dev, urma_tp_attr_mask,
     urma_tp_attr_mask_t, urma_unregister_provider_ops, URMA_SYSFS_DEV_FLAG_DRIVER_CREATED,
 };
+
+pub mod sysfs_dev;
 
 /// The per-context ops table with every slot NULL and no name (the core fails a call whose slot
 /// is NULL with `URMA_EINVAL`).
@@ -47,7 +50,7 @@ compile_error!(
     "urma-sys: the URMA provider interface is measured for x86_64 and aarch64 only. For another \
      architecture, measure it from the genuine UMDK headers (UMDK_SRC=<tree> URMA_SYS_BLESS=1 \
      cargo test -p urma-sys --test provider_abi writes tests/data/urma_provider_abi_<arch>.json) \
-     and add its numbers to urma-sys/src/provider.rs"
+     and add its numbers to urma-sys/src/provider.rs and provider/sysfs_dev.rs."
 );
 
 // Sizes and offsets measured on the genuine UMDK headers, the same on both architectures (the
