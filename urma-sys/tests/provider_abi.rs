@@ -18,7 +18,7 @@
 //!   message when the cross compiler or qemu is missing);
 //! * `abi/provider_static_check.c` (the public facts as `_Static_assert`s, which build.rs
 //!   compiles against real UMDK headers) is generated from the JSONs and passes on the bundled
-//!   header;
+//!   header; the bundled header compiles cleanly as C99, GNU11 and GNU++17;
 //! * negative controls: a shifted copy of the facts, and the bundled header with one field
 //!   widened and one slot's parameter retyped, are reported as exactly those differences (and
 //!   fail the static check).
@@ -1287,6 +1287,44 @@ fn static_check_is_fresh_and_passes_on_the_bundled_header() {
         compile_static_check(Path::new(urma_sys::bundled_include_dir()), std)
             .unwrap_or_else(|e| panic!("abi/provider_static_check.c ({std}):\n{e}"));
     }
+}
+
+/// The bundled `urma_provider.h` compiles cleanly as C99 (pedantic), GNU11 and GNU++17, like the
+/// rest of the header set.
+#[test]
+fn bundled_provider_header_compiles_cleanly() {
+    let dir = work_dir();
+    let (c, cpp) = (
+        dir.join("include_provider.c"),
+        dir.join("include_provider.cpp"),
+    );
+    let source = "#include <ub/umdk/urma/urma_provider.h>\nint main(void) { return 0; }\n";
+    std::fs::write(&c, source).expect("write");
+    std::fs::write(&cpp, source.replace("(void)", "()")).expect("write");
+    let include = format!("-I{}", urma_sys::bundled_include_dir());
+    let warnings = ["-Wall", "-Wextra", "-Werror", "-fsyntax-only"];
+    for std in ["-std=c99", "-std=gnu11"] {
+        let pedantic = if std == "-std=c99" {
+            "-pedantic-errors"
+        } else {
+            "-pedantic"
+        };
+        target::run(
+            Command::new(paths::cc())
+                .args([std, pedantic])
+                .args(warnings)
+                .arg(&include)
+                .arg(&c),
+        );
+    }
+    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".to_string());
+    target::run(
+        Command::new(cxx)
+            .arg("-std=gnu++17")
+            .args(warnings)
+            .arg(&include)
+            .arg(&cpp),
+    );
 }
 
 // ---- negative controls ----------------------------------------------------------------------
