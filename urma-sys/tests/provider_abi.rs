@@ -42,6 +42,7 @@ use urma_sys::provider::{
     URMA_SYSFS_DEV_FLAG_DRIVER_CREATED,
 };
 
+mod common;
 #[path = "../../testkit/src/paths.rs"]
 mod paths;
 #[path = "../../testkit/src/target.rs"]
@@ -708,12 +709,7 @@ fn run_probe(
         }
     };
     let _ = std::fs::remove_file(&exe);
-    out.lines()
-        .map(|l| {
-            let (k, v) = l.split_once('\t').expect("probe line");
-            (k.to_string(), v.to_string())
-        })
-        .collect()
+    common::tab_separated_facts(&out)
 }
 
 /// The bundled header set in `include_dir` (the public facts only).
