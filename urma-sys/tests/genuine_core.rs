@@ -11,7 +11,7 @@
 //! `dev_attr.dev_cap.max_eid_cnt` allows, and `urma_uninit` frees both allocations.
 //!
 //! Native x86_64 or aarch64 only (not under emulation); needs cmake and make. Skipped with a
-//! message without `UMDK_SRC`.
+//! message without `UMDK_SRC`, under emulation, or without cmake or make.
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::path::{Path, PathBuf};
@@ -176,6 +176,19 @@ fn the_genuine_core_registers_a_built_device_and_passes_the_check() {
     };
     if target::emulated() {
         println!("under emulation: skipped the registration with the genuine URMA core");
+        return;
+    }
+    let found = |tool: &str| {
+        Command::new(tool)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if let Some(missing) = ["cmake", "make"].into_iter().find(|t| !found(t)) {
+        println!(
+            "no {missing}: skipped the registration with the genuine URMA core (building it \
+             needs cmake and make)"
+        );
         return;
     }
     let work = paths::profile_dir().join("urma-sys-genuine-core");
