@@ -625,8 +625,7 @@ fn build_shim(dir: &Path) -> PathBuf {
     let c = dir.join("shim.c");
     std::fs::write(&c, SHIM).expect("write shim.c");
     let so = dir.join("libpreload_shim.so");
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let st = Command::new(cc)
+    let st = Command::new(cc())
         .args(["-shared", "-fPIC", "-O1", "-o"])
         .arg(&so)
         .arg(&c)
@@ -639,17 +638,11 @@ fn build_shim(dir: &Path) -> PathBuf {
 
 /// Parent side: run the `preload-shim` child (the loopback as liburma.so.0, the shim preloaded).
 fn preload_is_bypassed() {
-    if target::emulated() {
-        // Under qemu user emulation LD_PRELOAD would reach the emulator too; the experiment is
-        // about the dynamic loader, which is the same on both architectures.
-        println!("preload-is-bypassed: not run under emulation (runs natively)");
-        return;
-    }
     let dir = std::env::temp_dir().join(format!("urma-interpose-shim-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let so = build_shim(&dir);
     let lb = target::loopback_dir().unwrap_or_else(profile_dir);
-    let out = Command::new(std::env::current_exe().expect("exe"))
+    let out = target::command(std::env::current_exe().expect("exe"))
         .env(CHILD_ENV, "preload-shim")
         .env("LD_LIBRARY_PATH", &lb)
         .env("LD_PRELOAD", &so)
