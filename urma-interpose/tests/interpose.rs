@@ -541,19 +541,24 @@ fn fault_hold_reorder() {
 
 fn fault_delay() {
     let b = bench(false);
-    layer::knobs().set_cr_delay(150);
+    // Long enough (scaled under emulation) that a write and a poll without it take less.
+    let delay = 150 * target::slowdown();
+    layer::knobs().set_cr_delay(delay);
     let t0 = Instant::now();
     assert_eq!(b.write(1), u::URMA_SUCCESS);
     let crs = b.cq().poll_n(1, T);
     let dt = t0.elapsed();
     assert_eq!(ctxs(&crs), [1]);
-    assert!(dt >= Duration::from_millis(150), "handed over after {dt:?}");
+    assert!(
+        dt >= Duration::from_millis(delay.into()),
+        "handed over after {dt:?}"
+    );
     layer::knobs().set_cr_delay(0);
     let t0 = Instant::now();
     assert_eq!(b.write(2), u::URMA_SUCCESS);
     assert_eq!(ctxs(&b.cq().poll_n(1, T)), [2]);
     assert!(
-        t0.elapsed() < Duration::from_millis(150),
+        t0.elapsed() < Duration::from_millis(delay.into()),
         "no delay once off"
     );
 }
