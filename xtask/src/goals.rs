@@ -87,17 +87,11 @@ fn loopback_in_process_only(ctx: &Ctx) {
 /// Everything a change must pass, in this order; stops at the first failing step.
 fn test(ctx: &mut Ctx) {
     build(ctx, "test");
-    // The loopback's security suite (urma-loopback/tests/security.rs) needs root to make its
-    // users. As root, and always in CI, it must run; a developer's run without root skips it
-    // (each of its tests says so).
-    let mut tests = cargo_cmd();
-    tests.args(["test", "--workspace", "--no-fail-fast"]);
-    if is_root() || std::env::var_os("CI").is_some() {
-        tests.env("URMA_SECURITY_REQUIRED", "1");
-    } else {
-        println!("test: not root, so the loopback's security suite is skipped");
-    }
-    run(&mut tests);
+    run(security_required(cargo_cmd().args([
+        "test",
+        "--workspace",
+        "--no-fail-fast",
+    ])));
     loopback_in_process_only(ctx);
     compat(ctx, "test", &[]);
     compat_device(ctx, "test", &[]);
@@ -111,6 +105,18 @@ fn test(ctx: &mut Ctx) {
     rpm(ctx, "test");
     run(Command::new("./packaging/rpm-test.sh").env("TARGET_DIR", &ctx.target));
     test_aarch64_quick(ctx, "test");
+}
+
+/// The loopback's security suite (urma-loopback/tests/security.rs) needs root to make its
+/// users. As root, and always in CI, it must run (`cmd` gets `URMA_SECURITY_REQUIRED`); a
+/// developer's run without root skips it (each of its tests says so).
+fn security_required(cmd: &mut Command) -> &mut Command {
+    if is_root() || std::env::var_os("CI").is_some() {
+        cmd.env("URMA_SECURITY_REQUIRED", "1");
+    } else {
+        println!("xtask: not root, so the loopback's security suite is skipped");
+    }
+    cmd
 }
 
 /// Whether this process runs as root (its effective uid, from `/proc/self/status`).
@@ -767,7 +773,11 @@ fn a64() -> Command {
 fn test_aarch64(ctx: &mut Ctx, goal: &str) {
     ctx.deps(goal);
     run(a64().args(["build", "--workspace", "--all-targets"]));
-    run(a64().args(["test", "--workspace", "--no-fail-fast"]));
+    run(security_required(a64().args([
+        "test",
+        "--workspace",
+        "--no-fail-fast",
+    ])));
     run(a64()
         .args(["run", "-q", "-p", "compat-tests", "--bin", "compat", "--"])
         .args(compat_args(&[])));
@@ -801,6 +811,7 @@ const AARCH64_QUICK_TESTS: &[(&str, &[&str])] = &[
     ("header", &[]),
     ("c_program", &[]),
     ("xproc", &[]),
+    ("security", &[]),
     ("interpose", &[]),
     ("c_smoke", &[]),
     ("c_consumer", &[]),
@@ -832,7 +843,7 @@ fn test_aarch64_quick(ctx: &mut Ctx, goal: &str) {
             all.args(["--test", t]);
         }
     }
-    run(&mut all);
+    run(security_required(&mut all));
     for (t, args) in AARCH64_QUICK_TESTS.iter().filter(|(_, a)| !a.is_empty()) {
         run(on_packages(&["test", "--no-fail-fast", "--test", t])
             .arg("--")
