@@ -212,7 +212,7 @@ fn spawn_cell(lib: &Lib, kind: &str, extra: &[String], runner: Runner) -> Result
             .arg(&exe);
             c
         }
-        _ => Command::new(&exe),
+        _ => compat_tests::target::command(&exe),
     };
     cmd.arg("cell")
         .args(["--kind", kind, "--lib"])
