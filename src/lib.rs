@@ -16,6 +16,7 @@ mod request;
 mod send;
 mod spin;
 mod sync_annotate;
+mod urma;
 pub use os_transport_abi::user_data;
 mod wait;
 mod wake;

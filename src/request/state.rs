@@ -5,7 +5,7 @@
 
 use crate::abi::notify_callback_t;
 use crate::pool::{WorkerId, WorkerShared};
-use std::ffi::c_void;
+use crate::urma::{Buffer, SendQueue, TargetJetty};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -18,23 +18,17 @@ pub enum Kind {
     Recv,
 }
 
-/// Everything a send task needs to post its work requests (raw URMA pointers, opaque here).
+/// Everything a send task needs to post its work requests.
 #[derive(Clone, Copy, Debug)]
 pub struct SendCtx {
-    /// `jetty_info->jfs` (preferred)
-    pub jfs: *mut c_void,
-    /// `jetty_info->jetty` (fallback)
-    pub jetty: *mut c_void,
+    /// `jetty_info->jfs`, else `->jetty` (`None`: neither, every post fails)
+    pub queue: Option<SendQueue>,
     /// `jetty_info->tjetty`
-    pub tjetty: *mut c_void,
-    /// `local_src->addr`
-    pub src: u64,
-    /// `local_src->tseg`
-    pub src_tseg: *mut c_void,
-    /// `remote_dst->addr`
-    pub dst: u64,
-    /// `remote_dst->tseg`
-    pub dst_tseg: *mut c_void,
+    pub tjetty: Option<TargetJetty>,
+    /// `local_src`
+    pub src: Buffer,
+    /// `remote_dst`
+    pub dst: Buffer,
     /// total length
     pub len: u32,
     /// `enc(client_key)`
@@ -43,21 +37,14 @@ pub struct SendCtx {
 
 impl SendCtx {
     const EMPTY: SendCtx = SendCtx {
-        jfs: std::ptr::null_mut(),
-        jetty: std::ptr::null_mut(),
-        tjetty: std::ptr::null_mut(),
-        src: 0,
-        src_tseg: std::ptr::null_mut(),
-        dst: 0,
-        dst_tseg: std::ptr::null_mut(),
+        queue: None,
+        tjetty: None,
+        src: Buffer::NONE,
+        dst: Buffer::NONE,
         len: 0,
         enc_ck: 0,
     };
 }
-
-// SAFETY: the pointers are application-owned URMA objects that the API contract keeps alive while
-// the request is in flight; the library only passes them back to liburma.
-unsafe impl Send for SendCtx {}
 
 /// What a new request does: the parameters of its tasks.
 #[derive(Clone, Copy, Debug)]
