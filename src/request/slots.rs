@@ -85,7 +85,7 @@ fn untoken_bits(t: usize) -> Option<(u32, u32)> {
 pub struct Slot {
     m: Mutex<Req>,
     /// Signalled whenever `done` may have changed.
-    pub cv: Condvar,
+    pub(super) cv: Condvar,
     /// Recv: the `os_transport_user_data_t` copy handed to notify_callback for the chunk whose
     /// task runs now (one copy is enough: a request's receive tasks run one at a time, on its
     /// bound worker, and the slot is not reused while one runs).
@@ -96,9 +96,11 @@ pub struct Slot {
 }
 
 impl Slot {
-    /// Locks the request state (poisoning is ignored: state stays consistent across panics of user code).
+    /// Locks the request state (poisoning is ignored: state stays consistent across panics of user
+    /// code). The raw lock, for the lifecycle only: other modules lock a slot through
+    /// `super::Locked` or `super::SlotGuard`.
     #[inline]
-    pub fn lock(&self) -> MutexGuard<'_, Req> {
+    pub(super) fn lock(&self) -> MutexGuard<'_, Req> {
         lock(&self.m)
     }
 }
