@@ -6,7 +6,7 @@ use crate::abi::{os_transport_cfg_t, Out, ERR};
 use crate::log::{error, info, warning};
 use crate::pool::{current_worker, Pool, WorkerCtx, MAX_WORKERS};
 use crate::request::{self, slots, ReqTable, ReqTables};
-use crate::sync_annotate::{self, Mutex, RwLock};
+use crate::sync_annotate::{self, rank, Mutex, RwLock};
 use crate::urma::{RecvQueue, RecvQueueWord};
 use std::cell::{Cell, RefCell};
 use std::ffi::c_void;
@@ -26,14 +26,14 @@ pub struct Instance {
     /// Workers.
     pub pool: Pool,
     /// Receive queue recorded by the last prefill (one slot, like legacy; D6: may be a JFR).
-    pub recvq: Mutex<Option<RecvQueue>>,
+    pub recvq: Mutex<Option<RecvQueue>, { rank::RECV_QUEUE }>,
     /// `recvq` in one word, written under its lock, read without it by the per-completion
     /// re-post and the per-recv prefill check.
     pub recvq_word: RecvQueueWord,
     /// `recv_queue_capacity`
     pub recv_cap: u32,
     /// `(jfce, jfc, urma_event_mode)` recorded by init / reg_jfc (informational).
-    pub jfc_info: Mutex<(usize, usize, bool)>,
+    pub jfc_info: Mutex<(usize, usize, bool), { rank::JFC_INFO }>,
 }
 
 impl Instance {
@@ -43,7 +43,7 @@ impl Instance {
     }
 }
 
-static LIVE: RwLock<Option<Arc<Instance>>> = RwLock::new(None);
+static LIVE: RwLock<Option<Arc<Instance>>, { rank::INSTANCE }> = RwLock::new(None);
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
 /// Opaque handle value of instance `seq` (never dereferenced, compared by value).

@@ -9,7 +9,8 @@
 //! * `padded`: the cache-line padding of the slot table's and the index's shared parts.
 //!
 //! Other modules lock a request's slot only through one of two guards. A [`Locked`] guard takes
-//! the shard of the request id ([`ReqTables::lock`]), then the slot (the lock order), and checks
+//! the shard of the request id ([`ReqTables::lock`]), then the slot (in rank order: every lock and
+//! its rank are in docs/architecture.md, "Locks"), and checks
 //! the slot still holds the request; every change that can end a request is a method of it, and
 //! when it is dropped after a change it settles the request ([`settle`]: done, finished, freed),
 //! releases the slot, applies the request-table cleanup under the shard it holds (or, for a guard
@@ -25,12 +26,12 @@ pub mod slots;
 pub mod state;
 
 pub use index::{ReqTable, ReqTables};
+use slots::ReqGuard;
 pub use slots::{table, token, untoken, Slot};
 pub use state::{Job, Kind, Req, SendCtx};
 
 use crate::log::{debug, error};
 use crate::pool::Pool;
-use crate::sync_annotate::MutexGuard;
 use std::ops::Deref;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -157,7 +158,7 @@ pub struct Locked<'a> {
     idx: u32,
     slot: &'static Slot,
     /// `None` once released.
-    r: Option<MutexGuard<'static, Req>>,
+    r: Option<ReqGuard<'static>>,
     changed: bool,
 }
 
@@ -315,7 +316,7 @@ impl Drop for Locked<'_> {
 /// [`Locked`] (a waiter turns its guard into one with [`ReqTables::adopt`]).
 pub struct SlotGuard<'a> {
     slot: &'a Slot,
-    r: MutexGuard<'a, Req>,
+    r: ReqGuard<'a>,
 }
 
 impl Slot {
