@@ -136,13 +136,20 @@ impl RecvQueue {
     }
 
     /// Inverse of [`RecvQueue::encode`] for the words it made; `None` for 0.
+    #[inline(always)]
     fn decode(v: u64) -> Option<RecvQueue> {
-        let a = (v & ADDR_MASK) as usize as *mut u8;
-        match v >> TAG_SHIFT {
-            1 => NonNull::new(a.cast()).map(|p| RecvQueue::Jetty(Jetty(p))),
-            2 => NonNull::new(a.cast()).map(|p| RecvQueue::Jfr(Jfr(p))),
-            _ => None,
+        let tag = v >> TAG_SHIFT;
+        if tag != 1 && tag != 2 {
+            return None;
         }
+        // SAFETY: a tagged word was made by `encode` (the word is private to `RecvQueueWord`)
+        // from the address of a handle, which is not NULL.
+        let a = unsafe { NonNull::new_unchecked((v & ADDR_MASK) as usize as *mut u8) };
+        Some(if tag == 1 {
+            RecvQueue::Jetty(Jetty(a.cast()))
+        } else {
+            RecvQueue::Jfr(Jfr(a.cast()))
+        })
     }
 }
 
