@@ -85,7 +85,7 @@ mod order {
     use std::cell::Cell;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    /// Most locks one thread holds at once (the deepest nesting is four).
+    /// Most locks one thread holds at once (the library nests at most three).
     const DEPTH: usize = 8;
 
     struct Held {
