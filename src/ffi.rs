@@ -4,8 +4,10 @@
 //! out-parameter, a reference for an input, the validated instance for the handle) in the order
 //! docs/abi.md "Return codes" fixes, and then calls a safe function of typed arguments. Every
 //! `unsafe` of the C boundary is here; the rest of the library never dereferences a C pointer it
-//! was given (URMA objects are only passed back to liburma). At the end of the file, a
-//! compile-time check that the exports have the prototypes of `os_transport_abi::exports`.
+//! was given. The caller's URMA objects become typed handles here (`crate::urma`, whose
+//! constructors only this module calls); the library only passes them back to liburma. At the end
+//! of the file, a compile-time check that the exports have the prototypes of
+//! `os_transport_abi::exports`.
 
 use crate::abi::{
     log_callback_t, notify_callback_t, os_transport_cfg_t, ost_buffer_info_t, ost_device_info_t,
@@ -15,6 +17,7 @@ use crate::instance::{self, InstRef};
 use crate::log::{error, info};
 use crate::recv::RecvArgs;
 use crate::send::SendArgs;
+use crate::urma::{Buffer, Jetty, Jfr, Jfs, RecvQueue, SendQueue, TargetJetty, TargetSeg};
 use std::ffi::{c_int, c_void};
 use std::mem::MaybeUninit;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -65,6 +68,48 @@ unsafe fn out<'a, T>(p: *mut T) -> Option<Out<'a, T>> {
 unsafe fn in_ref<'a, T>(p: *const T) -> Option<&'a T> {
     // SAFETY: per this function's contract.
     unsafe { p.as_ref() }
+}
+
+/// The queue a send posts on: `jetty_info->jfs`, else `jetty_info->jetty`; `None` when both are
+/// NULL.
+///
+/// # Safety
+/// The non-NULL queue pointers of `ji` name live URMA objects of the caller, kept alive while a
+/// request posts on them.
+unsafe fn send_queue(ji: &urma_jetty_info_t) -> Option<SendQueue> {
+    // SAFETY: per this function's contract.
+    match unsafe { Jfs::new(ji.jfs) } {
+        Some(q) => Some(SendQueue::Jfs(q)),
+        // SAFETY: per this function's contract.
+        None => unsafe { Jetty::new(ji.jetty) }.map(SendQueue::Jetty),
+    }
+}
+
+/// A buffer of the caller: its address and its segment.
+///
+/// # Safety
+/// `b.tseg` is NULL or names a live segment of the caller, kept alive while a request uses it.
+unsafe fn buffer(b: &ost_buffer_info_t) -> Buffer {
+    Buffer {
+        addr: b.addr,
+        // SAFETY: per this function's contract.
+        tseg: unsafe { TargetSeg::new(b.tseg) },
+    }
+}
+
+/// The receive queue of `device_dst`: its jetty, else (divergence D6) its JFR; `None` when it has
+/// neither.
+///
+/// # Safety
+/// The non-NULL queue pointers of `dev` name live URMA objects of the caller, kept alive while
+/// the library posts recv WRs on them.
+unsafe fn recv_queue(dev: &ost_device_info_t) -> Option<RecvQueue> {
+    // SAFETY: per this function's contract.
+    match unsafe { Jetty::new(dev.jetty) } {
+        Some(j) => Some(RecvQueue::Jetty(j)),
+        // SAFETY: per this function's contract.
+        None => unsafe { Jfr::new(dev.jfr) }.map(RecvQueue::Jfr),
+    }
 }
 
 /// The instance named by `handle`, or `None` with the one log line of `export` for an unknown
@@ -161,13 +206,19 @@ pub unsafe extern "C" fn os_transport_send(
         let Some(inst) = instance_of(handle, "os_transport_send") else {
             return ERR;
         };
-        let args = SendArgs {
-            jetty_info,
-            local_src,
-            remote_dst,
-            len,
-            sk: server_key,
-            ck: client_key,
+        // SAFETY: the header documents the URMA objects named by `jetty_info`, `local_src` and
+        // `remote_dst` as the caller's queue, target jetty and segments of this transfer, alive
+        // while it is in flight.
+        let args = unsafe {
+            SendArgs {
+                queue: send_queue(jetty_info),
+                tjetty: TargetJetty::new(jetty_info.tjetty),
+                src: buffer(local_src),
+                dst: buffer(remote_dst),
+                len,
+                sk: server_key,
+                ck: client_key,
+            }
         };
         crate::send::send(&inst, args, ret, status)
     })
@@ -208,7 +259,9 @@ pub unsafe extern "C" fn os_transport_recv(
             error!("os_transport_recv: invalid argument (NULL pointer or len 0)");
             return ERR;
         };
-        let Some(queue) = crate::recv::queue_of(dev) else {
+        // SAFETY: the header documents `device_dst`'s jetty and JFR as the caller's receive
+        // queues, alive while the library receives on them.
+        let Some(queue) = (unsafe { recv_queue(dev) }) else {
             error!("os_transport_recv: device_dst has neither jetty nor jfr");
             return ERR;
         };
@@ -216,7 +269,9 @@ pub unsafe extern "C" fn os_transport_recv(
             return ERR;
         };
         let args = RecvArgs {
-            host_src,
+            // SAFETY: the header documents `host_src->tseg` as the caller's segment of the
+            // staging buffer, alive while the receive is in flight.
+            tseg: unsafe { TargetSeg::new(host_src.tseg) },
             queue,
             len,
             ck: client_key,

@@ -5,9 +5,9 @@
 use crate::abi::{os_transport_cfg_t, Out, ERR};
 use crate::log::{error, info, warning};
 use crate::pool::{current_worker, Pool, WorkerCtx, MAX_WORKERS};
-use crate::post::RecvQueue;
 use crate::request::{self, slots, ReqTable, ReqTables};
-use crate::sync_annotate::{self, Mutex, RwLock};
+use crate::sync_annotate::{self, rank, Mutex, RwLock};
+use crate::urma::{RecvQueue, RecvQueueWord};
 use std::cell::{Cell, RefCell};
 use std::ffi::c_void;
 use std::ops::Deref;
@@ -26,14 +26,14 @@ pub struct Instance {
     /// Workers.
     pub pool: Pool,
     /// Receive queue recorded by the last prefill (one slot, like legacy; D6: may be a JFR).
-    pub recvq: Mutex<RecvQueue>,
-    /// `recvq` in one word ([`RecvQueue::encode`]), written under its lock, read without it by
-    /// the per-completion re-post and the per-recv prefill check.
-    pub recvq_word: AtomicU64,
+    pub recvq: Mutex<Option<RecvQueue>, { rank::RECV_QUEUE }>,
+    /// `recvq` in one word, written under its lock, read without it by the per-completion
+    /// re-post and the per-recv prefill check.
+    pub recvq_word: RecvQueueWord,
     /// `recv_queue_capacity`
     pub recv_cap: u32,
     /// `(jfce, jfc, urma_event_mode)` recorded by init / reg_jfc (informational).
-    pub jfc_info: Mutex<(usize, usize, bool)>,
+    pub jfc_info: Mutex<(usize, usize, bool), { rank::JFC_INFO }>,
 }
 
 impl Instance {
@@ -43,7 +43,7 @@ impl Instance {
     }
 }
 
-static LIVE: RwLock<Option<Arc<Instance>>> = RwLock::new(None);
+static LIVE: RwLock<Option<Arc<Instance>>, { rank::INSTANCE }> = RwLock::new(None);
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
 /// Opaque handle value of instance `seq` (never dereferenced, compared by value).
@@ -63,14 +63,14 @@ static EPOCH: AtomicU64 = AtomicU64::new(0);
 /// destructor: one thread-local lookup, no lazy-registration check, no `RefCell` flag, and the
 /// borrow it hands out points back at it, so ending the borrow costs no lookup either. The `Arc`
 /// that keeps the cached instance alive is in [`OWNER`], touched only when the epoch changed.
-pub struct Fast {
+struct Fast {
     /// Epoch `inst` was read in (`u64::MAX`: nothing read yet, or [`OWNER`] is gone).
     epoch: Cell<u64>,
     /// Handle of `inst` (0, which no handle is, when there is no instance).
     handle: Cell<usize>,
     /// The instance [`OWNER`] holds (NULL when none).
     inst: Cell<*const Instance>,
-    /// Live [`InstRef::Cached`] borrows of `inst` on this thread (API calls nested through a log
+    /// Live cached [`InstRef`] borrows of `inst` on this thread (API calls nested through a log
     /// or notify callback): `inst` is never replaced while one exists.
     borrows: Cell<usize>,
 }
@@ -101,8 +101,12 @@ thread_local! {
     static OWNER: RefCell<Owner> = const { RefCell::new(Owner(None)) };
 }
 
-/// The validated instance for the duration of one API call.
-pub enum InstRef {
+/// The validated instance for the duration of one API call; only [`get`] makes one.
+pub struct InstRef(Ref);
+
+/// What an [`InstRef`] holds (private: a cached borrow is dereferenced, so only [`get`], which
+/// counts it in [`Fast::borrows`], may make one).
+enum Ref {
     /// Borrowed from this thread's cache ([`Fast`], second field), which keeps its `Arc` until the
     /// borrow ends.
     Cached(*const Instance, *const Fast),
@@ -114,12 +118,12 @@ impl Deref for InstRef {
     type Target = Instance;
     #[inline]
     fn deref(&self) -> &Instance {
-        match self {
+        match &self.0 {
             // SAFETY: the pointer is the `Arc` held by this thread's `OWNER`, which is not
             // replaced or dropped while `borrows` counts this value (InstRef is !Send, so it is
             // dropped on this thread, and `Owner` invalidates the cache before it lets go).
-            InstRef::Cached(p, _) => unsafe { &**p },
-            InstRef::Owned(a) => a,
+            Ref::Cached(p, _) => unsafe { &**p },
+            Ref::Owned(a) => a,
         }
     }
 }
@@ -127,10 +131,10 @@ impl Deref for InstRef {
 impl Drop for InstRef {
     #[inline]
     fn drop(&mut self) {
-        if let InstRef::Cached(_, f) = self {
+        if let Ref::Cached(_, f) = self.0 {
             // SAFETY: `f` is this thread's FAST (InstRef is !Send), which has a constant
             // initialiser and no destructor: valid for as long as the thread runs code.
-            let f = unsafe { &**f };
+            let f = unsafe { &*f };
             f.borrows.set(f.borrows.get() - 1);
         }
     }
@@ -151,7 +155,7 @@ pub fn get(handle: *mut c_void) -> Option<InstRef> {
             return None;
         }
         f.borrows.set(f.borrows.get() + 1);
-        return Some(InstRef::Cached(f.inst.get(), fp));
+        return Some(InstRef(Ref::Cached(f.inst.get(), fp)));
     }
     refresh(handle, f, fp)
 }
@@ -184,14 +188,14 @@ fn refresh(handle: *mut c_void, f: &Fast, fp: *const Fast) -> Option<InstRef> {
                 return None;
             }
             f.borrows.set(f.borrows.get() + 1);
-            return Some(InstRef::Cached(f.inst.get(), fp));
+            return Some(InstRef(Ref::Cached(f.inst.get(), fp)));
         }
     }
     let g = sync_annotate::read(&LIVE);
     g.as_ref()
         .filter(|i| handle_of(i.seq) == handle as usize)
         .cloned()
-        .map(InstRef::Owned)
+        .map(|a| InstRef(Ref::Owned(a)))
 }
 
 /// What a worker runs for each wake-up queued to it: `(worker, requests, slot, gen, user data)`.
@@ -247,8 +251,8 @@ pub fn init(
         seq,
         reqs,
         pool,
-        recvq: Mutex::new(RecvQueue::None),
-        recvq_word: AtomicU64::new(0),
+        recvq: Mutex::new(None),
+        recvq_word: RecvQueueWord::new(),
         recv_cap: cfg.recv_queue_capacity,
         jfc_info: Mutex::new((cfg.jfce as usize, cfg.jfc as usize, cfg.urma_event_mode)),
     };

@@ -16,6 +16,7 @@ mod request;
 mod send;
 mod spin;
 mod sync_annotate;
+mod urma;
 pub use os_transport_abi::user_data;
 mod wait;
 mod wake;
@@ -30,4 +31,5 @@ pub mod testing {
         inflight_requests, live_syncs, set_next_free_generation, DEFAULT_MAX_INFLIGHT, GEN_MASK,
         MAX_INFLIGHT_ENV, SLOT_BYTES, SYNC_CAPACITY,
     };
+    pub use crate::sync_annotate::lock_order_violations;
 }

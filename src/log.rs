@@ -2,7 +2,7 @@
 //!
 //! Lines are formatted into fixed stack buffers, so logging never allocates.
 
-use crate::sync_annotate::{Mutex, MutexGuard};
+use crate::sync_annotate::{rank, Mutex, MutexGuard};
 use std::ffi::c_char;
 use std::fmt::{self, Write as _};
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -53,7 +53,7 @@ struct State {
     syslog_open: bool,
 }
 
-static STATE: Mutex<State> = Mutex::new(State {
+static STATE: Mutex<State, { rank::LOG }> = Mutex::new(State {
     threshold: Level::Debug as i32,
     backend: Backend::Unset,
     syslog_open: false,
@@ -69,7 +69,7 @@ pub fn enabled(level: Level) -> bool {
     level as i32 >= THRESHOLD.load(Ordering::Relaxed)
 }
 
-fn lock() -> MutexGuard<'static, State> {
+fn lock() -> MutexGuard<'static, State, { rank::LOG }> {
     crate::sync_annotate::lock(&STATE)
 }
 

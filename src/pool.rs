@@ -11,7 +11,7 @@
 //! bound to it ([`Pool::bound`]), so that it waits for that request's first chunk awake.
 
 use crate::spin::{now_ns, pause_then_yield, Gaps, SpinPolicy, Spun};
-use crate::sync_annotate::{Condvar, Mutex, MutexGuard};
+use crate::sync_annotate::{rank, Condvar, Mutex, MutexGuard};
 use crate::user_data::{UserData, CHUNK_TYPE_LAST};
 use std::cell::Cell;
 use std::collections::VecDeque;
@@ -113,7 +113,7 @@ struct QState {
 
 /// One worker's bounded queue.
 struct Queue {
-    m: Mutex<QState>,
+    m: Mutex<QState, { rank::WORKER_QUEUE }>,
     cv: Condvar,
     /// Queued wake-ups (read without the lock by [`Pool::select`]).
     len: AtomicU32,
@@ -139,7 +139,7 @@ impl Queue {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, QState> {
+    fn lock(&self) -> MutexGuard<'_, QState, { rank::WORKER_QUEUE }> {
         self.m.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -325,7 +325,7 @@ impl Pace {
 struct Worker {
     q: Arc<Queue>,
     shared: Arc<WorkerShared>,
-    join: Mutex<Option<JoinHandle<()>>>,
+    join: Mutex<Option<JoinHandle<()>>, { rank::WORKER_JOIN }>,
 }
 
 /// Identity of the worker running on the current thread.

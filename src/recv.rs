@@ -1,15 +1,15 @@
 //! `os_transport_recv` (contract §1.5, §4): registration, recv-queue prefill and re-post.
 
-use crate::abi::{notify_callback_t, ost_buffer_info_t, ost_device_info_t, task_sync_t, Out, ERR};
+use crate::abi::{notify_callback_t, task_sync_t, Out, ERR};
 use crate::chunk::chunk_count;
 use crate::instance::Instance;
 use crate::log::{debug, error, warning};
-use crate::post::{self, RecvQueue};
+use crate::post;
 use crate::request::{self, token, Job};
 use crate::sync_annotate::lock;
+use crate::urma::{RecvQueue, TargetSeg};
 use crate::user_data::{key_valid, UserData};
-use std::sync::atomic::Ordering;
-use urma_sys::{urma_status_t, urma_target_seg_t, URMA_ENOMEM, URMA_FAIL, URMA_SUCCESS};
+use urma_sys::{urma_status_t, URMA_ENOMEM, URMA_FAIL, URMA_SUCCESS};
 
 /// Decoded immediate that receive task `i` of `n` waits for (§4.2).
 pub fn expected_key(ck: u64, n: u8, i: u8) -> u64 {
@@ -18,17 +18,12 @@ pub fn expected_key(ck: u64, n: u8, i: u8) -> u64 {
 
 /// Prefills `recv_queue_capacity × 4` recv WRs when the recv's queue differs from the recorded one.
 /// The queue is the jetty, or (divergence D6) the JFR when there is no jetty.
-fn prefill(
-    inst: &Instance,
-    target: RecvQueue,
-    tseg: *mut urma_target_seg_t,
-    ck: u64,
-) -> urma_status_t {
-    if RecvQueue::decode(inst.recvq_word.load(Ordering::Acquire)) == Some(target) {
+fn prefill(inst: &Instance, target: RecvQueue, tseg: Option<TargetSeg>, ck: u64) -> urma_status_t {
+    if inst.recvq_word.load() == Some(target) {
         return URMA_SUCCESS;
     }
     let mut q = lock(&inst.recvq);
-    if *q == target {
+    if *q == Some(target) {
         return URMA_SUCCESS;
     }
     let count = inst.recv_cap.wrapping_mul(4);
@@ -42,8 +37,8 @@ fn prefill(
         posted += 1;
     }
     if st == URMA_SUCCESS || st == URMA_ENOMEM {
-        *q = target;
-        inst.recvq_word.store(target.encode(), Ordering::Release);
+        *q = Some(target);
+        inst.recvq_word.store(target);
         debug!(
             1,
             "recv {:#x}: prefilled {} recv WRs (status {})", ck, posted, st
@@ -54,12 +49,10 @@ fn prefill(
 
 /// Re-posts one recv WR `{0, 0, NULL}`, user_ctx 0, on the recorded queue (§4.1).
 pub fn repost(inst: &Instance) -> urma_status_t {
-    let q = RecvQueue::decode(inst.recvq_word.load(Ordering::Acquire))
-        .unwrap_or_else(|| *lock(&inst.recvq));
-    let st = if q == RecvQueue::None {
-        URMA_FAIL
-    } else {
-        post::recv_wr(q, std::ptr::null_mut(), 0)
+    let q = inst.recvq_word.load().or_else(|| *lock(&inst.recvq));
+    let st = match q {
+        Some(q) => post::recv_wr(q, None, 0),
+        None => URMA_FAIL,
     };
     if st != URMA_SUCCESS {
         warning!("re-post of a recv WR failed, status {}", st);
@@ -67,23 +60,12 @@ pub fn repost(inst: &Instance) -> urma_status_t {
     st
 }
 
-/// The receive queue named by `device_dst`: its jetty, else (divergence D6) its JFR; `None` when
-/// it has neither.
-pub fn queue_of(dev: &ost_device_info_t) -> Option<RecvQueue> {
-    if !dev.jetty.is_null() {
-        Some(RecvQueue::Jetty(dev.jetty as usize))
-    } else if !dev.jfr.is_null() {
-        Some(RecvQueue::Jfr(dev.jfr as usize))
-    } else {
-        None
-    }
-}
-
-/// The arguments of `os_transport_recv`, checked non-NULL (`len` may still be out of range).
-pub struct RecvArgs<'a> {
-    /// `host_src`
-    pub host_src: &'a ost_buffer_info_t,
-    /// The receive queue of `device_dst` ([`queue_of`]).
+/// The arguments of `os_transport_recv`, the caller's URMA objects as handles (`len` may still be
+/// out of range).
+pub struct RecvArgs {
+    /// `host_src->tseg` (goes into the prefilled recv WRs)
+    pub tseg: Option<TargetSeg>,
+    /// `device_dst->jetty`, else (divergence D6) `device_dst->jfr`
     pub queue: RecvQueue,
     /// `len` (not 0)
     pub len: u32,
@@ -95,7 +77,7 @@ pub struct RecvArgs<'a> {
 
 /// `os_transport_recv` with a validated instance, `ret` already reset: registers the receive,
 /// prefills the recv WRs, arms it and stores its sync in `ret`.
-pub fn recv(inst: &Instance, a: RecvArgs<'_>, mut ret: Out<'_, *mut task_sync_t>) -> u32 {
+pub fn recv(inst: &Instance, a: RecvArgs, mut ret: Out<'_, *mut task_sync_t>) -> u32 {
     let RecvArgs { len, ck, .. } = a;
     if !key_valid(ck) {
         error!("os_transport_recv: client_key {:#x} exceeds 40 bits", ck);
@@ -110,7 +92,7 @@ pub fn recv(inst: &Instance, a: RecvArgs<'_>, mut ret: Out<'_, *mut task_sync_t>
     else {
         return ERR;
     };
-    let st = prefill(inst, a.queue, a.host_src.tseg, ck);
+    let st = prefill(inst, a.queue, a.tseg, ck);
     if st != URMA_SUCCESS && st != URMA_ENOMEM {
         error!(
             "os_transport_recv {:#x}: recv prefill failed, status {}",

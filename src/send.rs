@@ -1,11 +1,12 @@
 //! `os_transport_send` (contract §1.4, §3) and the send worker task.
 
-use crate::abi::{ost_buffer_info_t, task_sync_t, urma_jetty_info_t, Out, ERR};
+use crate::abi::{task_sync_t, Out, ERR};
 use crate::chunk::chunk_count;
 use crate::instance::Instance;
 use crate::log::{debug, error};
 use crate::post;
 use crate::request::{self, token, Job, SendCtx};
+use crate::urma::{Buffer, SendQueue, TargetJetty};
 use crate::user_data::{enc, key_valid, UserData, SENTINEL_CHUNK_ID};
 use urma_sys::{urma_status_t, URMA_SUCCESS};
 
@@ -42,14 +43,17 @@ pub fn run_task(ctx: &SendCtx, sk: u64, n: u8, k: u8) -> urma_status_t {
     URMA_SUCCESS
 }
 
-/// The arguments of `os_transport_send`, checked non-NULL (`len` may still be out of range).
-pub struct SendArgs<'a> {
-    /// `jetty_info`
-    pub jetty_info: &'a urma_jetty_info_t,
+/// The arguments of `os_transport_send`, the caller's URMA objects as handles (`len` may still be
+/// out of range).
+pub struct SendArgs {
+    /// `jetty_info->jfs`, else `jetty_info->jetty`
+    pub queue: Option<SendQueue>,
+    /// `jetty_info->tjetty`
+    pub tjetty: Option<TargetJetty>,
     /// `local_src`
-    pub local_src: &'a ost_buffer_info_t,
+    pub src: Buffer,
     /// `remote_dst`
-    pub remote_dst: &'a ost_buffer_info_t,
+    pub dst: Buffer,
     /// `len` (not 0)
     pub len: u32,
     /// `server_key`
@@ -63,11 +67,19 @@ pub struct SendArgs<'a> {
 /// `status`).
 pub fn send(
     inst: &Instance,
-    a: SendArgs<'_>,
+    a: SendArgs,
     mut ret: Out<'_, *mut task_sync_t>,
     status: Option<Out<'_, urma_status_t>>,
 ) -> u32 {
-    let SendArgs { len, sk, ck, .. } = a;
+    let SendArgs {
+        queue,
+        tjetty,
+        src,
+        dst,
+        len,
+        sk,
+        ck,
+    } = a;
     if !key_valid(sk) || !key_valid(ck) {
         error!(
             "os_transport_send: server_key {:#x} or client_key {:#x} exceeds 40 bits",
@@ -79,15 +91,11 @@ pub fn send(
         error!("os_transport_send: len {} needs more than 7 chunks", len);
         return ERR;
     };
-    let (ji, src, dst) = (*a.jetty_info, *a.local_src, *a.remote_dst);
     let ctx = SendCtx {
-        jfs: ji.jfs.cast(),
-        jetty: ji.jetty.cast(),
-        tjetty: ji.tjetty.cast(),
-        src: src.addr,
-        src_tseg: src.tseg.cast(),
-        dst: dst.addr,
-        dst_tseg: dst.tseg.cast(),
+        queue,
+        tjetty,
+        src,
+        dst,
         len,
         enc_ck: enc(ck),
     };

@@ -5,6 +5,12 @@
 //! lock's address and every release (guard drop, entry into a condvar wait) is an [`hb::before`]
 //! on it, which is the happens-before relation a pthread mutex gives and Helgrind models natively.
 //!
+//! Every lock has a rank ([`rank`], the `R` of [`Mutex`] and [`RwLock`]; the table of the locks
+//! is in docs/architecture.md, "Locks"): a thread may only take a lock of a higher rank than every
+//! lock it holds. Builds with debug assertions check this on every acquisition, per thread (a
+//! stack of the ranks the thread holds), and panic with the names of both locks on an inversion;
+//! other builds carry no trace of it (the bookkeeping functions are empty).
+//!
 //! Only the API the library uses is provided. The library ignores poisoning ([`lock`], [`read`] and
 //! [`write`] take the lock whether or not a thread panicked while holding it: its state stays
 //! consistent across a panic of user code, which the API boundary catches), so its mutex does not
@@ -21,27 +27,203 @@ use std::sync::PoisonError;
 #[cfg(not(feature = "valgrind-annotations"))]
 pub use futex::{Condvar, Mutex, MutexGuard};
 #[cfg(not(feature = "valgrind-annotations"))]
-pub use std::sync::RwLock;
+use std::sync::RwLock as BaseRwLock;
 
 #[cfg(feature = "valgrind-annotations")]
-pub use annotated::{Condvar, Mutex, MutexGuard, RwLock};
+use annotated::RwLock as BaseRwLock;
+#[cfg(feature = "valgrind-annotations")]
+pub use annotated::{Condvar, Mutex, MutexGuard};
+
+/// The rank of every lock of the library, lowest first: a thread holding a lock takes only locks
+/// of a higher rank (so at most one lock of each rank: one shard, one slot, one worker queue).
+/// docs/architecture.md, "Locks", says what each protects and what is taken while it is held.
+pub mod rank {
+    /// `instance::LIVE`, the process's instance (`RwLock`).
+    pub const INSTANCE: u8 = 1;
+    /// A shard of an instance's request-id index (`request::index`).
+    pub const SHARD: u8 = 2;
+    /// A slot of the sync table: one request's state (`request::slots`).
+    pub const SLOT: u8 = 3;
+    /// The early-completion stash and the tombstones (`request::index::Kept`).
+    pub const KEPT: u8 = 4;
+    /// The free list of the sync table (`request::slots`).
+    pub const FREE_LIST: u8 = 5;
+    /// A worker's wake-up queue (`pool`).
+    pub const WORKER_QUEUE: u8 = 6;
+    /// A worker's join handle (`pool`).
+    pub const WORKER_JOIN: u8 = 7;
+    /// The instance's recorded receive queue (`instance::Instance::recvq`).
+    pub const RECV_QUEUE: u8 = 8;
+    /// The instance's recorded JFCE and JFC (`instance::Instance::jfc_info`).
+    pub const JFC_INFO: u8 = 9;
+    /// The log backend (`log`), which writes to a file or syslog while held.
+    pub const LOG: u8 = 10;
+
+    /// The name of the locks of rank `r`.
+    pub const fn name(r: u8) -> &'static str {
+        match r {
+            INSTANCE => "instance",
+            SHARD => "request-index shard",
+            SLOT => "sync slot",
+            KEPT => "stash/tombstone",
+            FREE_LIST => "sync-table free list",
+            WORKER_QUEUE => "worker queue",
+            WORKER_JOIN => "worker join handle",
+            RECV_QUEUE => "receive queue",
+            JFC_INFO => "JFC record",
+            LOG => "log",
+            _ => "unnamed",
+        }
+    }
+}
+
+/// The per-thread check of the lock order (builds with debug assertions): each thread keeps the
+/// ranks of the locks it holds, in the order taken (so, increasing).
+#[cfg(debug_assertions)]
+mod order {
+    use super::rank;
+    use std::cell::Cell;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Most locks one thread holds at once (the library nests at most three).
+    const DEPTH: usize = 8;
+
+    struct Held {
+        ranks: Cell<[u8; DEPTH]>,
+        len: Cell<usize>,
+    }
+
+    thread_local! {
+        // Constant initialiser and no destructor: usable until the thread's very end (locks are
+        // also taken by thread-local destructors).
+        static HELD: Held = const {
+            Held {
+                ranks: Cell::new([0; DEPTH]),
+                len: Cell::new(0),
+            }
+        };
+    }
+
+    /// Inversions found in this process.
+    pub static VIOLATIONS: AtomicUsize = AtomicUsize::new(0);
+
+    /// Before taking a lock of rank `r`: panics if the thread holds one of rank `r` or above
+    /// (the lock is then not taken), else records it as held.
+    #[track_caller]
+    pub fn acquire(r: u8) {
+        HELD.with(|h| {
+            let (mut ranks, n) = (h.ranks.get(), h.len.get());
+            if let Some(&top) = ranks[..n].last() {
+                if top >= r {
+                    VIOLATIONS.fetch_add(1, Ordering::Relaxed);
+                    panic!(
+                        "lock order violated: taking the {} lock (rank {}) while holding the {} \
+                         lock (rank {})",
+                        rank::name(r),
+                        r,
+                        rank::name(top),
+                        top
+                    );
+                }
+            }
+            assert!(n < DEPTH, "more than {DEPTH} locks held by one thread");
+            ranks[n] = r;
+            h.ranks.set(ranks);
+            h.len.set(n + 1);
+        });
+    }
+
+    /// After releasing a lock of rank `r` (not necessarily the last one taken).
+    pub fn release(r: u8) {
+        HELD.with(|h| {
+            let (mut ranks, n) = (h.ranks.get(), h.len.get());
+            if let Some(i) = ranks[..n].iter().rposition(|&x| x == r) {
+                ranks.copy_within(i + 1..n, i);
+                h.ranks.set(ranks);
+                h.len.set(n - 1);
+            }
+        });
+    }
+}
+
+/// Release builds: no lock-order bookkeeping at all.
+#[cfg(not(debug_assertions))]
+mod order {
+    #[inline(always)]
+    pub fn acquire(_r: u8) {}
+
+    #[inline(always)]
+    pub fn release(_r: u8) {}
+}
+
+/// Lock-order inversions found so far in this process (always 0 without debug assertions, where
+/// nothing is checked). Test hook.
+pub fn lock_order_violations() -> usize {
+    #[cfg(debug_assertions)]
+    return order::VIOLATIONS.load(std::sync::atomic::Ordering::Relaxed);
+    #[cfg(not(debug_assertions))]
+    return 0;
+}
 
 /// Locks `m` (its `lock` never reports poisoning; the signature keeps `std`'s).
 #[inline]
-pub fn lock<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+#[cfg_attr(debug_assertions, track_caller)]
+pub fn lock<T: ?Sized, const R: u8>(m: &Mutex<T, R>) -> MutexGuard<'_, T, R> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// `std::sync::RwLock` (Helgrind-annotated with the `valgrind-annotations` feature) of rank `R`;
+/// locked with [`read`] and [`write`].
+#[derive(Debug, Default)]
+pub struct RwLock<T, const R: u8>(BaseRwLock<T>);
+
+impl<T, const R: u8> RwLock<T, R> {
+    /// An unlocked lock holding `t`.
+    pub const fn new(t: T) -> Self {
+        RwLock(BaseRwLock::new(t))
+    }
+}
+
+/// A guard of a lock of rank `R` whose lock type does not record ranks itself: forgets the rank
+/// when dropped (just before the inner guard releases the lock).
+struct Ranked<G, const R: u8>(G);
+
+impl<G: Deref, const R: u8> Deref for Ranked<G, R> {
+    type Target = G::Target;
+    #[inline]
+    fn deref(&self) -> &G::Target {
+        &self.0
+    }
+}
+
+impl<G: DerefMut, const R: u8> DerefMut for Ranked<G, R> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut G::Target {
+        &mut self.0
+    }
+}
+
+impl<G, const R: u8> Drop for Ranked<G, R> {
+    #[inline]
+    fn drop(&mut self) {
+        order::release(R);
+    }
 }
 
 /// Read-locks `l`, ignoring poisoning.
 #[inline]
-pub fn read<T: ?Sized>(l: &RwLock<T>) -> impl Deref<Target = T> + '_ {
-    l.read().unwrap_or_else(PoisonError::into_inner)
+#[cfg_attr(debug_assertions, track_caller)]
+pub fn read<T, const R: u8>(l: &RwLock<T, R>) -> impl Deref<Target = T> + '_ {
+    order::acquire(R);
+    Ranked::<_, R>(l.0.read().unwrap_or_else(PoisonError::into_inner))
 }
 
 /// Write-locks `l`, ignoring poisoning.
 #[inline]
-pub fn write<T: ?Sized>(l: &RwLock<T>) -> impl DerefMut<Target = T> + '_ {
-    l.write().unwrap_or_else(PoisonError::into_inner)
+#[cfg_attr(debug_assertions, track_caller)]
+pub fn write<T, const R: u8>(l: &RwLock<T, R>) -> impl DerefMut<Target = T> + '_ {
+    order::acquire(R);
+    Ranked::<_, R>(l.0.write().unwrap_or_else(PoisonError::into_inner))
 }
 
 /// A mutex and a condition variable on Linux futexes, without poisoning.
@@ -106,32 +288,32 @@ pub mod futex {
         };
     }
 
-    /// A mutual exclusion lock without poisoning (see the module documentation).
-    pub struct Mutex<T: ?Sized> {
+    /// A mutual exclusion lock of rank `R` without poisoning (see the module documentation).
+    pub struct Mutex<T: ?Sized, const R: u8> {
         word: AtomicU32,
         data: UnsafeCell<T>,
     }
 
     // SAFETY: the lock hands out access to `data` to one thread at a time, so a `T` that may move
     // between threads may be shared through it (the same bounds as `std::sync::Mutex`).
-    unsafe impl<T: ?Sized + Send> Send for Mutex<T> {}
+    unsafe impl<T: ?Sized + Send, const R: u8> Send for Mutex<T, R> {}
     // SAFETY: as above.
-    unsafe impl<T: ?Sized + Send> Sync for Mutex<T> {}
+    unsafe impl<T: ?Sized + Send, const R: u8> Sync for Mutex<T, R> {}
 
     /// Access to the data of a locked [`Mutex`]; unlocks when dropped. Not `Send` (it is released
     /// by the thread that locked).
     #[must_use = "the lock is released when the guard is dropped"]
-    pub struct MutexGuard<'a, T: ?Sized> {
-        m: &'a Mutex<T>,
+    pub struct MutexGuard<'a, T: ?Sized, const R: u8> {
+        m: &'a Mutex<T, R>,
         _not_send: PhantomData<*const ()>,
     }
 
     // SAFETY: a shared guard only gives `&T`, which is shareable when `T: Sync`.
-    unsafe impl<T: ?Sized + Sync> Sync for MutexGuard<'_, T> {}
+    unsafe impl<T: ?Sized + Sync, const R: u8> Sync for MutexGuard<'_, T, R> {}
 
-    impl<T> Mutex<T> {
+    impl<T, const R: u8> Mutex<T, R> {
         /// An unlocked mutex holding `t`.
-        pub const fn new(t: T) -> Mutex<T> {
+        pub const fn new(t: T) -> Mutex<T, R> {
             Mutex {
                 word: AtomicU32::new(UNLOCKED),
                 data: UnsafeCell::new(t),
@@ -139,23 +321,26 @@ pub mod futex {
         }
     }
 
-    impl<T: Default> Default for Mutex<T> {
+    impl<T: Default, const R: u8> Default for Mutex<T, R> {
         fn default() -> Self {
             Mutex::new(T::default())
         }
     }
 
-    impl<T: ?Sized> std::fmt::Debug for Mutex<T> {
+    impl<T: ?Sized, const R: u8> std::fmt::Debug for Mutex<T, R> {
         fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("Mutex { .. }")
+            write!(f, "Mutex {{ rank: {R}, .. }}")
         }
     }
 
-    impl<T: ?Sized> Mutex<T> {
+    impl<T: ?Sized, const R: u8> Mutex<T, R> {
         /// Locks, blocking while another thread holds the lock. Never `Err` (no poisoning); the
-        /// `LockResult` keeps `std`'s signature.
+        /// `LockResult` keeps `std`'s signature. With debug assertions, panics instead if the
+        /// thread holds a lock of rank `R` or higher (see the module documentation).
         #[inline]
-        pub fn lock(&self) -> LockResult<MutexGuard<'_, T>> {
+        #[cfg_attr(debug_assertions, track_caller)]
+        pub fn lock(&self) -> LockResult<MutexGuard<'_, T, R>> {
+            super::order::acquire(R);
             self.acquire();
             Ok(MutexGuard {
                 m: self,
@@ -220,7 +405,7 @@ pub mod futex {
         }
     }
 
-    impl<T: ?Sized> Deref for MutexGuard<'_, T> {
+    impl<T: ?Sized, const R: u8> Deref for MutexGuard<'_, T, R> {
         type Target = T;
         #[inline]
         fn deref(&self) -> &T {
@@ -229,7 +414,7 @@ pub mod futex {
         }
     }
 
-    impl<T: ?Sized> DerefMut for MutexGuard<'_, T> {
+    impl<T: ?Sized, const R: u8> DerefMut for MutexGuard<'_, T, R> {
         #[inline]
         fn deref_mut(&mut self) -> &mut T {
             // SAFETY: the guard exists only while this thread holds the lock, and `&mut self`
@@ -238,10 +423,11 @@ pub mod futex {
         }
     }
 
-    impl<T: ?Sized> Drop for MutexGuard<'_, T> {
+    impl<T: ?Sized, const R: u8> Drop for MutexGuard<'_, T, R> {
         #[inline]
         fn drop(&mut self) {
             self.m.release();
+            super::order::release(R);
         }
     }
 
@@ -260,30 +446,30 @@ pub mod futex {
         }
 
         /// Unlocks `guard`'s mutex, sleeps until notified (or spuriously), relocks.
-        pub fn wait<'a, T: ?Sized>(
+        pub fn wait<'a, T: ?Sized, const R: u8>(
             &self,
-            guard: MutexGuard<'a, T>,
-        ) -> LockResult<MutexGuard<'a, T>> {
+            guard: MutexGuard<'a, T, R>,
+        ) -> LockResult<MutexGuard<'a, T, R>> {
             let (g, _) = self.wait_inner(guard, None);
             Ok(g)
         }
 
         /// As [`Condvar::wait`], sleeping at most `dur`; the flag says whether the time was up
         /// (the condition may have changed anyway: re-check it).
-        pub fn wait_timeout<'a, T: ?Sized>(
+        pub fn wait_timeout<'a, T: ?Sized, const R: u8>(
             &self,
-            guard: MutexGuard<'a, T>,
+            guard: MutexGuard<'a, T, R>,
             dur: Duration,
-        ) -> LockResult<(MutexGuard<'a, T>, bool)> {
+        ) -> LockResult<(MutexGuard<'a, T, R>, bool)> {
             let (g, woken) = self.wait_inner(guard, Some(dur));
             Ok((g, !woken))
         }
 
-        fn wait_inner<'a, T: ?Sized>(
+        fn wait_inner<'a, T: ?Sized, const R: u8>(
             &self,
-            guard: MutexGuard<'a, T>,
+            guard: MutexGuard<'a, T, R>,
             dur: Option<Duration>,
-        ) -> (MutexGuard<'a, T>, bool) {
+        ) -> (MutexGuard<'a, T, R>, bool) {
             // Read before unlocking: a notification after this point changes it, and the
             // futex wait then returns at once.
             let seen = self.seq.load(Ordering::Relaxed);
@@ -325,28 +511,29 @@ mod annotated {
 
     /// [`futex::Mutex`] with Helgrind annotations.
     #[derive(Debug, Default)]
-    pub struct Mutex<T: ?Sized>(futex::Mutex<T>);
+    pub struct Mutex<T: ?Sized, const R: u8>(futex::Mutex<T, R>);
 
     /// Guard of [`Mutex`]; `g` is `None` only while a [`Condvar`] wait holds the std guard.
-    pub struct MutexGuard<'a, T: ?Sized> {
-        g: Option<futex::MutexGuard<'a, T>>,
+    pub struct MutexGuard<'a, T: ?Sized, const R: u8> {
+        g: Option<futex::MutexGuard<'a, T, R>>,
         tag: usize,
     }
 
-    impl<T> Mutex<T> {
+    impl<T, const R: u8> Mutex<T, R> {
         /// [`futex::Mutex::new`].
-        pub const fn new(t: T) -> Mutex<T> {
+        pub const fn new(t: T) -> Mutex<T, R> {
             Mutex(futex::Mutex::new(t))
         }
     }
 
-    impl<T: ?Sized> Mutex<T> {
+    impl<T: ?Sized, const R: u8> Mutex<T, R> {
         fn tag(&self) -> usize {
             (self as *const Self).cast::<u8>() as usize
         }
 
         /// [`futex::Mutex::lock`], then acquire annotation.
-        pub fn lock(&self) -> LockResult<MutexGuard<'_, T>> {
+        #[cfg_attr(debug_assertions, track_caller)]
+        pub fn lock(&self) -> LockResult<MutexGuard<'_, T, R>> {
             let tag = self.tag();
             map(self.0.lock(), |g| {
                 hb::after(tag);
@@ -355,20 +542,20 @@ mod annotated {
         }
     }
 
-    impl<T: ?Sized> Deref for MutexGuard<'_, T> {
+    impl<T: ?Sized, const R: u8> Deref for MutexGuard<'_, T, R> {
         type Target = T;
         fn deref(&self) -> &T {
             self.g.as_ref().expect("guard held")
         }
     }
 
-    impl<T: ?Sized> DerefMut for MutexGuard<'_, T> {
+    impl<T: ?Sized, const R: u8> DerefMut for MutexGuard<'_, T, R> {
         fn deref_mut(&mut self) -> &mut T {
             self.g.as_mut().expect("guard held")
         }
     }
 
-    impl<T: ?Sized> Drop for MutexGuard<'_, T> {
+    impl<T: ?Sized, const R: u8> Drop for MutexGuard<'_, T, R> {
         fn drop(&mut self) {
             if let Some(g) = self.g.take() {
                 hb::before(self.tag);
@@ -388,7 +575,10 @@ mod annotated {
         }
 
         /// [`futex::Condvar::wait`].
-        pub fn wait<'a, T>(&self, mut guard: MutexGuard<'a, T>) -> LockResult<MutexGuard<'a, T>> {
+        pub fn wait<'a, T, const R: u8>(
+            &self,
+            mut guard: MutexGuard<'a, T, R>,
+        ) -> LockResult<MutexGuard<'a, T, R>> {
             let tag = guard.tag;
             let g = guard.g.take().expect("guard held");
             hb::before(tag);
@@ -399,11 +589,11 @@ mod annotated {
         }
 
         /// [`futex::Condvar::wait_timeout`].
-        pub fn wait_timeout<'a, T>(
+        pub fn wait_timeout<'a, T, const R: u8>(
             &self,
-            mut guard: MutexGuard<'a, T>,
+            mut guard: MutexGuard<'a, T, R>,
             dur: Duration,
-        ) -> LockResult<(MutexGuard<'a, T>, bool)> {
+        ) -> LockResult<(MutexGuard<'a, T, R>, bool)> {
             let tag = guard.tag;
             let g = guard.g.take().expect("guard held");
             hb::before(tag);
@@ -492,15 +682,19 @@ mod annotated {
 #[cfg(test)]
 mod tests {
     use super::futex::{Condvar, Mutex};
+    use super::rank;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
     use std::time::{Duration, Instant};
+
+    /// A rank for the tests that are not about ranks.
+    const ANY: u8 = rank::SLOT;
 
     #[test]
     fn the_mutex_excludes_under_contention() {
         // Unsynchronised read-modify-write of a plain counter under the lock: any overlap of two
         // critical sections loses increments. Four threads on two cores force the sleeping path.
-        let m = Arc::new(Mutex::new(0u64));
+        let m = Arc::new(Mutex::<u64, ANY>::new(0));
         let threads: Vec<_> = (0..4)
             .map(|_| {
                 let m = m.clone();
@@ -522,7 +716,7 @@ mod tests {
 
     #[test]
     fn a_notification_wakes_a_waiter_and_none_is_lost() {
-        let pair = Arc::new((Mutex::new(false), Condvar::new()));
+        let pair = Arc::new((Mutex::<bool, ANY>::new(false), Condvar::new()));
         let woke = Arc::new(AtomicBool::new(false));
         let (p2, w2) = (pair.clone(), woke.clone());
         let waiter = std::thread::spawn(move || {
@@ -544,7 +738,7 @@ mod tests {
 
     #[test]
     fn a_timed_wait_without_notification_times_out() {
-        let m = Mutex::new(());
+        let m = Mutex::<(), ANY>::new(());
         let cv = Condvar::new();
         let t = Instant::now();
         let (g, timed_out) = cv
@@ -555,5 +749,76 @@ mod tests {
         assert!(t.elapsed() >= Duration::from_millis(30));
         // And the lock was taken again and released by the guard.
         drop(m.lock().unwrap());
+    }
+
+    #[test]
+    fn locks_taken_in_rank_order_pass_and_are_forgotten_in_any_release_order() {
+        let shard = Mutex::<(), { rank::SHARD }>::new(());
+        let slot = Mutex::<(), { rank::SLOT }>::new(());
+        let log = Mutex::<(), { rank::LOG }>::new(());
+        let cv = Condvar::new();
+        let (a, b) = (shard.lock().unwrap(), slot.lock().unwrap());
+        // Released out of order: the slot lock is still held, so only higher ranks may follow.
+        drop(a);
+        let (b, _) = cv.wait_timeout(b, Duration::from_millis(1)).unwrap();
+        let c = log.lock().unwrap();
+        drop((b, c));
+        // Nothing held any more: any rank may be taken again.
+        drop(shard.lock().unwrap());
+        let live = super::RwLock::<(), { rank::INSTANCE }>::new(());
+        let g = super::write(&live);
+        drop(shard.lock().unwrap());
+        drop(g);
+        drop(super::read(&live));
+    }
+
+    #[cfg(debug_assertions)]
+    #[test]
+    #[should_panic(
+        expected = "lock order violated: taking the request-index shard lock (rank 2) while \
+                    holding the sync slot lock (rank 3)"
+    )]
+    fn an_inversion_panics_with_both_lock_names() {
+        let shard = Mutex::<(), { rank::SHARD }>::new(());
+        let slot = Mutex::<(), { rank::SLOT }>::new(());
+        let _s = slot.lock().unwrap();
+        let _t = shard.lock().unwrap();
+    }
+
+    #[cfg(debug_assertions)]
+    #[test]
+    #[should_panic(
+        expected = "taking the sync slot lock (rank 3) while holding the sync slot lock"
+    )]
+    fn two_locks_of_one_rank_panic() {
+        let (a, b) = (
+            Mutex::<(), { rank::SLOT }>::new(()),
+            Mutex::<(), { rank::SLOT }>::new(()),
+        );
+        let _a = a.lock().unwrap();
+        let _b = b.lock().unwrap();
+    }
+
+    #[cfg(debug_assertions)]
+    #[test]
+    fn an_inversion_takes_no_lock_and_leaves_the_thread_consistent() {
+        let before = super::lock_order_violations();
+        let log = Mutex::<(), { rank::LOG }>::new(());
+        let queue = Mutex::<(), { rank::WORKER_QUEUE }>::new(());
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _l = log.lock().unwrap();
+            let _q = queue.lock().unwrap();
+        }));
+        let msg = caught.expect_err("inverted");
+        let msg = msg.downcast_ref::<String>().expect("formatted message");
+        assert!(
+            msg.contains("worker queue lock (rank 6) while holding the log lock (rank 10)"),
+            "{msg}"
+        );
+        assert!(super::lock_order_violations() > before);
+        // The queue lock was never taken, and the log lock was released by the unwinding: both
+        // can be taken again, in order, by this thread.
+        let _q = queue.lock().unwrap();
+        let _l = log.lock().unwrap();
     }
 }

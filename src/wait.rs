@@ -87,7 +87,7 @@ pub fn wait(
         return ERR;
     };
     let slot = table().slot(idx);
-    let mut r = slot.lock();
+    let mut r = slot.guard();
     if !r.usable(gen, inst.seq) {
         error!("wait_and_free_sync: stale or foreign sync handle");
         return ERR;
@@ -113,13 +113,11 @@ pub fn wait(
         // loop below enforces `deadline` itself.
         let left_ns = deadline.map(|_| (timeout_ms as u64).saturating_mul(1_000_000));
         blocked_since = brief_wait(slot, left_ns);
-        r = slot.lock();
+        r = slot.guard();
     }
     while !r.done() {
         if timeout_ms < 0 || deadline.is_none() {
-            r.set_sleeping(true);
-            r = slot.cv.wait(r).unwrap_or_else(|e| e.into_inner());
-            r.set_sleeping(false);
+            r = r.sleep(None);
             continue;
         }
         let now = Instant::now();
@@ -128,13 +126,7 @@ pub fn wait(
             timed_out = true;
             break;
         }
-        r.set_sleeping(true);
-        r = slot
-            .cv
-            .wait_timeout(r, d - now)
-            .unwrap_or_else(|e| e.into_inner())
-            .0;
-        r.set_sleeping(false);
+        r = r.sleep(Some(d - now));
     }
     if let (Some(t), false) = (blocked_since, timed_out) {
         record_wait(t);
@@ -146,7 +138,7 @@ pub fn wait(
     } else {
         ERR
     };
-    let mut r = inst.reqs.adopt(idx, slot, r);
+    let mut r = inst.reqs.adopt(idx, r);
     if inner != 0 {
         let removed = if timed_out { r.time_out() } else { r.cancel() };
         debug!(
@@ -179,7 +171,7 @@ pub fn cancel(inst: &Instance, sync_handle: Option<&mut *mut task_sync_t>, rid: 
                 error!("os_transport_cancel_tasks: not a sync handle");
                 return ERR;
             };
-            if !table().slot(idx).lock().usable(gen, inst.seq) {
+            if !table().slot(idx).guard().usable(gen, inst.seq) {
                 error!("os_transport_cancel_tasks: stale or foreign sync handle");
                 return ERR;
             }
@@ -205,7 +197,7 @@ pub fn cancel(inst: &Instance, sync_handle: Option<&mut *mut task_sync_t>, rid: 
     let mut woken_sync = None;
     if let Some((h, idx, gen)) = target {
         // The sync may belong to another id (another shard): lock that one, then check again.
-        let trid = table().slot(idx).lock().rid();
+        let trid = table().slot(idx).guard().rid();
         if let Some(mut r) = inst.reqs.locked(trid, idx, gen) {
             if r.usable(gen, inst.seq) {
                 r.cancel();

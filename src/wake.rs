@@ -7,9 +7,8 @@ use crate::log::{debug, error, warning};
 use crate::pool::{EnqueueError, WorkerCtx};
 use crate::recv::{expected_key, repost};
 use crate::request::index::Early;
-use crate::request::{end_task, table, Kind, Req, ReqTable, ReqTables, Slot};
+use crate::request::{end_task, table, Kind, ReqTable, ReqTables, Slot, SlotGuard};
 use crate::send;
-use crate::sync_annotate::MutexGuard;
 use crate::user_data::{dec, key_valid, UserData, SENTINEL_CHUNK_ID};
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
@@ -94,7 +93,7 @@ fn accepting(inst: &Instance, rid: u64, (s, g): (u32, u32)) -> Option<Found> {
         return None;
     }
     let slot = tab.slot(s);
-    let r = slot.lock();
+    let r = slot.guard();
     let w = r.accepting(g, rid, inst.seq)?;
     Some(Found { s, g, w, slot, r })
 }
@@ -106,7 +105,7 @@ struct Found {
     g: u32,
     w: u32,
     slot: &'static Slot,
-    r: MutexGuard<'static, Req>,
+    r: SlotGuard<'static>,
 }
 
 /// The request under `rid` has ended but its table entry is not cleaned up yet: its receive
@@ -118,7 +117,7 @@ fn ended_pending_cleanup(t: &ReqTable, rid: u64) -> bool {
     let Some((s, g)) = t.get(rid) else {
         return false;
     };
-    let r = table().slot(s).lock();
+    let r = table().slot(s).guard();
     !r.is(g) || (r.done() && !r.succeeded())
 }
 
@@ -235,7 +234,7 @@ fn fail_request(inst: &Instance, rid: u64, kind: Kind, status: u32) -> i32 {
 /// whether the completion was taken (the task ran).
 fn send_step(reqs: &ReqTables, instance: u64, idx: u32, gen: u32, ud: u64) -> bool {
     let slot = table().slot(idx);
-    send_step_locked(reqs, instance, idx, gen, slot, slot.lock(), ud)
+    send_step_locked(reqs, instance, idx, gen, slot, slot.guard(), ud)
 }
 
 /// [`send_step`] with slot `idx` (`slot`) already locked (`r`).
@@ -246,7 +245,7 @@ fn send_step_locked(
     idx: u32,
     gen: u32,
     slot: &'static Slot,
-    mut r: MutexGuard<'static, Req>,
+    mut r: SlotGuard<'static>,
     ud: u64,
 ) -> bool {
     if !r.is(gen) || r.instance() != instance || r.kind() != Kind::Send {
@@ -289,7 +288,7 @@ pub fn on_wake(ctx: &WorkerCtx, reqs: &ReqTables, idx: u32, gen: u32, ud: u64) {
     // the notify_callback runs, and when the task ends.
     let held = crate::log::hold();
     let slot = table().slot(idx);
-    let mut r = slot.lock();
+    let mut r = slot.guard();
     if !r.is(gen) || r.instance() != ctx.id.instance {
         debug!(2, "wake-up for a finished request dropped");
         return;

@@ -12,11 +12,10 @@
 //! documented limits) and sit behind one more lock, taken only inside a shard lock and only when
 //! they hold something or must change; the common path never touches it.
 //!
-//! Lock order: a shard lock, then a slot lock or the [`Kept`] lock (both leaves with respect to
-//! each other: neither is taken while the other is held). At most one shard lock is held at a time.
+//! What may be taken while a shard or the [`Kept`] lock is held: docs/architecture.md, "Locks".
 
 use super::padded::Padded;
-use crate::sync_annotate::{lock, Mutex, MutexGuard};
+use crate::sync_annotate::{lock, rank, Mutex, MutexGuard};
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::{Deref, DerefMut};
@@ -110,7 +109,7 @@ pub struct Kept {
 /// The request table of an instance: sharded map plus the shared [`Kept`] state.
 pub struct ReqTables {
     /// Each on cache lines of its own: locking one shard never invalidates the line of another.
-    shards: Box<[Padded<Mutex<Shard>>]>,
+    shards: Box<[Padded<Mutex<Shard, { rank::SHARD }>>]>,
     /// Lock-free lookup hints: entry [`hint_of`]`(rid)` names the `(slot, gen)` of the live
     /// request `rid` once it is fully registered, or of another id with the same entry, or nothing
     /// (0). A hint is only a guess: the completion path checks the slot itself (live, generation,
@@ -118,7 +117,7 @@ pub struct ReqTables {
     /// Written under the id's shard lock (published after registration, cleared with the map
     /// entry).
     hints: Box<[AtomicU64]>,
-    kept: Mutex<Kept>,
+    kept: Mutex<Kept, { rank::KEPT }>,
     /// Stashed completions + set tombstones (changed only under the `kept` lock, read under a
     /// shard lock to skip the `kept` lock when there is nothing kept: whatever was kept for an id
     /// was kept under that id's shard lock, so the reader sees it).
@@ -175,7 +174,7 @@ impl ReqTables {
         (v != 0).then(|| (((v >> 32) - 1) as u32, v as u32))
     }
 
-    fn kept(&self) -> MutexGuard<'_, Kept> {
+    fn kept(&self) -> MutexGuard<'_, Kept, { rank::KEPT }> {
         lock(&self.kept)
     }
 
@@ -192,7 +191,7 @@ impl ReqTables {
 /// The locked shard of one id, with the id's view of the shared [`Kept`] state. Pass only ids of
 /// this shard (the ones it was locked for).
 pub struct ReqTable<'a> {
-    shard: MutexGuard<'a, Shard>,
+    shard: MutexGuard<'a, Shard, { rank::SHARD }>,
     tables: &'a ReqTables,
     idx: usize,
 }

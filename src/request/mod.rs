@@ -8,12 +8,17 @@
 //!   early-completion stash and tombstones).
 //! * `padded`: the cache-line padding of the slot table's and the index's shared parts.
 //!
-//! Lock order: the shard of the request id ([`ReqTables::lock`]), then the request's slot. A
-//! [`Locked`] guard takes them in that order and checks the slot still holds the request; when it
-//! is dropped after a change it settles the request ([`settle`]: done, finished, freed), releases
-//! the slot, applies the request-table cleanup under the shard it holds (or, for a guard of the
-//! slot alone, by taking the shard afterwards), releases the shard and only then wakes a blocked
-//! waiter, so that the waiter never blocks on a lock the settling thread still holds.
+//! Other modules lock a request's slot only through one of two guards. A [`Locked`] guard takes
+//! the shard of the request id ([`ReqTables::lock`]), then the slot (in rank order: every lock and
+//! its rank are in docs/architecture.md, "Locks"), and checks
+//! the slot still holds the request; every change that can end a request is a method of it, and
+//! when it is dropped after a change it settles the request ([`settle`]: done, finished, freed),
+//! releases the slot, applies the request-table cleanup under the shard it holds (or, for a guard
+//! of the slot alone, by taking the shard afterwards), releases the shard and only then wakes a
+//! blocked waiter, so that the waiter never blocks on a lock the settling thread still holds. A
+//! [`SlotGuard`] holds the slot alone and allows reads and the changes that can never end a
+//! request (starting a task, a waiter's own flags), which need no settle. The raw slot lock and
+//! the ending transitions of [`Req`] are private to this module.
 
 pub mod index;
 mod padded;
@@ -21,15 +26,16 @@ pub mod slots;
 pub mod state;
 
 pub use index::{ReqTable, ReqTables};
+use slots::ReqGuard;
 pub use slots::{table, token, untoken, Slot};
 pub use state::{Job, Kind, Req, SendCtx};
 
 use crate::log::{debug, error};
 use crate::pool::Pool;
-use crate::sync_annotate::MutexGuard;
-use std::ops::{Deref, DerefMut};
+use std::ops::Deref;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Registration failure reasons.
 #[derive(Debug, PartialEq, Eq)]
@@ -141,9 +147,9 @@ pub fn arm(reqs: &ReqTables, pool: &Pool, rid: u64, idx: u32, gen: u32) {
 }
 
 /// A request locked for a change: the shard of its id (unless the guard holds the slot alone),
-/// then its slot, checked to still hold the request. Reads go through `Deref`; any mutable use
-/// marks the request changed, and dropping (or [`Locked::finish`]ing) a changed guard settles it:
-/// see the module documentation for the order.
+/// then its slot, checked to still hold the request. Reads go through `Deref`; every change marks
+/// the request changed, and dropping (or [`Locked::finish`]ing) a changed guard settles it: see
+/// the module documentation for the order.
 pub struct Locked<'a> {
     tables: &'a ReqTables,
     /// The shard of the request's id (`None`: the guard holds the slot alone, and a cleanup takes
@@ -152,7 +158,7 @@ pub struct Locked<'a> {
     idx: u32,
     slot: &'static Slot,
     /// `None` once released.
-    r: Option<MutexGuard<'static, Req>>,
+    r: Option<ReqGuard<'static>>,
     changed: bool,
 }
 
@@ -164,17 +170,17 @@ impl ReqTables {
         self.lock(rid).into_locked(idx, gen)
     }
 
-    /// Wraps slot `idx`, already locked by the caller (a waiter that blocked on the slot's
-    /// condvar), in a guard of the slot alone.
+    /// Turns slot `idx`, already locked by the caller (a waiter that blocked on the slot's
+    /// condvar), into a guard of the slot alone that may end the request.
     #[inline]
-    pub fn adopt(&self, idx: u32, slot: &'static Slot, r: MutexGuard<'static, Req>) -> Locked<'_> {
-        debug_assert!(std::ptr::eq(slot, table().slot(idx)));
+    pub fn adopt(&self, idx: u32, g: SlotGuard<'static>) -> Locked<'_> {
+        debug_assert!(std::ptr::eq(g.slot, table().slot(idx)));
         Locked {
             tables: self,
             shard: None,
             idx,
-            slot,
-            r: Some(r),
+            slot: g.slot,
+            r: Some(g.r),
             changed: false,
         }
     }
@@ -209,14 +215,6 @@ impl Deref for Locked<'_> {
     }
 }
 
-impl DerefMut for Locked<'_> {
-    #[inline(always)]
-    fn deref_mut(&mut self) -> &mut Req {
-        self.changed = true;
-        self.r.as_mut().expect("guard held")
-    }
-}
-
 /// A waiter to wake once every lock is released (see [`Locked::finish`]).
 #[must_use = "the waiter is woken by `wake`"]
 pub struct Wake {
@@ -235,14 +233,51 @@ impl Wake {
 }
 
 impl Locked<'_> {
+    /// The request, for a change: dropping the guard will settle it.
+    #[inline(always)]
+    fn req(&mut self) -> &mut Req {
+        self.changed = true;
+        self.r.as_mut().expect("guard held")
+    }
+
+    /// [`Req::record_status`].
+    #[inline]
+    pub fn record_status(&mut self, st: i32) {
+        self.req().record_status(st);
+    }
+
+    /// [`Req::fail`].
+    #[inline]
+    pub fn fail(&mut self) {
+        self.req().fail();
+    }
+
+    /// [`Req::cancel`].
+    #[inline]
+    pub fn cancel(&mut self) -> u8 {
+        self.req().cancel()
+    }
+
+    /// [`Req::time_out`].
+    #[inline]
+    pub fn time_out(&mut self) -> u8 {
+        self.req().time_out()
+    }
+
+    /// [`Req::release`].
+    #[inline]
+    pub fn release(&mut self) {
+        self.req().release();
+    }
+
     /// Settles (if changed) and releases every lock, but leaves waking the waiter to the caller
     /// (who may have more to do first without any lock held).
     pub fn finish(mut self) -> Wake {
-        self.release()
+        self.unlock()
     }
 
     #[inline(always)]
-    fn release(&mut self) -> Wake {
+    fn unlock(&mut self) -> Wake {
         let mut w = Wake {
             slot: self.slot,
             wake: false,
@@ -272,7 +307,73 @@ impl Locked<'_> {
 impl Drop for Locked<'_> {
     #[inline(always)]
     fn drop(&mut self) {
-        self.release().wake();
+        self.unlock().wake();
+    }
+}
+
+/// A request's slot locked for reads and for the changes that can never end the request, and so
+/// need no settle: starting a task and a waiter's own flags. Every other change goes through
+/// [`Locked`] (a waiter turns its guard into one with [`ReqTables::adopt`]).
+pub struct SlotGuard<'a> {
+    slot: &'a Slot,
+    r: ReqGuard<'a>,
+}
+
+impl Slot {
+    /// Locks the slot for reads and the changes of a [`SlotGuard`].
+    #[inline(always)]
+    pub fn guard(&self) -> SlotGuard<'_> {
+        SlotGuard {
+            slot: self,
+            r: self.lock(),
+        }
+    }
+}
+
+impl Deref for SlotGuard<'_> {
+    type Target = Req;
+    #[inline(always)]
+    fn deref(&self) -> &Req {
+        &self.r
+    }
+}
+
+impl SlotGuard<'_> {
+    /// [`Req::begin_send_task`].
+    #[inline(always)]
+    pub fn begin_send_task(&mut self) -> state::SendTask {
+        self.r.begin_send_task()
+    }
+
+    /// [`Req::begin_recv_task`].
+    #[inline(always)]
+    pub fn begin_recv_task(&mut self, i: u8) -> crate::abi::notify_callback_t {
+        self.r.begin_recv_task(i)
+    }
+
+    /// [`Req::begin_wait`].
+    #[inline]
+    pub fn begin_wait(&mut self) {
+        self.r.begin_wait();
+    }
+
+    /// Unlocks, blocks on the slot's condvar until notified (or spuriously, or after `timeout`)
+    /// and relocks; the request is marked as having a sleeping waiter meanwhile, so that ending
+    /// it signals the condvar.
+    pub fn sleep(mut self, timeout: Option<Duration>) -> Self {
+        self.r.set_sleeping(true);
+        let slot = self.slot;
+        let mut r = match timeout {
+            None => slot.cv.wait(self.r).unwrap_or_else(|e| e.into_inner()),
+            Some(d) => {
+                slot.cv
+                    .wait_timeout(self.r, d)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0
+            }
+        };
+        r.set_sleeping(false);
+        SlotGuard { slot, r }
     }
 }
 
@@ -378,7 +479,7 @@ pub fn end_task(reqs: &ReqTables, idx: u32, slot: &'static Slot, gen: u32, faile
     // The slot cannot be reused meanwhile (this task is still counted in `running`), so `rid`
     // names the shard of this request; the generation is checked again under both locks.
     if let Some(mut l) = reqs.locked(rid, idx, gen) {
-        l.end_task(failed);
+        l.req().end_task(failed);
     }
 }
 

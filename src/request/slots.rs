@@ -19,7 +19,7 @@
 use super::padded::Padded;
 use super::state::Req;
 use crate::log::{debug, error, warning};
-use crate::sync_annotate::{lock, Condvar, Mutex, MutexGuard};
+use crate::sync_annotate::{lock, rank, Condvar, Mutex, MutexGuard};
 use once_cell::sync::Lazy;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
@@ -83,9 +83,9 @@ fn untoken_bits(t: usize) -> Option<(u32, u32)> {
 
 /// One table entry.
 pub struct Slot {
-    m: Mutex<Req>,
+    m: Mutex<Req, { rank::SLOT }>,
     /// Signalled whenever `done` may have changed.
-    pub cv: Condvar,
+    pub(super) cv: Condvar,
     /// Recv: the `os_transport_user_data_t` copy handed to notify_callback for the chunk whose
     /// task runs now (one copy is enough: a request's receive tasks run one at a time, on its
     /// bound worker, and the slot is not reused while one runs).
@@ -96,12 +96,17 @@ pub struct Slot {
 }
 
 impl Slot {
-    /// Locks the request state (poisoning is ignored: state stays consistent across panics of user code).
+    /// Locks the request state (poisoning is ignored: state stays consistent across panics of user
+    /// code). The raw lock, for the lifecycle only: other modules lock a slot through
+    /// `super::Locked` or `super::SlotGuard`.
     #[inline]
-    pub fn lock(&self) -> MutexGuard<'_, Req> {
+    pub(super) fn lock(&self) -> ReqGuard<'_> {
         lock(&self.m)
     }
 }
+
+/// A locked slot: the request state, changed only by the request lifecycle.
+pub(super) type ReqGuard<'a> = MutexGuard<'a, Req, { rank::SLOT }>;
 
 /// One segment of the table.
 type Segment = [Slot; SEGMENT];
@@ -142,7 +147,7 @@ pub struct SyncTable {
     /// Free slot indices (a stack: the slot freed last, still in cache, is reused first). Slots in
     /// use = length of the table − length of this list, so no separate counter is written per
     /// request. Its capacity always covers every slot, so pushing never allocates.
-    free: Padded<Mutex<Vec<u32>>>,
+    free: Padded<Mutex<Vec<u32>, { rank::FREE_LIST }>>,
     /// Unfinished requests (see [`Req::counted`]).
     inflight: Padded<AtomicUsize>,
     /// Most unfinished requests.

@@ -1,11 +1,12 @@
 //! The state of one request (the legacy task_sync + task group + chunk array + pool context), kept
-//! in its sync slot, and the transitions it goes through. Fields are private to the `request`
-//! module: the other modules read it through accessors and change it only through the named
-//! transitions below, under the slot lock (see [`super::Locked`]).
+//! in its sync slot, and the transitions it goes through. Fields and transitions are private to
+//! the `request` module: the other modules read the state through accessors and change it through
+//! the two guards of the slot lock, [`super::Locked`] (every change that can end a request, settled
+//! when the guard is dropped) and [`super::SlotGuard`] (starting a task, a waiter's own flags).
 
 use crate::abi::notify_callback_t;
 use crate::pool::{WorkerId, WorkerShared};
-use std::ffi::c_void;
+use crate::urma::{Buffer, SendQueue, TargetJetty};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -18,23 +19,17 @@ pub enum Kind {
     Recv,
 }
 
-/// Everything a send task needs to post its work requests (raw URMA pointers, opaque here).
+/// Everything a send task needs to post its work requests.
 #[derive(Clone, Copy, Debug)]
 pub struct SendCtx {
-    /// `jetty_info->jfs` (preferred)
-    pub jfs: *mut c_void,
-    /// `jetty_info->jetty` (fallback)
-    pub jetty: *mut c_void,
+    /// `jetty_info->jfs`, else `->jetty` (`None`: neither, every post fails)
+    pub queue: Option<SendQueue>,
     /// `jetty_info->tjetty`
-    pub tjetty: *mut c_void,
-    /// `local_src->addr`
-    pub src: u64,
-    /// `local_src->tseg`
-    pub src_tseg: *mut c_void,
-    /// `remote_dst->addr`
-    pub dst: u64,
-    /// `remote_dst->tseg`
-    pub dst_tseg: *mut c_void,
+    pub tjetty: Option<TargetJetty>,
+    /// `local_src`
+    pub src: Buffer,
+    /// `remote_dst`
+    pub dst: Buffer,
     /// total length
     pub len: u32,
     /// `enc(client_key)`
@@ -43,21 +38,14 @@ pub struct SendCtx {
 
 impl SendCtx {
     const EMPTY: SendCtx = SendCtx {
-        jfs: std::ptr::null_mut(),
-        jetty: std::ptr::null_mut(),
-        tjetty: std::ptr::null_mut(),
-        src: 0,
-        src_tseg: std::ptr::null_mut(),
-        dst: 0,
-        dst_tseg: std::ptr::null_mut(),
+        queue: None,
+        tjetty: None,
+        src: Buffer::NONE,
+        dst: Buffer::NONE,
         len: 0,
         enc_ck: 0,
     };
 }
-
-// SAFETY: the pointers are application-owned URMA objects that the API contract keeps alive while
-// the request is in flight; the library only passes them back to liburma.
-unsafe impl Send for SendCtx {}
 
 /// What a new request does: the parameters of its tasks.
 #[derive(Clone, Copy, Debug)]
@@ -316,7 +304,7 @@ impl Req {
     // ---- transitions ----
 
     /// Records the first non-success status.
-    pub fn record_status(&mut self, st: i32) {
+    pub(super) fn record_status(&mut self, st: i32) {
         if self.status == 0 {
             self.status = st;
         }
@@ -339,21 +327,21 @@ impl Req {
 
     /// Cancels what is queued (cancel, or a wait that ended without success); returns how many
     /// tasks were removed.
-    pub fn cancel(&mut self) -> u8 {
+    pub(super) fn cancel(&mut self) -> u8 {
         let removed = self.cancel_queued();
         self.cancel_flag = true;
         removed
     }
 
     /// As [`Req::cancel`], for a wait that timed out.
-    pub fn time_out(&mut self) -> u8 {
+    pub(super) fn time_out(&mut self) -> u8 {
         let removed = self.cancel();
         self.timedout = true;
         removed
     }
 
     /// Marks the request failed: cancels what is queued and lets the waiter return.
-    pub fn fail(&mut self) {
+    pub(super) fn fail(&mut self) {
         self.failed = true;
         self.cancel_flag = true;
         self.cancel_queued();
@@ -362,24 +350,24 @@ impl Req {
 
     /// The caller gave the sync back (its wait returns, or it was cancelled): the slot is freed
     /// once the request is terminal.
-    pub fn release(&mut self) {
+    pub(super) fn release(&mut self) {
         self.waiting = false;
         self.released = true;
     }
 
     /// A thread starts waiting on the sync (it stays allocated while it does).
-    pub fn begin_wait(&mut self) {
+    pub(super) fn begin_wait(&mut self) {
         self.waiting = true;
     }
 
     /// The waiter blocks on (`true`) or left (`false`) the slot's condvar.
     #[inline]
-    pub fn set_sleeping(&mut self, sleeping: bool) {
+    pub(super) fn set_sleeping(&mut self, sleeping: bool) {
         self.sleeping = sleeping;
     }
 
     /// Send: starts the next task (see [`Req::next_send`]) on the calling thread.
-    pub fn begin_send_task(&mut self) -> SendTask {
+    pub(super) fn begin_send_task(&mut self) -> SendTask {
         let k = self.next_send;
         self.next_send += 1;
         self.running += 1;
@@ -392,7 +380,7 @@ impl Req {
     }
 
     /// Recv: starts chunk task `i` (see [`Req::chunk_queued`]); returns the callback to run.
-    pub fn begin_recv_task(&mut self, i: u8) -> notify_callback_t {
+    pub(super) fn begin_recv_task(&mut self, i: u8) -> notify_callback_t {
         self.pending &= !(1 << i);
         self.running += 1;
         self.cb
@@ -400,7 +388,7 @@ impl Req {
 
     /// Accounts the end of a running task: success, or failure with `status` recorded (when
     /// non-zero) and the rest of the request failed.
-    pub fn end_task(&mut self, failed: Option<i32>) {
+    pub(super) fn end_task(&mut self, failed: Option<i32>) {
         self.running = self.running.saturating_sub(1);
         match failed {
             None => self.completed += 1,

@@ -521,7 +521,10 @@ pub unsafe fn register_seg(
     cfg.flag.value = access << flags::REG_SEG_FLAG_ACCESS_SHIFT;
     if let Some(t) = token {
         cfg.token_value.token = t;
-        cfg.flag.value |= u::URMA_TOKEN_PLAIN_TEXT << flags::REG_SEG_FLAG_TOKEN_POLICY_SHIFT;
+        // SAFETY: `value` is the whole flag word of the union, written just above.
+        unsafe {
+            cfg.flag.value |= u::URMA_TOKEN_PLAIN_TEXT << flags::REG_SEG_FLAG_TOKEN_POLICY_SHIFT;
+        }
     }
     // SAFETY: cfg is a live local read during the call; the caller keeps the memory valid.
     let tseg = unsafe { u::urma_register_seg(lb.ctx, &mut cfg) };

@@ -158,6 +158,14 @@ pub fn cfg(workers: u32, cap: u32) -> os_transport_cfg_t {
 }
 
 pub fn init(workers: u32, cap: u32) -> *mut c_void {
+    // Every earlier test of this process took the library's locks in rank order (checked in
+    // builds with debug assertions; an export's panic boundary would turn an inversion's panic
+    // into an error return, which a test expecting an error would not notice).
+    assert_eq!(
+        os_transport::testing::lock_order_violations(),
+        0,
+        "lock order violated (the panic message is above)"
+    );
     let mut c = cfg(workers, cap);
     let mut h: *mut c_void = std::ptr::null_mut();
     assert_eq!(
