@@ -162,7 +162,8 @@ pub unsafe extern "C" fn urma_query_device(
             return einval("urma_query_device");
         }
         let mut a: u::urma_device_attr_t = zeroed();
-        a.guid.raw = eid().raw;
+        // SAFETY: every member of the EID union is plain bytes of the same size.
+        a.guid.raw = unsafe { eid().raw };
         let c = &mut a.dev_cap;
         c.feature.value = flags::DEVICE_FEATURE_JFC_PER_WR | flags::DEVICE_FEATURE_OUTORDER_COMP;
         c.max_jfc = 1 << 16;

@@ -53,6 +53,8 @@ pub unsafe extern "C" fn urma_import_jetty(
         }
         // SAFETY: non-NULL caller-owned rjetty.
         let rj = unsafe { *rjetty };
+        // SAFETY: the flag union's members are one 32-bit word; any bit pattern is a valid value.
+        let flag = unsafe { rj.flag.value };
         let id = rj.jetty_id.id;
         let target = if foreign(rj.jetty_id.uasid, &c) {
             let jfr = rj.type_ == u::URMA_JFR;
@@ -81,7 +83,7 @@ pub unsafe extern "C" fn urma_import_jetty(
             target,
             rj.jetty_id,
             rj.trans_mode,
-            rj.flag.value,
+            flag,
             rj.tp_type,
             rj.policy,
             rj.type_,
@@ -122,6 +124,8 @@ pub unsafe extern "C" fn urma_import_jfr(
         }
         // SAFETY: non-NULL caller-owned rjfr.
         let rj = unsafe { *rjfr };
+        // SAFETY: the flag union's members are one 32-bit word; any bit pattern is a valid value.
+        let flag = unsafe { rj.flag.value };
         if foreign(rj.jfr_id.uasid, &c) {
             let t = rj.jfr_id;
             let Some(target) =
@@ -135,7 +139,7 @@ pub unsafe extern "C" fn urma_import_jfr(
                 target,
                 rj.jfr_id,
                 rj.trans_mode,
-                rj.flag.value,
+                flag,
                 rj.tp_type,
                 0,
                 u::URMA_JFR,
@@ -153,7 +157,7 @@ pub unsafe extern "C" fn urma_import_jfr(
             Target::Jfr(j),
             rj.jfr_id,
             rj.trans_mode,
-            rj.flag.value,
+            flag,
             rj.tp_type,
             0,
             u::URMA_JFR,

@@ -44,7 +44,8 @@ pub unsafe fn jfc(depth: u32, jfce: *mut u::urma_jfce_t) -> *mut u::urma_jfc_t {
     let mut c: u::urma_jfc_cfg_t = Default::default();
     c.depth = depth;
     c.jfce = jfce;
-    let j = u::urma_create_jfc(lb().ctx, &mut c);
+    // SAFETY: the fixture context is live; `c` is a local the call only reads.
+    let j = unsafe { u::urma_create_jfc(lb().ctx, &mut c) };
     assert!(!j.is_null());
     j
 }
@@ -55,7 +56,8 @@ pub unsafe fn jfs(jfc: *mut u::urma_jfc_t) -> *mut u::urma_jfs_t {
     c.max_sge = 4;
     c.jfc = jfc;
     c.trans_mode = u::URMA_TM_RM;
-    let j = u::urma_create_jfs(lb().ctx, &mut c);
+    // SAFETY: the fixture context is live; `c` is a local the call only reads.
+    let j = unsafe { u::urma_create_jfs(lb().ctx, &mut c) };
     assert!(!j.is_null());
     j
 }
@@ -77,18 +79,22 @@ pub unsafe fn jetty(jfc: *mut u::urma_jfc_t, rq_depth: u32) -> *mut u::urma_jett
     c.jfs_cfg.jfc = jfc;
     c.jfs_cfg.max_sge = 4;
     c.__bindgen_anon_1.jfr_cfg = &mut rc;
-    let j = u::urma_create_jetty(lb().ctx, &mut c);
+    // SAFETY: the fixture context is live; `c` and the JFR config it points to are locals that
+    // outlive the call, which only reads them.
+    let j = unsafe { u::urma_create_jetty(lb().ctx, &mut c) };
     assert!(!j.is_null());
     j
 }
 
 pub unsafe fn import_jetty(j: *mut u::urma_jetty_t, token: u32) -> *mut u::urma_target_jetty_t {
     let mut r: u::urma_rjetty_t = Default::default();
-    r.jetty_id = (*j).jetty_id;
+    // SAFETY: the caller passes a live jetty handle of the fixture context.
+    r.jetty_id = unsafe { (*j).jetty_id };
     r.type_ = u::URMA_JETTY;
     r.trans_mode = u::URMA_TM_RM;
     let mut t = u::urma_token_t { token };
-    u::urma_import_jetty(lb().ctx, &mut r, &mut t)
+    // SAFETY: the fixture context is live; `r` and `t` are locals the call only reads.
+    unsafe { u::urma_import_jetty(lb().ctx, &mut r, &mut t) }
 }
 
 /// A registered buffer.
