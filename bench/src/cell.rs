@@ -25,10 +25,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use compat_tests::{
-    loopback_ctl as ctl, os_transport_cfg_t, ost_buffer_info_t, ost_device_info_t, task_sync_t,
-    urma_jetty_info_t, Buffer, CrExt, EndpointCfg, EndpointPair, ImportedSeg, Loopback,
-    OsTransportLib, PairArgs, RecvKind, SegArgs, SendKind, DEFAULT_CHUNK_SIZE,
+use testkit::os_transport::{
+    os_transport_cfg_t, ost_buffer_info_t, ost_device_info_t, task_sync_t, urma_jetty_info_t,
+    DEFAULT_CHUNK_SIZE,
+};
+use testkit::{
+    loopback_ctl as ctl, Buffer, CrExt, EndpointCfg, EndpointPair, ImportedSeg, Loopback,
+    OsTransportLib, PairArgs, RecvKind, SegArgs, SendKind,
 };
 use urma_sys as u;
 
@@ -281,8 +284,8 @@ fn alloc_api() -> Option<(AllocSetRange, AllocGet)> {
     // SAFETY: the symbols are the counting allocator's functions with these prototypes.
     unsafe {
         Some((
-            compat_tests::fn_from_ptr::<AllocSetRange>(set),
-            compat_tests::fn_from_ptr::<AllocGet>(get),
+            testkit::fn_from_ptr::<AllocSetRange>(set),
+            testkit::fn_from_ptr::<AllocGet>(get),
         ))
     }
 }

@@ -35,7 +35,7 @@ impl Opts {
     pub fn parse(full: bool, args: &[String]) -> Result<Opts, String> {
         let mut o = Opts {
             full,
-            out: compat_tests::target_dir().join("bench"),
+            out: testkit::target_dir().join("bench"),
             reps: 5,
             secs: 0.4,
             cg_requests: 200,
@@ -81,7 +81,7 @@ fn libs() -> Vec<Lib> {
         Lib {
             name: "rust".into(),
             label: "Rust".into(),
-            path: compat_tests::profile_dir().join("libos_transport.so"),
+            path: testkit::profile_dir().join("libos_transport.so"),
         },
         Lib {
             name: "c".into(),
@@ -183,7 +183,7 @@ fn chunks(len: u32) -> u32 {
 }
 
 fn ld_library_path() -> String {
-    let mut p = compat_tests::profile_dir().display().to_string();
+    let mut p = testkit::profile_dir().display().to_string();
     if let Some(old) = std::env::var_os("LD_LIBRARY_PATH") {
         p.push(':');
         p.push_str(&old.to_string_lossy());

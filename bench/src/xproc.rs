@@ -24,8 +24,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use compat_tests::harness::split::EndpointInfo;
-use compat_tests::{loopback_ctl as ctl, Buffer, Loopback, PairArgs, SegArgs, DEFAULT_CHUNK_SIZE};
+use testkit::os_transport::DEFAULT_CHUNK_SIZE;
+use testkit::{loopback_ctl as ctl, Buffer, EndpointInfo, Loopback, PairArgs, SegArgs};
 use urma_sys as u;
 
 use crate::cell::{

@@ -101,8 +101,10 @@ fn notes() -> Vec<u64> {
 
 fn load(which: Which) -> Option<OsTransportLib> {
     match which {
-        Which::Rust => Some(OsTransportLib::load_rust().expect("Rust library must be built")),
-        Which::Legacy => match OsTransportLib::load_legacy() {
+        Which::Rust => {
+            Some(OsTransportLib::load(rust_lib_path()).expect("Rust library must be built"))
+        }
+        Which::Legacy => match OsTransportLib::load(legacy_lib_path()) {
             Ok(l) => Some(l),
             Err(e) => {
                 eprintln!("legacy library not available, case skipped: {e}");
