@@ -1,43 +1,84 @@
 //! The plug-in point of the benchmark: a cell ([`Cell`]) is one section of `make bench` or
 //! `make bench-quick`: the child measurements it brings ([`Measure`]), the child processes it
 //! runs and the rows it keeps, its lines in the targets table ([`Target`]) and its section of
-//! the report. A new cell is one file under `cells/` and one line in `crate::registry`
-//! (docs/performance.md, "Adding a cell").
+//! the report. A new cell is one file under `cells/`, with its `mod` line and its line in
+//! `crate::cells::registry` (docs/performance.md, "Adding a cell").
 
-use crate::child::CellCfg;
+use crate::child::{one_process, CellCfg, Needs, OneProcess, Window};
 use crate::orch::run::{Ctx, Lib};
 
-/// A child measurement: `ostbench cell --kind KIND` runs `run` in a process of its own and
-/// prints the line it returns after `RESULT `, or the error after `ERROR `.
+/// A child measurement: `ostbench cell --kind KIND` runs it in a process of its own and prints
+/// the line it returns after `RESULT `, or the error after `ERROR `.
 #[derive(Clone, Copy)]
 pub struct Measure {
     pub kind: &'static str,
-    pub run: fn(&CellCfg) -> Result<String, String>,
+    child: Child,
 }
 
-/// One section of the benchmark. The orchestrator calls, for each registered cell that
-/// [`runs`](Cell::runs): [`run`](Cell::run) in registry order (inside a steal section when
-/// [`timed`](Cell::timed)), then [`after`](Cell::after) once every cell ran, then
-/// [`targets`](Cell::targets) and [`section`](Cell::section) in the report's order
-/// ([`Entry`]).
-pub trait Cell {
-    /// The `kind` of its rows in `report.csv` (and of the host-steal rows of its section).
-    fn name(&self) -> &'static str;
+#[derive(Clone, Copy)]
+enum Child {
+    /// The one-process harness around a window ([`one_process`]).
+    OneProcess(OneProcess),
+    /// A child of another shape, which returns its result line itself.
+    Own(fn(&CellCfg) -> Result<String, String>),
+}
 
-    /// The child measurements it brings (none when it measures in the orchestrator's process,
-    /// or reuses another cell's).
-    fn measures(&self) -> &'static [Measure] {
-        &[]
+impl Measure {
+    /// A one-process measurement: `window` inside [`one_process`].
+    pub const fn window(kind: &'static str, window: fn(&mut Window) -> Result<(), String>) -> Self {
+        Self::window_needing(kind, Needs::NOTHING, window)
     }
 
-    /// Whether it runs in `make bench` (`full`) or in `make bench-quick`.
-    fn runs(&self, full: bool) -> bool;
+    /// A one-process measurement that needs something of its process or its options.
+    pub const fn window_needing(
+        kind: &'static str,
+        needs: Needs,
+        window: fn(&mut Window) -> Result<(), String>,
+    ) -> Self {
+        Measure {
+            kind,
+            child: Child::OneProcess(OneProcess { needs, window }),
+        }
+    }
 
+    /// A child of its own shape.
+    pub const fn own(kind: &'static str, run: fn(&CellCfg) -> Result<String, String>) -> Self {
+        Measure {
+            kind,
+            child: Child::Own(run),
+        }
+    }
+
+    /// Runs it in this process: `Ok(result line)` or `Err(reason)`.
+    pub fn run(&self, cfg: &CellCfg) -> Result<String, String> {
+        match &self.child {
+            Child::OneProcess(m) => one_process(cfg, m),
+            Child::Own(run) => run(cfg),
+        }
+    }
+}
+
+/// What a cell is, as constants.
+pub struct About {
+    /// The `kind` of its rows in `report.csv` (and of the host-steal rows of its section).
+    pub name: &'static str,
     /// The label of its steal section: wall-clock cells read the host's steal around their run;
     /// `None` for deterministic counts.
-    fn timed(&self) -> Option<&'static str> {
-        Some(self.name())
-    }
+    pub timed: Option<&'static str>,
+    /// Whether `make bench-quick` runs it too (`make bench` runs every cell).
+    pub quick: bool,
+    /// The child measurements it brings (none when it measures in the orchestrator's process, or
+    /// reuses another cell's).
+    pub measures: &'static [Measure],
+}
+
+/// One section of the benchmark. The orchestrator calls, for each registered cell that runs in
+/// this mode ([`About::quick`]): [`run`](Cell::run) in registry order (inside a steal section
+/// when [`About::timed`]), then [`after`](Cell::after) once every cell ran, then
+/// [`targets`](Cell::targets) and [`section`](Cell::section) in the report's order ([`Entry`]).
+pub trait Cell {
+    /// Its name, measurements and modes.
+    fn about(&self) -> &'static About;
 
     /// Runs its child processes (interleaving the libraries) and keeps their results as rows
     /// of `ctx`; a broken measurement is `ctx.fail`ed.

@@ -1,7 +1,7 @@
 //! The child process of a cell (`ostbench cell --kind KIND ...`): one library, one
 //! configuration, one measurement. Prints exactly one `RESULT key=value ...` line on stdout (or
 //! `ERROR ...` and a non-zero exit status when the measurement itself broke). Which measurement a
-//! kind is belongs to its cell (`crate::registry`); this module is what they share: the
+//! kind is belongs to its cell (`crate::cells::registry`); this module is what they share: the
 //! options ([`CellCfg`]), the callbacks and their counters, library loading, the application's
 //! pollers, the request driver, CPU clocks, and the one-process harness ([`one_process`]).
 //!
@@ -753,15 +753,32 @@ pub(crate) fn init_lib(
     Ok(h)
 }
 
+/// What a one-process measurement needs of its process and its options.
+#[derive(Clone, Copy)]
+pub struct Needs {
+    /// To run under callgrind (with the client requests compiled in).
+    pub callgrind: bool,
+    /// The `LD_PRELOAD` allocation counter, whose range is set to the library's mapping before
+    /// init.
+    pub alloc_counter: bool,
+    /// An offered load (`--rate`).
+    pub rate: bool,
+}
+
+impl Needs {
+    pub const NOTHING: Needs = Needs {
+        callgrind: false,
+        alloc_counter: false,
+        rate: false,
+    };
+}
+
 /// A one-process measurement: the common set-up (loopback, endpoints, buffers, library,
 /// instance, pollers, warm-up), its window, then the common result keys and checks
 /// ([`one_process`]).
+#[derive(Clone, Copy)]
 pub struct OneProcess {
-    /// Refuses to run outside callgrind (with the client requests compiled in).
-    pub under_callgrind: bool,
-    /// Needs the `LD_PRELOAD` allocation counter, whose range is set to the library's mapping
-    /// before init.
-    pub counts_allocations: bool,
+    pub needs: Needs,
     /// The measurement window, after the warm-up (the pipeline full at the cell's depth): adds
     /// its result keys.
     pub window: fn(&mut Window) -> Result<(), String>,
@@ -794,10 +811,13 @@ impl Window<'_> {
 
 /// Runs a one-process cell; `Ok(result line)` or `Err(reason)`.
 pub fn one_process(cfg: &CellCfg, m: &OneProcess) -> Result<String, String> {
+    if m.needs.rate && cfg.rate == 0 {
+        return Err(format!("kind {} needs --rate > 0", cfg.kind));
+    }
     let s = shared();
     // SAFETY: plain query.
     let on_vg = unsafe { ostbench_on_valgrind() } != 0;
-    if m.under_callgrind && !on_vg {
+    if m.needs.callgrind && !on_vg {
         return Err(format!(
             "kind {} must run under valgrind --tool=callgrind (with client requests compiled in)",
             cfg.kind
@@ -839,7 +859,7 @@ pub fn one_process(cfg: &CellCfg, m: &OneProcess) -> Result<String, String> {
 
     let (lib, range) = load_lib(&cfg.lib)?;
     let alloc = alloc_api();
-    if m.counts_allocations {
+    if m.needs.alloc_counter {
         let (set, _) = alloc
             .ok_or_else(|| format!("kind {} needs LD_PRELOAD=libostbench_alloc.so", cfg.kind))?;
         // SAFETY: plain values.

@@ -12,11 +12,11 @@
 //! `DIR` defaults to `<target>/bench`. The exit status is non-zero only when a measurement broke
 //! (a child failed, a library hung, a count could not be taken), never because a target was missed.
 //!
-//! The modules: [`cell`] (what a cell is: the plug-in point), [`registry`] (every cell, one line
-//! each), [`cells`] (one file per cell: its children, rows, targets and section), [`orch`] (the
-//! run of the registered cells, the report, the chart), [`child`] (what the child processes
-//! share), and the helpers [`cg`] (callgrind attribution), [`memcpy`] (the memcpy baselines) and
-//! [`steal`] (host steal time).
+//! The modules: [`cell`] (what a cell is: the plug-in point), [`cells`] (one file per cell: its
+//! children, rows, targets and section; and the registry, one line per cell), [`orch`] (the run of
+//! the registered cells, the report, the chart), [`child`] (what the child processes share), and
+//! the helpers [`cg`] (callgrind attribution), [`memcpy`] (the memcpy baselines) and [`steal`]
+//! (host steal time).
 
 mod cell;
 mod cells;
@@ -24,7 +24,6 @@ mod cg;
 mod child;
 mod memcpy;
 mod orch;
-mod registry;
 mod steal;
 
 fn main() {
@@ -37,8 +36,8 @@ fn main() {
         "cell" => {
             let result = child::CellCfg::parse(&args[1..]).and_then(|c| {
                 let m =
-                    registry::measure(&c.kind).ok_or_else(|| format!("unknown kind {}", c.kind))?;
-                (m.run)(&c)
+                    cells::measure(&c.kind).ok_or_else(|| format!("unknown kind {}", c.kind))?;
+                m.run(&c)
             });
             let code = match result {
                 Ok(line) => {
@@ -61,7 +60,7 @@ fn main() {
                     std::process::exit(2);
                 }
             };
-            std::process::exit(orch::bench(&opts, registry::cells()));
+            std::process::exit(orch::bench(&opts, cells::registry()));
         }
         _ => {
             eprintln!("ostbench: unknown command {cmd}");

@@ -5,8 +5,8 @@
 
 use std::fmt::Write as _;
 
-use crate::cell::{Cell, Measure, Target};
-use crate::child::{alloc_snapshot, one_process, CellCfg, OneProcess, Window};
+use crate::cell::{About, Cell, Measure, Target};
+use crate::child::{alloc_snapshot, Needs, Window};
 use crate::orch::report::fmt_num;
 use crate::orch::run::{chunks, num, spawn_cell, Cfg, Ctx, Lib, Runner, LEN2, LEN7};
 use testkit::os_transport::DEFAULT_CHUNK_SIZE;
@@ -25,24 +25,23 @@ fn cfg(len: u32) -> Cfg {
     }
 }
 
+const ABOUT: About = About {
+    name: "alloc",
+    timed: None,
+    quick: true,
+    measures: &[Measure::window_needing(
+        "alloc",
+        Needs {
+            alloc_counter: true,
+            ..Needs::NOTHING
+        },
+        window,
+    )],
+};
+
 impl Cell for Alloc {
-    fn name(&self) -> &'static str {
-        "alloc"
-    }
-
-    fn measures(&self) -> &'static [Measure] {
-        &[Measure {
-            kind: "alloc",
-            run: measure,
-        }]
-    }
-
-    fn runs(&self, _full: bool) -> bool {
-        true
-    }
-
-    fn timed(&self) -> Option<&'static str> {
-        None
+    fn about(&self) -> &'static About {
+        &ABOUT
     }
 
     fn run(&mut self, ctx: &mut Ctx) {
@@ -122,18 +121,6 @@ impl Cell for Alloc {
         }
         let _ = writeln!(md);
     }
-}
-
-/// The child: the counts over `requests` pairs after the warm-up has drained, and at init.
-fn measure(cfg: &CellCfg) -> Result<String, String> {
-    one_process(
-        cfg,
-        &OneProcess {
-            under_callgrind: false,
-            counts_allocations: true,
-            window,
-        },
-    )
 }
 
 fn window(w: &mut Window) -> Result<(), String> {

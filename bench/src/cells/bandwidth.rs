@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use super::tput::tput_cfgs;
-use crate::cell::{Cell, Target};
+use crate::cell::{About, Cell, Target};
 use crate::memcpy::{mc, memcpy_limit, memcpy_mib_s, memcpy_source, MEMCPY_SHAPES};
 use crate::orch::report::fmt_num;
 use crate::orch::run::{median, Cfg, Ctx, Lib, HOST, LEN7};
@@ -17,13 +17,16 @@ fn copy_cfgs() -> impl Iterator<Item = Cfg> {
     tput_cfgs().into_iter().filter(|c| c.copy && c.len == LEN7)
 }
 
-impl Cell for Bandwidth {
-    fn name(&self) -> &'static str {
-        "memcpy"
-    }
+const ABOUT: About = About {
+    name: "memcpy",
+    timed: Some("memcpy"),
+    quick: false,
+    measures: &[],
+};
 
-    fn runs(&self, full: bool) -> bool {
-        full
+impl Cell for Bandwidth {
+    fn about(&self) -> &'static About {
+        &ABOUT
     }
 
     /// memcpy of the same buffer shapes as the 14 MiB copy-mode cells: the 14 MiB source into a

@@ -8,9 +8,9 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use crate::cell::{Cell, Measure, Target};
+use crate::cell::{About, Cell, Measure, Target};
 use crate::cg;
-use crate::child::{one_process, CellCfg, OneProcess, Window};
+use crate::child::{Needs, Window};
 use crate::orch::report::fmt_num;
 use crate::orch::run::{chunks, num, spawn_cell, Cfg, Ctx, Lib, Runner, LEN2, LEN7};
 
@@ -33,24 +33,35 @@ pub struct Callgrind {
     results: Vec<CgResult>,
 }
 
+/// The configuration of a request length's cell.
+fn cfg(len: u32) -> Cfg {
+    Cfg {
+        len,
+        depth: 1,
+        workers: 1,
+        copy: false,
+        event: true,
+        rate: 0,
+    }
+}
+
+const ABOUT: About = About {
+    name: "callgrind",
+    timed: None,
+    quick: true,
+    measures: &[Measure::window_needing(
+        "callgrind",
+        Needs {
+            callgrind: true,
+            ..Needs::NOTHING
+        },
+        window,
+    )],
+};
+
 impl Cell for Callgrind {
-    fn name(&self) -> &'static str {
-        "callgrind"
-    }
-
-    fn measures(&self) -> &'static [Measure] {
-        &[Measure {
-            kind: "callgrind",
-            run: measure,
-        }]
-    }
-
-    fn runs(&self, _full: bool) -> bool {
-        true
-    }
-
-    fn timed(&self) -> Option<&'static str> {
-        None
+    fn about(&self) -> &'static About {
+        &ABOUT
     }
 
     fn run(&mut self, ctx: &mut Ctx) {
@@ -73,14 +84,7 @@ impl Cell for Callgrind {
         for rep in 0..ctx.opts.cg_reps {
             for len in [LEN2, LEN7] {
                 for lib in ctx.libs.clone() {
-                    let c = Cfg {
-                        len,
-                        depth: 1,
-                        workers: 1,
-                        copy: false,
-                        event: true,
-                        rate: 0,
-                    };
+                    let c = cfg(len);
                     let file = dir.join(format!("{}-{}chunks-{rep}.out", lib.name, chunks(len)));
                     let mut extra = c.args();
                     extra.extend([
@@ -153,14 +157,7 @@ impl Cell for Callgrind {
     }
 
     fn targets(&self, ctx: &Ctx, base: &Lib) -> Vec<Target> {
-        let l7 = Cfg {
-            len: LEN7,
-            depth: 1,
-            workers: 1,
-            copy: false,
-            event: true,
-            rate: 0,
-        };
+        let l7 = cfg(LEN7);
         let ir_rust = ctx.med("callgrind", "rust", l7, "lib_ir_per_req");
         let ir_c = ctx.med("callgrind", &base.name, l7, "lib_ir_per_req");
         let r = ir_c / ir_rust;
@@ -187,14 +184,7 @@ impl Cell for Callgrind {
         );
         let _ = writeln!(md, "| chunks | library | lib instr/request | lib instr/chunk | lib syscalls/request | provider instr/request | whole process instr/request |\n|---|---|---|---|---|---|---|");
         for len in [LEN2, LEN7] {
-            let c = Cfg {
-                len,
-                depth: 1,
-                workers: 1,
-                copy: false,
-                event: true,
-                rate: 0,
-            };
+            let c = cfg(len);
             for l in libs {
                 let ir = ctx.med("callgrind", &l.name, c, "lib_ir_per_req");
                 let _ = writeln!(
@@ -264,19 +254,6 @@ impl Cell for Callgrind {
 fn short(f: &str) -> String {
     let s: String = f.chars().take(90).collect();
     s.replace('|', "\\|")
-}
-
-/// The child: `requests` pairs between `CALLGRIND_ZERO_STATS` and `CALLGRIND_DUMP_STATS_AT`,
-/// after the warm-up has drained.
-fn measure(cfg: &CellCfg) -> Result<String, String> {
-    one_process(
-        cfg,
-        &OneProcess {
-            under_callgrind: true,
-            counts_allocations: false,
-            window,
-        },
-    )
 }
 
 fn window(w: &mut Window) -> Result<(), String> {

@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use super::paced::workers_named;
-use crate::cell::{Cell, Measure, Target};
-use crate::child::{cpu_snap, one_process, threads_cpu_ns, CellCfg, OneProcess, Window};
+use crate::cell::{About, Cell, Measure, Target};
+use crate::child::{cpu_snap, threads_cpu_ns, Window};
 use crate::orch::report::fmt_num;
 use crate::orch::run::{num, spawn_cell, Cfg, Ctx, Lib, Runner, LEN2};
 
@@ -23,20 +23,16 @@ const IDLE_SECS: f64 = 2.0;
 
 pub struct Idle;
 
+const ABOUT: About = About {
+    name: "idle",
+    timed: Some("idle"),
+    quick: false,
+    measures: &[Measure::window("idle", window)],
+};
+
 impl Cell for Idle {
-    fn name(&self) -> &'static str {
-        "idle"
-    }
-
-    fn measures(&self) -> &'static [Measure] {
-        &[Measure {
-            kind: "idle",
-            run: measure,
-        }]
-    }
-
-    fn runs(&self, full: bool) -> bool {
-        full
+    fn about(&self) -> &'static About {
+        &ABOUT
     }
 
     fn run(&mut self, ctx: &mut Ctx) {
@@ -91,18 +87,6 @@ impl Cell for Idle {
             fmt_num(ctx.med("idle", &base.name, IDLE, "cpu_workers_ns_per_s") / 1e6),
         );
     }
-}
-
-/// The child: `--secs` of the main thread's sleep, 50 ms after the pollers stopped.
-fn measure(cfg: &CellCfg) -> Result<String, String> {
-    one_process(
-        cfg,
-        &OneProcess {
-            under_callgrind: false,
-            counts_allocations: false,
-            window,
-        },
-    )
 }
 
 fn window(w: &mut Window) -> Result<(), String> {

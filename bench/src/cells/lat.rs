@@ -5,23 +5,22 @@
 use std::fmt::Write as _;
 
 use super::tput::{run_closed, TPUT_METRICS};
-use crate::cell::{Cell, Target};
+use crate::cell::{About, Cell, Target};
 use crate::orch::report::fmt_num;
 use crate::orch::run::{Cfg, Ctx, Lib, LEN2};
 
 pub struct Lat;
 
+const ABOUT: About = About {
+    name: "lat",
+    timed: Some("latency"),
+    quick: false,
+    measures: &[],
+};
+
 impl Cell for Lat {
-    fn name(&self) -> &'static str {
-        "lat"
-    }
-
-    fn runs(&self, full: bool) -> bool {
-        full
-    }
-
-    fn timed(&self) -> Option<&'static str> {
-        Some("latency")
+    fn about(&self) -> &'static About {
+        &ABOUT
     }
 
     fn run(&mut self, ctx: &mut Ctx) {

@@ -5,10 +5,10 @@
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
-use crate::cell::{Cell, Measure, Target, REPORT_ONLY};
+use crate::cell::{About, Cell, Measure, Target, REPORT_ONLY};
 use crate::child::{
-    cpu_snap, one_process, percentile, record_latencies, recorded_latencies, split_poller_cpu,
-    threads_cpu_ns, CellCfg, OneProcess, Window,
+    cpu_snap, percentile, record_latencies, recorded_latencies, split_poller_cpu, threads_cpu_ns,
+    Needs, Window,
 };
 use crate::orch::report::fmt_num;
 use crate::orch::run::{
@@ -74,20 +74,23 @@ const PACED_METRICS: [&str; 10] = [
 
 pub struct Paced;
 
+const ABOUT: About = About {
+    name: "paced",
+    timed: Some("paced"),
+    quick: true,
+    measures: &[Measure::window_needing(
+        "paced",
+        Needs {
+            rate: true,
+            ..Needs::NOTHING
+        },
+        window,
+    )],
+};
+
 impl Cell for Paced {
-    fn name(&self) -> &'static str {
-        "paced"
-    }
-
-    fn measures(&self) -> &'static [Measure] {
-        &[Measure {
-            kind: "paced",
-            run: measure,
-        }]
-    }
-
-    fn runs(&self, _full: bool) -> bool {
-        true
+    fn about(&self) -> &'static About {
+        &ABOUT
     }
 
     fn run(&mut self, ctx: &mut Ctx) {
@@ -272,21 +275,6 @@ pub fn workers_named(ctx: &mut Ctx, lib: &Lib, r: &Res, workers: u32, what: &str
 fn paced_cpu_ratio(ctx: &Ctx, base: &Lib, c: Cfg) -> f64 {
     ctx.med("paced", "rust", c, "cpu_ns_per_pair")
         / ctx.med("paced", &base.name, c, "cpu_ns_per_pair")
-}
-
-/// The child: `--rate` pairs/s over `--secs` after 0.2 s of settling.
-fn measure(cfg: &CellCfg) -> Result<String, String> {
-    if cfg.rate == 0 {
-        return Err("kind paced needs --rate > 0".into());
-    }
-    one_process(
-        cfg,
-        &OneProcess {
-            under_callgrind: false,
-            counts_allocations: false,
-            window,
-        },
-    )
 }
 
 fn window(w: &mut Window) -> Result<(), String> {

@@ -7,10 +7,8 @@
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
-use crate::cell::{Cell, Measure, Target};
-use crate::child::{
-    one_process, percentile, record_latencies, recorded_latencies, CellCfg, OneProcess, Window,
-};
+use crate::cell::{About, Cell, Measure, Target};
+use crate::child::{percentile, record_latencies, recorded_latencies, Window};
 use crate::memcpy::{adjacent_limit, memcpy_source};
 use crate::orch::chart::{self, Chart, Panel};
 use crate::orch::report::fmt_num;
@@ -45,20 +43,16 @@ const PANELS: [Panel; 4] = [
 
 pub struct Tput;
 
+const ABOUT: About = About {
+    name: "tput",
+    timed: Some("tput"),
+    quick: false,
+    measures: &[Measure::window("tput", window)],
+};
+
 impl Cell for Tput {
-    fn name(&self) -> &'static str {
-        "tput"
-    }
-
-    fn measures(&self) -> &'static [Measure] {
-        &[Measure {
-            kind: "tput",
-            run: measure,
-        }]
-    }
-
-    fn runs(&self, full: bool) -> bool {
-        full
+    fn about(&self) -> &'static About {
+        &ABOUT
     }
 
     fn run(&mut self, ctx: &mut Ctx) {
@@ -258,18 +252,6 @@ pub fn run_closed(
 /// the copy-mode 14 MiB requests/s cells.
 fn memcpy_around(kind: &str, c: &Cfg) -> bool {
     kind == "tput" && c.copy && c.len == LEN7
-}
-
-/// The child: closed-loop pairs over `--secs`, with latency samples.
-fn measure(cfg: &CellCfg) -> Result<String, String> {
-    one_process(
-        cfg,
-        &OneProcess {
-            under_callgrind: false,
-            counts_allocations: false,
-            window,
-        },
-    )
 }
 
 fn window(w: &mut Window) -> Result<(), String> {

@@ -32,7 +32,7 @@ use testkit::{loopback_ctl as ctl, Buffer, EndpointInfo, Loopback, PairArgs, Seg
 use urma_sys as u;
 
 use super::tput::run_closed;
-use crate::cell::{Cell, Measure, Target, REPORT_ONLY};
+use crate::cell::{About, Cell, Measure, Target, REPORT_ONLY};
 use crate::child::{
     endpoints, init_lib, keys, load_lib, post_recv, post_send, shared, wait_sync, watchdog,
     CellCfg, Pollers, WakeFn, SRC_BYTE,
@@ -55,26 +55,16 @@ const XPROC_METRICS: [&str; 3] = ["rps", "mib_s", "recv_requests"];
 
 pub struct XProc;
 
+const ABOUT: About = About {
+    name: "xproc",
+    timed: Some("xproc"),
+    quick: false,
+    measures: &[Measure::own("xsend", send), Measure::own("xrecv", recv)],
+};
+
 impl Cell for XProc {
-    fn name(&self) -> &'static str {
-        "xproc"
-    }
-
-    fn measures(&self) -> &'static [Measure] {
-        &[
-            Measure {
-                kind: "xsend",
-                run: send,
-            },
-            Measure {
-                kind: "xrecv",
-                run: recv,
-            },
-        ]
-    }
-
-    fn runs(&self, full: bool) -> bool {
-        full
+    fn about(&self) -> &'static About {
+        &ABOUT
     }
 
     fn run(&mut self, ctx: &mut Ctx) {

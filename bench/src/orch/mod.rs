@@ -7,7 +7,7 @@
 //! * [`chart`]: the gnuplot chart.
 //!
 //! Which cells there are, and what each runs and reports, is the registry's
-//! (`crate::registry`); this module knows none of them.
+//! (`crate::cells::registry`); this module knows none of them.
 
 use std::time::Instant;
 
@@ -74,12 +74,13 @@ pub fn bench(opts: &Opts, mut cells: Vec<Entry>) -> i32 {
         eprintln!("ostbench: build first (make bench builds everything it needs)");
         return 1;
     }
-    cells.retain(|e| e.cell.runs(opts.full));
+    cells.retain(|e| opts.full || e.cell.about().quick);
     for e in &mut cells {
         let cell = &mut e.cell;
-        match cell.timed() {
+        let about = cell.about();
+        match about.timed {
             None => cell.run(&mut ctx),
-            Some(label) => timed(&mut ctx, cell.name(), label, |ctx| cell.run(ctx)),
+            Some(label) => timed(&mut ctx, about.name, label, |ctx| cell.run(ctx)),
         }
     }
     for e in &mut cells {
