@@ -168,7 +168,6 @@ fn concurrent_double_wait_is_refused_and_the_first_waiter_unaffected() {
         lb::until_blocked(tid, Duration::from_secs(5)),
         "first waiter blocked in its wait"
     );
-    let t = Instant::now();
     assert_eq!(rc::wait(h, sy, 5000).0, ERR, "second timed waiter refused");
     // The untimed wait runs on a thread of its own so that a regression fails instead of hanging.
     let (tx, rx) = std::sync::mpsc::channel();
@@ -188,7 +187,10 @@ fn concurrent_double_wait_is_refused_and_the_first_waiter_unaffected() {
         (ERR, sy),
         "cancel of a sync being waited on refused, its request left alone"
     );
-    assert!(t.elapsed() < Duration::from_millis(500), "refused at once");
+    assert!(
+        !first.is_finished(),
+        "refused at once, while the first waiter still waits"
+    );
     assert_eq!(
         first.join().unwrap(),
         (1, URMA_SUCCESS),

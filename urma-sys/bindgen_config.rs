@@ -58,12 +58,20 @@ impl bindgen::callbacks::ParseCallbacks for UrmaMacroTypes {
     }
 }
 
-/// The bindgen builder for `<include_dir>/ub/umdk/urma/urma_api.h`, laid out for the Rust target
-/// triple `target` (the handle structs embedding `pthread_mutex_t` differ between architectures).
+/// The bindgen builder for `<include_dir>/ub/umdk/urma/urma_api.h` and the provider interface
+/// `urma_provider.h` beside it, laid out for the Rust target triple `target` (the handle structs
+/// embedding `pthread_mutex_t` differ between architectures).
 fn urma_bindgen_builder(include_dir: &std::path::Path, target: &str) -> bindgen::Builder {
-    let header = include_dir.join("ub/umdk/urma/urma_api.h");
+    let header = |name: &str| {
+        include_dir
+            .join("ub/umdk/urma")
+            .join(name)
+            .to_string_lossy()
+            .into_owned()
+    };
     bindgen::Builder::default()
-        .header(header.to_string_lossy().into_owned())
+        .header(header("urma_api.h"))
+        .header(header("urma_provider.h"))
         .clang_arg(format!("--target={target}"))
         .clang_arg(format!("-I{}", include_dir.display()))
         .clang_arg("-std=gnu11")

@@ -11,9 +11,10 @@
 //! 2. Bindings: with feature `bindgen` they are generated (libclang) from the
 //!    headers in use into `$OUT_DIR/bindings.rs`; otherwise the committed
 //!    `src/bindings_<arch>.rs` (made from the bundled headers) is used. With real UMDK
-//!    headers and no `bindgen` feature, `abi/abi_static_check.c` (the ABI facts
-//!    as `_Static_assert`s) is compiled against them first: the build fails
-//!    unless their layout is the one the committed bindings encode, so no
+//!    headers and no `bindgen` feature, `abi/abi_static_check.c` and
+//!    `abi/provider_static_check.c` (the ABI facts of the API and of the provider
+//!    interface as `_Static_assert`s) are compiled against them first: the build
+//!    fails unless their layout is the one the committed bindings encode, so no
 //!    libclang is needed when it matches.
 //! 3. Linking (`links = "urma"`): `-lurma` from `URMA_LIB_DIR`, else (native
 //!    builds only) from /usr/lib64 or /usr/lib/<arch>-linux-gnu if a real
@@ -54,7 +55,12 @@ fn main() {
     // ---- 1. headers ------------------------------------------------------
     let bundled = manifest.join("include");
     let (include_dir, real_headers) = urma::select_include_dir(&bundled);
-    for h in ["urma_api.h", "urma_types.h", "urma_opcode.h"] {
+    for h in [
+        "urma_api.h",
+        "urma_types.h",
+        "urma_opcode.h",
+        "urma_provider.h",
+    ] {
         println!(
             "cargo:rerun-if-changed={}",
             include_dir.join("ub/umdk/urma").join(h).display()
@@ -116,33 +122,47 @@ fn generate_bindings(_include_dir: &Path, _real_headers: bool, _out: &Path) -> b
     false
 }
 
-/// Compiles abi/abi_static_check.c (generated from the ABI facts: sizes,
-/// offsets, constants, prototypes as _Static_assert) against `include_dir`.
-/// No libclang needed. Fails the build if the headers differ from the layout
-/// the committed bindings encode.
+/// Compiles abi/abi_static_check.c and abi/provider_static_check.c (generated from the ABI
+/// facts of the public API and of the provider interface: sizes, offsets, constants, prototypes
+/// as _Static_assert) against `include_dir`. No libclang needed. Fails the build if the headers
+/// differ from the layout the committed bindings encode.
 fn check_real_headers(manifest: &Path, include_dir: &Path, out: &Path) {
-    let check = manifest.join("abi/abi_static_check.c");
-    println!("cargo:rerun-if-changed={}", check.display());
     let compiler = cc::Build::new()
         .cargo_metadata(false)
         .cargo_warnings(false)
         .get_compiler();
-    let mut cmd = compiler.to_command();
-    cmd.args(["-std=gnu11", "-fsyntax-only"])
-        .arg(format!("-I{}", include_dir.display()))
-        .arg(&check)
-        .current_dir(out);
-    let output = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("urma-sys: cannot run the C compiler ({cmd:?}): {e}"));
-    if !output.status.success() {
-        panic!(
-            "urma-sys: the URMA headers in {} do not have the ABI the committed bindings were made \
-             for (see below). Build with `--features urma-sys/bindgen` (needs libclang) to generate \
-             bindings from these headers, or set URMA_SYS_BUNDLED_HEADERS=1.\n{}",
-            include_dir.display(),
-            String::from_utf8_lossy(&output.stderr)
-        );
+    for (check, header) in [
+        ("abi/abi_static_check.c", "urma_api.h"),
+        ("abi/provider_static_check.c", "urma_provider.h"),
+    ] {
+        let check = manifest.join(check);
+        println!("cargo:rerun-if-changed={}", check.display());
+        if !include_dir.join("ub/umdk/urma").join(header).exists() {
+            println!(
+                "cargo:warning=urma-sys: no {header} in {}: its bindings are those of the bundled \
+                 header, unchecked against these headers",
+                include_dir.display()
+            );
+            continue;
+        }
+        let mut cmd = compiler.to_command();
+        cmd.args(["-std=gnu11", "-fsyntax-only"])
+            .arg(format!("-I{}", include_dir.display()))
+            .arg(&check)
+            .current_dir(out);
+        let output = cmd
+            .output()
+            .unwrap_or_else(|e| panic!("urma-sys: cannot run the C compiler ({cmd:?}): {e}"));
+        if !output.status.success() {
+            panic!(
+                "urma-sys: the URMA headers in {} do not have the ABI the committed bindings were \
+                 made for ({header}, see below). Build with `--features urma-sys/bindgen` (needs \
+                 libclang) to generate bindings from these headers, or set \
+                 URMA_SYS_BUNDLED_HEADERS=1.\n{}",
+                include_dir.display(),
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
     }
     println!(
         "cargo:warning=urma-sys: UMDK headers in {} match the bundled ABI: using the committed bindings",

@@ -101,10 +101,6 @@ fn with_scenarios(c: &mut Command) -> &mut Command {
 
 #[test]
 fn two_invocations_judge_as_one() {
-    if target::emulated() {
-        println!("not run under emulation (runs natively)");
-        return;
-    }
     let one = out_dir("one");
     let o = with_scenarios(compat().args(["--split", "--interpose", "--out"]).arg(&one))
         .output()

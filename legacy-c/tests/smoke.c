@@ -8,6 +8,7 @@
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,13 +62,20 @@ static int count_level(int level)
     return n;
 }
 
-/* ---- notify callback capture */
+/* ---- notify callback capture: a value is stored before the count that publishes it grows
+ * (wait_notified reads g_notified[i] once the count passes i) */
 static uint64_t g_notified[16];
 static int g_nnotified;
 static int g_notify_ret;
+static pthread_mutex_t g_notify_lock = PTHREAD_MUTEX_INITIALIZER;
 static int notify_cb(void *ud)
 {
-    g_notified[__atomic_fetch_add(&g_nnotified, 1, __ATOMIC_SEQ_CST) & 15] = *(uint64_t *)ud;
+    int i;
+    pthread_mutex_lock(&g_notify_lock);
+    i = __atomic_load_n(&g_nnotified, __ATOMIC_RELAXED);
+    g_notified[i & 15] = *(uint64_t *)ud;
+    __atomic_store_n(&g_nnotified, i + 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&g_notify_lock);
     return g_notify_ret;
 }
 static int wait_notified(int n)
@@ -76,7 +84,7 @@ static int wait_notified(int n)
     for (i = 0; i < 2000 && __atomic_load_n(&g_nnotified, __ATOMIC_SEQ_CST) < n; i++) {
         fake_urma_wait_count(1 << 30, 1);
     }
-    return g_nnotified;
+    return __atomic_load_n(&g_nnotified, __ATOMIC_SEQ_CST);
 }
 
 static urma_cr_t send_cr(uint64_t user_ctx)

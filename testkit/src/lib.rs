@@ -9,6 +9,7 @@
 //! * [`peer`]: the endpoint information a receiver process tells a sender process
 //!   ([`EndpointInfo`]) and its import;
 //! * [`loopback_ctl`]: the loopback's control plane (`urma-loopback-ctl`, re-exported);
+//! * [`header_probe`]: a control API's C header checked against its Rust definition;
 //! * [`paths`]: profile and target directories, repository root, C compiler;
 //! * [`target`]: run a program built at test time for the target (natively or under qemu).
 //!
@@ -22,6 +23,7 @@
 #![allow(clippy::field_reassign_with_default)]
 
 pub mod fixture;
+pub mod header_probe;
 pub mod os_transport;
 pub mod paths;
 pub mod peer;

@@ -1,14 +1,39 @@
-//! The layer's control API (`urma_interpose_*`, prototypes in `include/urma_interpose.h`),
-//! reached with `dlsym`, and the load-time constructor: the real library loaded, the environment
-//! applied.
+//! The layer's control API (`urma_interpose_*`, prototypes in `include/urma_interpose.h`, the
+//! Rust binding `urma_loopback_ctl::interpose::Api`), reached with `dlsym`, and the load-time
+//! constructor: the real library loaded, the environment applied. The fault exports check their
+//! arguments as the loopback's do (the fault plane's `add_*`).
 //!
 //! * `URMA_INTERPOSE_TRACE=/path`: trace file (truncated) from load on;
 //! * `URMA_INTERPOSE_KNOBS=spec`: faults from load on (spec of `urma_interpose_apply_knobs`).
 
 use std::ffi::{c_char, c_int, c_void, CStr};
 
+use urma_loopback_ctl::interpose::Api;
+
 use crate::faults::{self, Counters};
 use crate::{guard, objects, trace};
+
+/// The control plane's binding of this API (`urma_loopback_ctl::interpose::Api`, which the
+/// harness resolves) filled with this crate's exports: a prototype that differs from the binding
+/// does not compile. The header is checked against the same binding by `tests/header.rs`.
+const _: Api = Api {
+    active: urma_interpose_active,
+    reset: urma_interpose_reset,
+    fail_post: urma_interpose_fail_post,
+    fail_completion: urma_interpose_fail_completion,
+    cr_action: urma_interpose_cr_action,
+    send_cr_action: urma_interpose_send_cr_action,
+    recv_cr_action: urma_interpose_recv_cr_action,
+    hold_crs: urma_interpose_hold_crs,
+    release_crs: urma_interpose_release_crs,
+    set_cr_delay: urma_interpose_set_cr_delay,
+    apply_knobs: urma_interpose_apply_knobs,
+    get_counters: urma_interpose_get_counters,
+    trace_open: urma_interpose_trace_open,
+    trace_capture: urma_interpose_trace_capture,
+    trace_take: urma_interpose_trace_take,
+    free: urma_interpose_free,
+};
 
 pub const TRACE_ENV: &str = "URMA_INTERPOSE_TRACE";
 pub const KNOBS_ENV: &str = "URMA_INTERPOSE_KNOBS";
@@ -62,62 +87,32 @@ pub extern "C" fn urma_interpose_reset() {
 /// for an unknown queue or `nth` 0.
 #[no_mangle]
 pub extern "C" fn urma_interpose_fail_post(queue: c_int, nth: u64, status: c_int) -> c_int {
-    guard(-1, || {
-        if !(queue == faults::Q_SEND || queue == faults::Q_RECV) || nth == 0 {
-            return -1;
-        }
-        faults::add_fail_post(queue, nth, status);
-        0
-    })
+    guard(-1, || faults::add_fail_post(queue, nth, status))
 }
 
 /// The Nth send WR is forwarded as a NOP whose CR gets `cr_status` (nothing executed). 0, or
 /// -1 for `nth` 0.
 #[no_mangle]
 pub extern "C" fn urma_interpose_fail_completion(nth: u64, cr_status: u32) -> c_int {
-    guard(-1, || {
-        if nth == 0 {
-            return -1;
-        }
-        faults::add_fail_cr(nth, cr_status);
-        0
-    })
+    guard(-1, || faults::add_fail_cr(nth, cr_status))
 }
 
 /// The Nth CR polled from the provider is dropped (`action` 1) or duplicated (2). 0, or -1.
 #[no_mangle]
 pub extern "C" fn urma_interpose_cr_action(nth: u64, action: c_int) -> c_int {
-    guard(-1, || {
-        if nth == 0 || !(action == faults::ACT_DROP || action == faults::ACT_DUP) {
-            return -1;
-        }
-        faults::add_cr_action(nth, action);
-        0
-    })
+    guard(-1, || faults::add_cr_action(nth, action))
 }
 
 /// The CR of the Nth send WR is dropped (`action` 1) or duplicated (2). 0, or -1.
 #[no_mangle]
 pub extern "C" fn urma_interpose_send_cr_action(nth: u64, action: c_int) -> c_int {
-    guard(-1, || {
-        if nth == 0 || !(action == faults::ACT_DROP || action == faults::ACT_DUP) {
-            return -1;
-        }
-        faults::add_send_cr_action(nth, action);
-        0
-    })
+    guard(-1, || faults::add_send_cr_action(nth, action))
 }
 
 /// The Nth receive-side CR polled is dropped (`action` 1) or duplicated (2). 0, or -1.
 #[no_mangle]
 pub extern "C" fn urma_interpose_recv_cr_action(nth: u64, action: c_int) -> c_int {
-    guard(-1, || {
-        if nth == 0 || !(action == faults::ACT_DROP || action == faults::ACT_DUP) {
-            return -1;
-        }
-        faults::add_recv_cr_action(nth, action);
-        0
-    })
+    guard(-1, || faults::add_recv_cr_action(nth, action))
 }
 
 /// Holds every CR polled from now on (until `urma_interpose_release_crs`), or stops holding.

@@ -11,7 +11,6 @@
 
 use std::ffi::c_int;
 use std::ptr::null_mut;
-use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -388,11 +387,7 @@ unsafe fn post<W: Wr>(
     posted: impl Fn(u64, &W),
     fwd: impl Fn(*mut W, *mut *mut W) -> urma_status_t,
 ) -> urma_status_t {
-    let seq = if queue == Q_SEND {
-        &faults::SEND_SEQ
-    } else {
-        &faults::RECV_SEQ
-    };
+    let seq = faults::wr_seq(queue);
     // SAFETY: the caller's chain.
     let Some(v) = (unsafe { chain(wr) }) else {
         return fwd(wr, bad_wr);
@@ -409,11 +404,11 @@ unsafe fn post<W: Wr>(
             unsafe { *bad_wr }
         };
         // Like the loopback, a WR the provider rejected has its number too.
-        seq.fetch_add(reached(&v, r, bad) as u64, Ordering::AcqRel);
+        seq.add(reached(&v, r, bad) as u64, false);
         return r;
     }
     let _order = lock(&CALL);
-    let base = seq.load(Ordering::Acquire);
+    let base = seq.last();
     let inject = v
         .iter()
         .enumerate()
@@ -480,7 +475,7 @@ unsafe fn post<W: Wr>(
         n = i + 1;
         r = st;
     }
-    seq.store(base + n as u64, Ordering::Release);
+    seq.add(n as u64, true);
     let ok = if r == URMA_SUCCESS {
         n
     } else {
@@ -627,7 +622,7 @@ pub unsafe extern "C" fn urma_poll_jfc(
             // SAFETY: the real poll, with the caller's arguments.
             let n = unsafe { f(jfc, cr_cnt, cr) };
             if n > 0 {
-                faults::CR_SEQ.fetch_add(n as u64, Ordering::AcqRel);
+                faults::count_polled_quietly(n as u64);
             }
             return n;
         }
@@ -648,7 +643,7 @@ pub unsafe extern "C" fn urma_poll_jfc(
             for mut c in buf.into_iter().take(n.max(0) as usize) {
                 let fate = faults::on_provider_cr(&mut c);
                 if trace::enabled() {
-                    trace::cr(name, &c, fate.as_str());
+                    trace::cr(name, &c, fate);
                 }
                 match fate {
                     Fate::Drop => {}

@@ -1,5 +1,11 @@
 //! Faults injected by the layer, for any provider.
 //!
+//! The engine is the control plane's fault plane (`urma_loopback_ctl::faults::FaultPlane`, the
+//! loopback's too): the shared rules, the WR / CR numbering, held and delayed CRs. This module
+//! adds what only the layer has, kept under the plane's lock (`Layer`): the rules by send WR
+//! and by receive-side CR, the marks posted WRs leave for their CRs, the CRs ready for the
+//! application and the synthetic events of event mode.
+//!
 //! Counting (1-based, since load or `urma_interpose_reset`): "the Nth send WR" / "the Nth recv
 //! WR" count the WRs that reached a post call through the layer (a WR after one the provider
 //! rejected is not counted); "the Nth CR" counts the CRs the provider returned from polls, in
@@ -25,183 +31,178 @@
 //! of the JFCE with CRs ready in the layer without waiting for the provider, and
 //! `urma_ack_jfc` does not pass the acks of those synthetic events on to the provider.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Instant;
 
-use urma_loopback_ctl::faults;
-use urma_loopback_ctl::spec::{self, num, Knob};
+use urma_loopback_ctl::faults::{self, FaultPlane, Own, Seq};
+use urma_loopback_ctl::spec::num;
 use urma_sys as u;
-
-use crate::lock;
 
 /// The selector values of `urma_interpose.h`, the loopback's (one definition, the control plane's).
 pub use urma_loopback_ctl::{
     CR_DROP as ACT_DROP, CR_DUP as ACT_DUP, ORDER_FIFO, ORDER_SHUFFLE, Q_RECV, Q_SEND,
 };
 
-#[derive(Default)]
-struct Knobs {
-    fail_post: Vec<(i32, u64, i32)>,
-    fail_cr: Vec<(u64, u32)>,
-    /// (nth CR polled, action).
-    cr_action: Vec<(u64, i32)>,
-    /// (nth send WR, action on its CR).
-    send_cr_action: Vec<(u64, i32)>,
-    /// (nth receive-side CR polled, action).
-    recv_cr_action: Vec<(u64, i32)>,
-    hold: bool,
-    delay_ms: u64,
-}
-
-static KNOBS: Mutex<Knobs> = Mutex::new(Knobs {
-    fail_post: Vec::new(),
-    fail_cr: Vec::new(),
-    cr_action: Vec::new(),
-    send_cr_action: Vec::new(),
-    recv_cr_action: Vec::new(),
-    hold: false,
-    delay_ms: 0,
-});
-/// Knobs set, or CRs kept by the layer: posts and polls take the slow path.
-static ANY: AtomicBool = AtomicBool::new(false);
-
-pub static SEND_SEQ: AtomicU64 = AtomicU64::new(0);
-pub static RECV_SEQ: AtomicU64 = AtomicU64::new(0);
-pub static CR_SEQ: AtomicU64 = AtomicU64::new(0);
-pub static RECV_CR_SEQ: AtomicU64 = AtomicU64::new(0);
-
 /// `urma_interpose_counters_t`, defined once in the control-plane crate.
 pub use urma_loopback_ctl::interpose::Counters;
 
 /// One CR kept by the layer: its JFC handle and the CR.
-type Kept = (usize, u::urma_cr_t);
+type Pending = (usize, u::urma_cr_t);
 
-#[derive(Default)]
-struct Crs {
+/// The layer's own fault state, under the fault plane's lock: its rules by send WR and by
+/// receive CR, the marks they leave on posted WRs, and the CRs about to be handed over.
+struct Layer {
+    /// (nth send WR, action on its CR).
+    send_cr_action: Vec<(u64, i32)>,
+    /// (nth receive-side CR polled, action).
+    recv_cr_action: Vec<(u64, i32)>,
     /// (local queue id, user_ctx) -> CR status to rewrite with (fail_cr, per posted WR).
-    failing: HashMap<(u32, u64), VecDeque<u32>>,
+    failing: BTreeMap<(u32, u64), VecDeque<u32>>,
     /// (local queue id, user_ctx) -> action on its CR (send_cr_action, per posted WR).
-    acting: HashMap<(u32, u64), VecDeque<i32>>,
+    acting: BTreeMap<(u32, u64), VecDeque<i32>>,
     /// Ready for the application, per JFC, in order.
-    ready: HashMap<usize, VecDeque<u::urma_cr_t>>,
-    held: Vec<Kept>,
-    /// Due time, JFC, CR; in due order.
-    delayed: VecDeque<(Instant, usize, u::urma_cr_t)>,
+    ready: BTreeMap<usize, VecDeque<u::urma_cr_t>>,
     /// Synthetic events returned by `urma_wait_jfc`, per JFC, not yet acked.
-    synthetic: HashMap<usize, u32>,
+    synthetic: BTreeMap<usize, u32>,
     counters: Counters,
 }
 
-static CRS: Mutex<Option<Crs>> = Mutex::new(None);
+impl Layer {
+    fn ready_len(&self) -> usize {
+        self.ready.values().map(|q| q.len()).sum()
+    }
 
-fn crs<R>(f: impl FnOnce(&mut Crs) -> R) -> R {
-    let mut g = lock(&CRS);
-    let c = g.get_or_insert_with(Crs::default);
-    let r = f(c);
-    c.counters.crs_in_layer = kept(c);
-    refresh_with(&lock(&KNOBS), c);
-    r
+    /// Queues CRs ready for the application on their JFCs.
+    fn make_ready(&mut self, crs: impl IntoIterator<Item = Pending>) {
+        for (j, cr) in crs {
+            self.ready.entry(j).or_default().push_back(cr);
+        }
+    }
 }
 
-fn kept(c: &Crs) -> u64 {
-    (c.ready.values().map(|q| q.len()).sum::<usize>() + c.held.len() + c.delayed.len()) as u64
+/// Posts and polls take the slow path while the layer has rules, marks or CRs of its own (kept
+/// by the plane or ready here) or synthetic events outstanding.
+impl Own for Layer {
+    fn busy(&self, kept: usize) -> bool {
+        kept > 0
+            || !self.send_cr_action.is_empty()
+            || !self.recv_cr_action.is_empty()
+            || !self.failing.is_empty()
+            || !self.acting.is_empty()
+            || self.ready_len() > 0
+            || !self.synthetic.is_empty()
+    }
 }
 
-fn refresh_with(k: &Knobs, c: &Crs) {
-    let any = !k.fail_post.is_empty()
-        || !k.fail_cr.is_empty()
-        || !k.cr_action.is_empty()
-        || !k.send_cr_action.is_empty()
-        || !k.recv_cr_action.is_empty()
-        || k.hold
-        || k.delay_ms > 0
-        || !c.failing.is_empty()
-        || !c.acting.is_empty()
-        || c.counters.crs_in_layer > 0
-        || !c.synthetic.is_empty();
-    ANY.store(any, Ordering::Release);
-}
+/// The layer's fault plane: the shared rules, the numbering of send WRs, recv WRs and polled
+/// CRs, held and delayed CRs, and the layer's own state.
+static PLANE: FaultPlane<Layer, Pending> = FaultPlane::new(Layer {
+    send_cr_action: Vec::new(),
+    recv_cr_action: Vec::new(),
+    failing: BTreeMap::new(),
+    acting: BTreeMap::new(),
+    ready: BTreeMap::new(),
+    synthetic: BTreeMap::new(),
+    counters: Counters::ZERO,
+});
 
-fn edit(f: impl FnOnce(&mut Knobs)) {
-    // Lock order: CRS, then KNOBS (as in `crs`).
-    let mut g = lock(&CRS);
-    let c = g.get_or_insert_with(Crs::default);
-    let mut k = lock(&KNOBS);
-    f(&mut k);
-    refresh_with(&k, c);
-}
+/// "The Nth receive-side CR polled" (`drop_recv_cr`, `dup_recv_cr`).
+static RECV_CR_SEQ: Seq = Seq::new();
 
 /// Whether posts and polls must take the slow path.
 pub fn any() -> bool {
-    ANY.load(Ordering::Acquire)
+    PLANE.any()
 }
 
-/// Clears the knobs and sequence counters; held CRs become ready (FIFO), delayed ones stay due.
+/// The numbering of `queue`'s WRs (`Q_SEND` or `Q_RECV`).
+pub fn wr_seq(queue: i32) -> &'static Seq {
+    if queue == Q_SEND {
+        &PLANE.send
+    } else {
+        &PLANE.recv
+    }
+}
+
+/// Counts `n` CRs polled on the fast path (no fault can name them).
+pub fn count_polled_quietly(n: u64) {
+    PLANE.cr.add(n, false);
+}
+
+/// Clears the knobs and the numbering; held CRs become ready (FIFO), delayed ones stay due.
 pub fn reset() {
-    edit(|k| *k = Knobs::default());
+    PLANE.reset();
     release(ORDER_FIFO, 0, 0);
-    crs(|c| {
-        c.failing.clear();
-        c.acting.clear();
-        let in_layer = c.counters.crs_in_layer;
-        c.counters = Counters {
-            crs_in_layer: in_layer,
-            ..Counters::default()
-        };
+    PLANE.edit(|s| {
+        let own = &mut s.own;
+        own.send_cr_action.clear();
+        own.recv_cr_action.clear();
+        own.failing.clear();
+        own.acting.clear();
+        own.counters = Counters::ZERO;
     });
-    SEND_SEQ.store(0, Ordering::Release);
-    RECV_SEQ.store(0, Ordering::Release);
-    CR_SEQ.store(0, Ordering::Release);
-    RECV_CR_SEQ.store(0, Ordering::Release);
+    RECV_CR_SEQ.reset();
 }
 
 pub fn counters() -> Counters {
-    crs(|c| c.counters)
+    PLANE.edit(|s| Counters {
+        crs_in_layer: (s.own.ready_len() + s.kept.len()) as u64,
+        ..s.own.counters
+    })
 }
 
-pub fn add_fail_post(queue: i32, nth: u64, status: i32) {
-    edit(|k| k.fail_post.push((queue, nth, status)));
+pub fn add_fail_post(queue: i32, nth: u64, status: i32) -> i32 {
+    PLANE.add_fail_post(queue, nth, status)
 }
 
-pub fn add_fail_cr(nth: u64, status: u32) {
-    edit(|k| k.fail_cr.push((nth, status)));
+pub fn add_fail_cr(nth: u64, status: u32) -> i32 {
+    PLANE.add_fail_cr(nth, status)
 }
 
-pub fn add_cr_action(nth: u64, action: i32) {
-    edit(|k| k.cr_action.push((nth, action)));
+pub fn add_cr_action(nth: u64, action: i32) -> i32 {
+    PLANE.add_cr_action(nth, action)
 }
 
-pub fn add_send_cr_action(nth: u64, action: i32) {
-    edit(|k| k.send_cr_action.push((nth, action)));
+/// The CR of the `nth` send WR is dropped or duplicated. 0, or -1 (as `add_cr_action`).
+pub fn add_send_cr_action(nth: u64, action: i32) -> i32 {
+    own_cr_action(nth, action, |l| &mut l.send_cr_action)
 }
 
-pub fn add_recv_cr_action(nth: u64, action: i32) {
-    edit(|k| k.recv_cr_action.push((nth, action)));
+/// The `nth` receive-side CR polled is dropped or duplicated. 0, or -1.
+pub fn add_recv_cr_action(nth: u64, action: i32) -> i32 {
+    own_cr_action(nth, action, |l| &mut l.recv_cr_action)
+}
+
+/// One of the layer's rule lists (by send WR, by receive-side CR).
+type OwnRules = fn(&mut Layer) -> &mut Vec<(u64, i32)>;
+
+fn own_cr_action(nth: u64, action: i32, rules: OwnRules) -> i32 {
+    if nth == 0 || !(action == ACT_DROP || action == ACT_DUP) {
+        return -1;
+    }
+    PLANE.edit(|s| rules(&mut s.own).push((nth, action)));
+    0
 }
 
 pub fn set_hold(on: bool) {
-    edit(|k| k.hold = on);
+    PLANE.set_hold(on)
 }
 
 pub fn set_delay(ms: u64) {
-    edit(|k| k.delay_ms = ms);
+    PLANE.set_delay(ms)
 }
 
 /// The status the WR numbered `nth` of `queue` must fail with (consumes the rule).
 pub fn take_fail_post(queue: i32, nth: u64) -> Option<i32> {
-    let mut out = None;
-    edit(|k| out = faults::take_post(&mut k.fail_post, queue, nth));
+    let out = PLANE.take_fail_post(queue, nth);
     if out.is_some() {
-        crs(|c| c.counters.posts_failed_injected += 1);
+        PLANE.edit(|s| s.own.counters.posts_failed_injected += 1);
     }
     out
 }
 
 /// Whether the `nth` send WR has a `fail_cr` rule (not consumed).
 pub fn fail_cr_pending(nth: u64) -> bool {
-    any() && lock(&KNOBS).fail_cr.iter().any(|&(n, _)| n == nth)
+    PLANE.fail_cr_pending(nth)
 }
 
 /// Records a send WR that was posted as the `nth`: a `fail_cr` or `send_cr_action` rule for it
@@ -210,28 +211,23 @@ pub fn posted_send(nth: u64, local_id: u32, user_ctx: u64) {
     if !any() {
         return;
     }
-    let (mut st, mut act) = (None, None);
-    edit(|k| {
-        st = faults::take(&mut k.fail_cr, nth);
-        act = faults::take(&mut k.send_cr_action, nth);
+    PLANE.edit(|s| {
+        let st = faults::take(&mut s.rules.fail_cr, nth);
+        let act = faults::take(&mut s.own.send_cr_action, nth);
+        let key = (local_id, user_ctx);
+        if let Some(st) = st {
+            s.own.failing.entry(key).or_default().push_back(st);
+        }
+        if let Some(a) = act {
+            s.own.acting.entry(key).or_default().push_back(a);
+        }
     });
-    let key = (local_id, user_ctx);
-    if st.is_some() || act.is_some() {
-        crs(|c| {
-            if let Some(st) = st {
-                c.failing.entry(key).or_default().push_back(st);
-            }
-            if let Some(a) = act {
-                c.acting.entry(key).or_default().push_back(a);
-            }
-        });
-    }
 }
 
 pub fn count_posted(send: u64, recv: u64) {
-    crs(|c| {
-        c.counters.send_wrs += send;
-        c.counters.recv_wrs += recv;
+    PLANE.edit(|s| {
+        s.own.counters.send_wrs += send;
+        s.own.counters.recv_wrs += recv;
     });
 }
 
@@ -242,41 +238,39 @@ pub use urma_loopback_ctl::faults::Fate;
 /// Applies the CR faults to one CR just returned by the provider: the `fail_cr` rewrite (in
 /// place) and its fate.
 pub fn on_provider_cr(cr: &mut u::urma_cr_t) -> Fate {
-    let nth = CR_SEQ.fetch_add(1, Ordering::AcqRel) + 1;
+    let nth = PLANE.cr.next(true);
     // SAFETY: the CR flag union is a plain u8.
     let s_r = unsafe { cr.flag.value } & 1;
-    let recv_nth = (s_r == 1).then(|| RECV_CR_SEQ.fetch_add(1, Ordering::AcqRel) + 1);
-    let mut fate = Fate::Deliver;
-    edit(|k| {
-        let action = faults::take(&mut k.cr_action, nth)
-            .or_else(|| recv_nth.and_then(|rn| faults::take(&mut k.recv_cr_action, rn)));
-        fate = action.map_or(Fate::Deliver, Fate::of);
-    });
-    crs(|c| {
-        c.counters.crs_from_provider += 1;
+    let recv_nth = (s_r == 1).then(|| RECV_CR_SEQ.next(true));
+    PLANE.edit(|s| {
+        let action = faults::take(&mut s.rules.cr_action, nth)
+            .or_else(|| recv_nth.and_then(|rn| faults::take(&mut s.own.recv_cr_action, rn)));
+        let mut fate = action.map_or(Fate::Deliver, Fate::of);
+        let own = &mut s.own;
+        own.counters.crs_from_provider += 1;
         if s_r == 0 {
             let key = (cr.local_id, cr.user_ctx);
-            if let Some(st) = pop_mark(&mut c.failing, key) {
+            if let Some(st) = pop_mark(&mut own.failing, key) {
                 cr.status = st;
                 cr.completion_len = 0;
-                c.counters.crs_rewritten += 1;
+                own.counters.crs_rewritten += 1;
             }
-            if let Some(a) = pop_mark(&mut c.acting, key) {
+            if let Some(a) = pop_mark(&mut own.acting, key) {
                 if fate == Fate::Deliver {
                     fate = Fate::of(a);
                 }
             }
         }
         match fate {
-            Fate::Drop => c.counters.crs_dropped += 1,
-            Fate::Dup => c.counters.crs_duplicated += 1,
+            Fate::Drop => own.counters.crs_dropped += 1,
+            Fate::Dup => own.counters.crs_duplicated += 1,
             Fate::Deliver => {}
         }
-    });
-    fate
+        fate
+    })
 }
 
-fn pop_mark<T>(m: &mut HashMap<(u32, u64), VecDeque<T>>, key: (u32, u64)) -> Option<T> {
+fn pop_mark<T>(m: &mut BTreeMap<(u32, u64), VecDeque<T>>, key: (u32, u64)) -> Option<T> {
     let q = m.get_mut(&key)?;
     let v = q.pop_front();
     if q.is_empty() {
@@ -288,40 +282,34 @@ fn pop_mark<T>(m: &mut HashMap<(u32, u64), VecDeque<T>>, key: (u32, u64)) -> Opt
 /// Routes one CR (after its fate) of `jfc`: kept (hold / delay) or handed over now (`out`, or
 /// the JFC's ready queue once `out` holds `room` CRs).
 pub fn route(jfc: usize, cr: u::urma_cr_t, out: &mut Vec<u::urma_cr_t>, room: usize) {
-    let (hold, delay) = {
-        let k = lock(&KNOBS);
-        (k.hold, k.delay_ms)
-    };
-    if hold {
-        crs(|c| c.held.push((jfc, cr)));
-    } else if delay > 0 {
-        let due = Instant::now() + Duration::from_millis(delay);
-        crs(|c| c.delayed.push_back((due, jfc, cr)));
-    } else if out.len() < room {
+    if PLANE.keep(|| (jfc, cr)).is_some() {
+        return;
+    }
+    if out.len() < room {
         out.push(cr);
     } else {
-        crs(|c| c.ready.entry(jfc).or_default().push_back(cr));
+        PLANE.edit(|s| s.own.make_ready([(jfc, cr)]));
     }
 }
 
-fn promote_due(c: &mut Crs, now: Instant) {
-    while c.delayed.front().is_some_and(|(t, _, _)| *t <= now) {
-        let (_, j, cr) = c.delayed.pop_front().expect("front exists");
-        c.ready.entry(j).or_default().push_back(cr);
-    }
+/// Moves the delayed CRs due now to their JFCs' ready queues.
+fn promote_due(s: &mut faults::State<Layer, Pending>) {
+    let due = s.kept.take_due(Instant::now());
+    s.own.make_ready(due);
 }
 
 /// Takes at most `room` CRs ready for `jfc` (due delayed ones included).
 pub fn take_ready(jfc: usize, room: usize) -> Vec<u::urma_cr_t> {
-    crs(|c| {
-        promote_due(c, Instant::now());
-        let Some(q) = c.ready.get_mut(&jfc) else {
+    PLANE.edit(|s| {
+        promote_due(s);
+        let ready = &mut s.own.ready;
+        let Some(q) = ready.get_mut(&jfc) else {
             return Vec::new();
         };
         let n = room.min(q.len());
         let v: Vec<_> = q.drain(..n).collect();
         if q.is_empty() {
-            c.ready.remove(&jfc);
+            ready.remove(&jfc);
         }
         v
     })
@@ -329,60 +317,37 @@ pub fn take_ready(jfc: usize, room: usize) -> Vec<u::urma_cr_t> {
 
 pub fn count_to_app(n: usize) {
     if n > 0 {
-        crs(|c| c.counters.crs_to_app += n as u64);
+        PLANE.edit(|s| s.own.counters.crs_to_app += n as u64);
     }
 }
 
-/// Releases the held CRs in `order` (after `delay_ms`). Returns how many.
+/// Releases the held CRs in `order` (after `delay_ms`: at the first poll of their JFC once due;
+/// else ready now). Returns how many.
 pub fn release(order: i32, seed: u64, delay_ms: u32) -> u64 {
-    crs(|c| {
-        let mut v = std::mem::take(&mut c.held);
-        faults::order(&mut v, order, seed);
-        let n = v.len() as u64;
-        let due = Instant::now() + Duration::from_millis(delay_ms as u64);
-        for (j, cr) in v {
-            if delay_ms == 0 {
-                c.ready.entry(j).or_default().push_back(cr);
-            } else {
-                // Due times only grow, so the queue stays in due order.
-                let pos = c
-                    .delayed
-                    .iter()
-                    .position(|(t, _, _)| *t > due)
-                    .unwrap_or(c.delayed.len());
-                c.delayed.insert(pos, (due, j, cr));
-            }
-        }
-        n
-    })
+    PLANE.release(order, seed, delay_ms, Layer::make_ready).0
 }
 
 /// Forgets everything kept for a deleted JFC.
 pub fn forget_jfc(jfc: usize) {
-    crs(|c| {
-        c.ready.remove(&jfc);
-        c.held.retain(|(j, _)| *j != jfc);
-        c.delayed.retain(|(_, j, _)| *j != jfc);
-        c.synthetic.remove(&jfc);
+    PLANE.edit(|s| {
+        s.own.ready.remove(&jfc);
+        s.kept.retain(|(j, _)| *j != jfc);
+        s.own.synthetic.remove(&jfc);
     });
 }
 
 /// For `urma_wait_jfc`: a JFC among `jfcs` with CRs ready now (a synthetic event is counted
 /// for it), and whether CRs of those JFCs are kept for later (held or delayed).
 pub fn event_ready(jfcs: &[usize]) -> (Option<usize>, bool) {
-    crs(|c| {
-        promote_due(c, Instant::now());
-        let ready = jfcs.iter().copied().find(|j| c.ready.contains_key(j));
+    PLANE.edit(|s| {
+        promote_due(s);
+        let own = &mut s.own;
+        let ready = jfcs.iter().copied().find(|j| own.ready.contains_key(j));
         if let Some(j) = ready {
-            *c.synthetic.entry(j).or_default() += 1;
-            c.counters.synthetic_events += 1;
+            *own.synthetic.entry(j).or_default() += 1;
+            own.counters.synthetic_events += 1;
         }
-        let later = c
-            .held
-            .iter()
-            .map(|(j, _)| j)
-            .chain(c.delayed.iter().map(|(_, j, _)| j))
-            .any(|j| jfcs.contains(j));
+        let later = s.kept.iter().any(|(j, _)| jfcs.contains(j));
         (ready, later)
     })
 }
@@ -390,14 +355,15 @@ pub fn event_ready(jfcs: &[usize]) -> (Option<usize>, bool) {
 /// For `urma_ack_jfc`: how many of `n` acked events of `jfc` were synthetic (those are not
 /// passed on to the provider).
 pub fn take_synthetic(jfc: usize, n: u32) -> u32 {
-    crs(|c| {
-        let Some(s) = c.synthetic.get_mut(&jfc) else {
+    PLANE.edit(|s| {
+        let synthetic = &mut s.own.synthetic;
+        let Some(c) = synthetic.get_mut(&jfc) else {
             return 0;
         };
-        let k = (*s).min(n);
-        *s -= k;
-        if *s == 0 {
-            c.synthetic.remove(&jfc);
+        let k = (*c).min(n);
+        *c -= k;
+        if *c == 0 {
+            synthetic.remove(&jfc);
         }
         k
     })
@@ -410,21 +376,16 @@ pub fn take_synthetic(jfc: usize, n: u32) -> u32 {
 /// Returns the number of items applied, or the first item that does not parse (items before it
 /// are applied).
 pub fn apply_spec(spec: &str) -> Result<usize, String> {
-    spec::apply(spec, |knob| {
-        match knob {
-            Knob::FailPost { queue, nth, status } => add_fail_post(queue, nth, status),
-            Knob::FailCr { nth, status } => add_fail_cr(nth, status),
-            Knob::CrAction { nth, action } => add_cr_action(nth, action),
-            Knob::Hold(on) => set_hold(on),
-            Knob::DelayMs(ms) => set_delay(ms),
-            Knob::Other(k, v) => match k {
-                "drop_send_cr" => add_send_cr_action(num(v)?, ACT_DROP),
-                "dup_send_cr" => add_send_cr_action(num(v)?, ACT_DUP),
-                "drop_recv_cr" => add_recv_cr_action(num(v)?, ACT_DROP),
-                "dup_recv_cr" => add_recv_cr_action(num(v)?, ACT_DUP),
-                _ => return None,
-            },
-        }
+    PLANE.apply_spec(spec, |k, v| {
+        let (rules, action): (OwnRules, _) = match k {
+            "drop_send_cr" => (|l| &mut l.send_cr_action, ACT_DROP),
+            "dup_send_cr" => (|l| &mut l.send_cr_action, ACT_DUP),
+            "drop_recv_cr" => (|l| &mut l.recv_cr_action, ACT_DROP),
+            "dup_recv_cr" => (|l| &mut l.recv_cr_action, ACT_DUP),
+            _ => return None,
+        };
+        let nth = num(v)?;
+        PLANE.edit(|s| rules(&mut s.own).push((nth, action)));
         Some(())
     })
 }

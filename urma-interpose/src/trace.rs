@@ -1,5 +1,6 @@
 //! The layer's trace: JSON lines in the loopback's format (`docs/loopback.md`), so that the
-//! harness's normaliser reads either.
+//! harness's normaliser reads either. The layer says what it saw as `trace_line::Event`s (names,
+//! SGE lists, CRs); the control-plane crate writes their lines, for both libraries.
 //!
 //! Lines: `post_send` and `post_recv` for every WR that reached a post call (with its status:
 //! the provider's, or the injected one); `cr` for every CR the provider returned from a poll,
@@ -11,7 +12,9 @@
 //! Sinks: a file (`URMA_INTERPOSE_TRACE=/path` at load, or `urma_interpose_trace_open`) and an
 //! in-memory capture (`urma_interpose_trace_capture` / `urma_interpose_trace_take`).
 
-use urma_loopback_ctl::trace_line::{self, hex, json_str as js, Sink};
+use urma_loopback_ctl::faults::Fate;
+use urma_loopback_ctl::opcode::{self, Layout};
+use urma_loopback_ctl::trace_line::{CrNames, Event, Sge, Sink};
 use urma_sys as u;
 
 use crate::objects::{self, qname};
@@ -25,49 +28,38 @@ pub fn enabled() -> bool {
     SINK.enabled()
 }
 
-fn emit(line: String) {
-    SINK.emit(line)
-}
-
-fn opt_name(n: Option<String>) -> String {
-    n.map(|n| js(&n)).unwrap_or_else(|| "null".into())
-}
-
 /// Largest SGE count read from one list (a corrupt count must not make the layer read far).
 const MAX_TRACED_SGE: u32 = 4096;
 
-/// The SGE list as `[{"seg":..,"off":..,"len":..}]`, offsets from the segment's base.
+/// The SGE list as the trace shows it: segment name and offset from the segment's base.
 ///
 /// # Safety
 /// `sg` must describe `num_sge` readable entries (the post call's contract).
-unsafe fn sges(sg: &u::urma_sg_t) -> String {
+unsafe fn sges(sg: &u::urma_sg_t) -> Vec<Sge<'static>> {
     if sg.sge.is_null() || sg.num_sge == 0 {
-        return "[]".into();
+        return Vec::new();
     }
     let n = sg.num_sge.min(MAX_TRACED_SGE) as usize;
     // SAFETY: the caller guarantees num_sge readable entries; n <= num_sge.
     let v = unsafe { std::slice::from_raw_parts(sg.sge, n) };
-    let items: Vec<String> = v
-        .iter()
+    v.iter()
         .map(|e| {
-            if e.tseg.is_null() {
-                return format!("{{\"seg\":null,\"off\":null,\"len\":{}}}", e.len);
-            }
-            match objects::seg(e.tseg as usize) {
-                Some(s) => format!(
-                    "{{\"seg\":{},\"off\":{},\"len\":{}}}",
-                    js(&s.name),
-                    e.addr as i128 - s.base as i128,
-                    e.len
-                ),
-                None => format!("{{\"seg\":\"unknown\",\"off\":null,\"len\":{}}}", e.len),
+            let (seg, off) = if e.tseg.is_null() {
+                (None, None)
+            } else {
+                match objects::seg(e.tseg as usize) {
+                    Some(s) => (Some(s.name), Some(e.addr as i128 - s.base as i128)),
+                    None => (Some("unknown".to_string()), None),
+                }
+            };
+            Sge {
+                seg: seg.map(Into::into),
+                off,
+                len: e.len,
             }
         })
-        .collect();
-    format!("[{}]", items.join(","))
+        .collect()
 }
-
-pub use urma_loopback_ctl::trace_line::opcode_name;
 
 /// One `post_send` line.
 ///
@@ -76,51 +68,36 @@ pub use urma_loopback_ctl::trace_line::opcode_name;
 pub unsafe fn post_send(q: &str, w: &u::urma_jfs_wr_t, ret: i32) {
     // SAFETY: the flag union is a plain u32.
     let flags = unsafe { w.flag.value };
-    let (src, dst, imm) = match w.opcode {
-        u::URMA_OPC_WRITE | u::URMA_OPC_WRITE_IMM | u::URMA_OPC_READ => {
-            // SAFETY: rw is the active member for these opcodes (the post contract).
+    let op = opcode::info(w.opcode);
+    let with_imm = |v| op.is_some_and(|o| o.imm).then_some(v);
+    let (src, dst, imm) = match op.map(|o| o.layout) {
+        Some(Layout::Rw) => {
+            // SAFETY: rw is the active member for this layout (the post contract).
             let rw = unsafe { &w.__bindgen_anon_1.rw };
-            let imm = if w.opcode == u::URMA_OPC_WRITE_IMM {
-                hex(rw.notify_data)
-            } else {
-                "null".into()
-            };
             // SAFETY: the WR's SGE lists are readable (the caller's contract).
-            unsafe { (sges(&rw.src), sges(&rw.dst), imm) }
+            unsafe { (sges(&rw.src), sges(&rw.dst), with_imm(rw.notify_data)) }
         }
-        u::URMA_OPC_SEND | u::URMA_OPC_SEND_IMM => {
-            // SAFETY: send is the active member for these opcodes.
+        Some(Layout::Send) => {
+            // SAFETY: send is the active member for this layout.
             let sd = unsafe { &w.__bindgen_anon_1.send };
-            let imm = if w.opcode == u::URMA_OPC_SEND_IMM {
-                hex(sd.imm_data)
-            } else {
-                "null".into()
-            };
             // SAFETY: as above.
-            (unsafe { sges(&sd.src) }, "[]".into(), imm)
+            (unsafe { sges(&sd.src) }, Vec::new(), with_imm(sd.imm_data))
         }
-        _ => ("[]".into(), "[]".into(), "null".into()),
+        Some(Layout::None) | None => (Vec::new(), Vec::new(), None),
     };
-    let target = if w.tjetty.is_null() {
-        "null".into()
-    } else {
-        opt_name(Some(
-            objects::tjetty(w.tjetty as usize).unwrap_or_else(|| "unknown".into()),
-        ))
-    };
-    emit(format!(
-        "{{\"ev\":\"post_send\",\"q\":{},\"op\":{},\"opcode\":{},\"flags\":{},\"user_ctx\":{},\"target\":{},\"imm\":{},\"src\":{},\"dst\":{},\"ret\":{}}}",
-        js(q),
-        js(opcode_name(w.opcode)),
-        w.opcode,
+    let target = (!w.tjetty.is_null())
+        .then(|| objects::tjetty(w.tjetty as usize).unwrap_or_else(|| "unknown".into()));
+    SINK.event(&Event::PostSend {
+        q,
+        opcode: w.opcode,
         flags,
-        hex(w.user_ctx),
-        target,
+        user_ctx: w.user_ctx,
+        target: target.as_deref(),
         imm,
-        src,
-        dst,
-        ret
-    ));
+        src: &src,
+        dst: &dst,
+        ret,
+    });
 }
 
 /// One `post_recv` line.
@@ -130,34 +107,42 @@ pub unsafe fn post_send(q: &str, w: &u::urma_jfs_wr_t, ret: i32) {
 pub unsafe fn post_recv(q: &str, w: &u::urma_jfr_wr_t, ret: i32) {
     // SAFETY: the WR's SGE list is readable (the caller's contract).
     let sge = unsafe { sges(&w.src) };
-    emit(format!(
-        "{{\"ev\":\"post_recv\",\"q\":{},\"user_ctx\":{},\"sge\":{},\"ret\":{}}}",
-        js(q),
-        hex(w.user_ctx),
-        sge,
-        ret
-    ));
+    SINK.event(&Event::PostRecv {
+        q,
+        user_ctx: w.user_ctx,
+        sge: &sge,
+        ret,
+    });
 }
 
-fn cr_fields(cr: &u::urma_cr_t) -> String {
-    trace_line::cr_fields(cr, &qname(cr.local_id), || qname(cr.remote_id.id))
+/// The names of a CR's queues: from the jetty / JFS / JFR ids the layer saw created.
+struct Queues;
+
+impl CrNames for Queues {
+    fn local(&self, cr: &u::urma_cr_t) -> String {
+        qname(cr.local_id)
+    }
+
+    fn remote(&self, cr: &u::urma_cr_t) -> String {
+        qname(cr.remote_id.id)
+    }
 }
 
 /// One `cr` line: a CR the provider returned, and what the layer does with it.
-pub fn cr(jfc: &str, cr: &u::urma_cr_t, fate: &str) {
-    emit(format!(
-        "{{\"ev\":\"cr\",\"jfc\":{},{},\"fate\":{}}}",
-        js(jfc),
-        cr_fields(cr),
-        js(fate)
-    ));
+pub fn cr(jfc: &str, cr: &u::urma_cr_t, fate: Fate) {
+    SINK.event(&Event::Cr {
+        jfc,
+        cr,
+        names: &Queues,
+        fate,
+    });
 }
 
 /// One `poll` line: a CR handed to the application.
 pub fn poll(jfc: &str, cr: &u::urma_cr_t) {
-    emit(format!(
-        "{{\"ev\":\"poll\",\"jfc\":{},{}}}",
-        js(jfc),
-        cr_fields(cr)
-    ));
+    SINK.event(&Event::Poll {
+        jfc,
+        cr,
+        names: &Queues,
+    });
 }

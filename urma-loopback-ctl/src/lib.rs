@@ -11,17 +11,25 @@
 //! * [`Api`], the typed table of the control functions, resolved with `dlsym` in the
 //!   `liburma.so.0` actually loaded in the process ([`api`]), and safe wrappers over it
 //!   ([`reset`], [`counters`], [`fail_post`], ...).
-//! * [`faults`]: the fault bookkeeping the provider and the interposition layer share (CR fate,
-//!   use-once rule lists, release orders);
+//! * [`interpose`]: the same for the interposition layer's `urma_interpose_*`
+//!   (`urma-interpose/include/urma_interpose.h`): its counters, constants and binding;
+//! * [`faults`]: the fault plane, the one fault engine of the provider and of the interposition
+//!   layer (rules, WR / CR numbering, held and delayed CRs), over the striped counters of
+//!   [`stripe`];
 //! * [`spec`]: the knob-spec syntax and the reading of the fault keys both libraries have;
-//! * [`trace_line`]: the trace's sinks, line pieces and symbolic object names, the same in both;
+//! * [`opcode`]: the table of the URMA work-request opcodes, which every site that acts on an
+//!   opcode consults (the provider's data paths, CR generation, both traces);
+//! * [`trace_line`]: the trace's events with their one serialiser, its sinks and the symbolic
+//!   object names, the same in both;
 //! * [`forbid`]: the binding refuses every later use (the harness's hardware mode);
 //! * [`wire`]: the provider's cross-process message format (also what the security tests
 //!   speak when they play a malicious peer).
 //!
-//! The provider builds its exports against these types: `urma-loopback/src/ctl.rs` fills a
-//! constant [`Api`] with its own functions, so a prototype that drifts from the binding stops
-//! the provider from compiling.
+//! Both libraries build their exports against these types: `urma-loopback/src/ctl.rs` fills a
+//! constant [`Api`], `urma-interpose/src/ctl.rs` a constant [`interpose::Api`], with their own
+//! functions, so a prototype that drifts from the binding stops the library from compiling; and
+//! each header is compared with the binding's field tables, constants and prototypes by a C probe
+//! (`tests/header.rs` of each crate).
 
 use std::ffi::{c_char, c_int, c_void, CString};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -89,27 +97,33 @@ impl ReleaseOrder {
     }
 }
 
-/// Declares [`Counters`] and its field table from one list, so the two cannot disagree.
+/// Declares a counters struct of a C header (every field a `uint64_t`) and its field table
+/// from one list, so the two cannot disagree.
 macro_rules! counters {
-    ($($(#[$doc:meta])* $name:ident),* $(,)?) => {
-        /// `urma_loopback_counters_t`: every field a `uint64_t`, in the header's order. The
-        /// counters count since process start or the last [`reset`]; the `live_*` fields and
-        /// `crs_held` / `crs_in_flight` are gauges.
+    ($(#[$sdoc:meta])* $Struct:ident { $($(#[$doc:meta])* $name:ident),* $(,)? }) => {
+        $(#[$sdoc])*
         #[repr(C)]
         #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-        pub struct Counters {
+        pub struct $Struct {
             $($(#[$doc])* pub $name: u64,)*
         }
 
-        impl Counters {
+        impl $Struct {
             /// `(field name, byte offset)` of every field, in declaration order.
             pub const FIELDS: &'static [(&'static str, usize)] =
-                &[$((stringify!($name), std::mem::offset_of!(Counters, $name)),)*];
+                &[$((stringify!($name), std::mem::offset_of!($Struct, $name)),)*];
+
+            /// Every counter at 0 (usable in a `static`).
+            pub const ZERO: $Struct = $Struct { $($name: 0,)* };
         }
     };
 }
 
 counters! {
+    /// `urma_loopback_counters_t`: every field a `uint64_t`, in the header's order. The
+    /// counters count since process start or the last [`reset`]; the `live_*` fields and
+    /// `crs_held` / `crs_in_flight` are gauges.
+    Counters {
     /// Send WRs accepted by post calls.
     send_wrs,
     /// Recv WRs accepted by post calls.
@@ -161,49 +175,104 @@ counters! {
     /// Parked messages failed (RNR CR) after the RNR timeout.
     rnr_expired,
 }
-
-/// The control functions, with the prototypes of urma_loopback.h.
-///
-/// Fields are named after the symbol without its `urma_loopback_` prefix.
-#[derive(Clone, Copy)]
-pub struct Api {
-    pub reset: unsafe extern "C" fn(),
-    pub get_counters: unsafe extern "C" fn(*mut Counters) -> c_int,
-    pub fail_post: unsafe extern "C" fn(c_int, u64, c_int) -> c_int,
-    pub fail_completion: unsafe extern "C" fn(u64, u32) -> c_int,
-    pub cr_action: unsafe extern "C" fn(u64, c_int) -> c_int,
-    pub hold_crs: unsafe extern "C" fn(bool),
-    pub release_crs: unsafe extern "C" fn(c_int, u64, u32) -> u64,
-    pub set_cr_delay: unsafe extern "C" fn(u32),
-    pub set_nocopy: unsafe extern "C" fn(bool),
-    pub set_delete_timeout: unsafe extern "C" fn(u32),
-    pub set_rnr_timeout: unsafe extern "C" fn(u32),
-    pub apply_knobs: unsafe extern "C" fn(*const c_char) -> c_int,
-    pub trace_open: unsafe extern "C" fn(*const c_char) -> c_int,
-    pub trace_capture: unsafe extern "C" fn(bool),
-    pub trace_take: unsafe extern "C" fn(*mut usize) -> *mut c_char,
-    pub free: unsafe extern "C" fn(*mut c_void),
 }
 
-/// Names of the exported control functions, in [`Api`] field order.
-pub const SYMBOLS: [&str; 16] = [
-    "urma_loopback_reset",
-    "urma_loopback_get_counters",
-    "urma_loopback_fail_post",
-    "urma_loopback_fail_completion",
-    "urma_loopback_cr_action",
-    "urma_loopback_hold_crs",
-    "urma_loopback_release_crs",
-    "urma_loopback_set_cr_delay",
-    "urma_loopback_set_nocopy",
-    "urma_loopback_set_delete_timeout",
-    "urma_loopback_set_rnr_timeout",
-    "urma_loopback_apply_knobs",
-    "urma_loopback_trace_open",
-    "urma_loopback_trace_capture",
-    "urma_loopback_trace_take",
-    "urma_loopback_free",
-];
+/// Declares the binding of a control API: the struct of its functions (fields named after the
+/// symbols without their prefix), the table of the symbols with their C prototypes (what a C
+/// compiler checks the header against), and the resolution of every symbol, all from one list,
+/// so a field's Rust type and its C prototype are written side by side. With `+ knobs`, the
+/// binding also has the fault and trace controls both libraries share (after its own functions)
+/// and `knobs()`, their [`Knobs`].
+macro_rules! binding {
+    ($(#[$sdoc:meta])* $Api:ident, $prefix:literal + knobs { $($own:tt)* }) => {
+        binding! {
+            $(#[$sdoc])* $Api, $prefix {
+                $($own)*
+                fail_post: unsafe extern "C" fn(c_int, u64, c_int) -> c_int =
+                    "int (*)(int, uint64_t, int)",
+                fail_completion: unsafe extern "C" fn(u64, u32) -> c_int =
+                    "int (*)(uint64_t, uint32_t)",
+                cr_action: unsafe extern "C" fn(u64, c_int) -> c_int = "int (*)(uint64_t, int)",
+                hold_crs: unsafe extern "C" fn(bool) = "void (*)(bool)",
+                release_crs: unsafe extern "C" fn(c_int, u64, u32) -> u64 =
+                    "uint64_t (*)(int, uint64_t, uint32_t)",
+                set_cr_delay: unsafe extern "C" fn(u32) = "void (*)(uint32_t)",
+                apply_knobs: unsafe extern "C" fn(*const c_char) -> c_int =
+                    "int (*)(const char *)",
+                trace_capture: unsafe extern "C" fn(bool) = "void (*)(bool)",
+                trace_take: unsafe extern "C" fn(*mut usize) -> *mut c_char =
+                    "char *(*)(size_t *)",
+                free: unsafe extern "C" fn(*mut c_void) = "void (*)(void *)",
+            }
+        }
+
+        impl $Api {
+            /// The fault and trace controls this binding shares with the other library's.
+            pub fn knobs(&self) -> $crate::Knobs {
+                $crate::Knobs {
+                    prefix: $prefix,
+                    fail_post: self.fail_post,
+                    fail_completion: self.fail_completion,
+                    cr_action: self.cr_action,
+                    hold_crs: self.hold_crs,
+                    release_crs: self.release_crs,
+                    set_cr_delay: self.set_cr_delay,
+                    apply_knobs: self.apply_knobs,
+                    trace_capture: self.trace_capture,
+                    trace_take: self.trace_take,
+                    free: self.free,
+                }
+            }
+        }
+    };
+    ($(#[$sdoc:meta])* $Api:ident, $prefix:literal {
+        $($(#[$doc:meta])* $field:ident: $ty:ty = $c:literal,)*
+    }) => {
+        $(#[$sdoc])*
+        #[derive(Clone, Copy)]
+        pub struct $Api {
+            $($(#[$doc])* pub $field: $ty,)*
+        }
+
+        impl $Api {
+            /// Every exported symbol, in field order, with the C type of a pointer to it (as
+            /// `__builtin_types_compatible_p` compares it with the header's declaration).
+            pub const PROTOTYPES: &'static [(&'static str, &'static str)] =
+                &[$((concat!($prefix, stringify!($field)), $c),)*];
+
+            /// Resolves every function with `find` (a symbol's address, or why there is none).
+            pub fn resolve(
+                find: impl Fn(&str) -> Result<*mut std::ffi::c_void, String>,
+            ) -> Result<$Api, String> {
+                Ok($Api {
+                    $($field: {
+                        let p = find(concat!($prefix, stringify!($field)))?;
+                        // SAFETY: p is the library's export of that name, declared in its header
+                        // with the prototype of this field's type (the header probe checks the
+                        // header against PROTOTYPES, the library fills a constant of this type
+                        // with its exports).
+                        unsafe { $crate::as_fn::<$ty>(p) }
+                    },)*
+                })
+            }
+        }
+    };
+}
+
+binding! {
+    /// The control functions, with the prototypes of urma_loopback.h.
+    ///
+    /// Fields are named after the symbol without its `urma_loopback_` prefix.
+    Api, "urma_loopback_" + knobs {
+        reset: unsafe extern "C" fn() = "void (*)(void)",
+        get_counters: unsafe extern "C" fn(*mut Counters) -> c_int =
+            "int (*)(urma_loopback_counters_t *)",
+        set_nocopy: unsafe extern "C" fn(bool) = "void (*)(bool)",
+        set_delete_timeout: unsafe extern "C" fn(u32) = "void (*)(uint32_t)",
+        set_rnr_timeout: unsafe extern "C" fn(u32) = "void (*)(uint32_t)",
+        trace_open: unsafe extern "C" fn(*const c_char) -> c_int = "int (*)(const char *)",
+    }
+}
 
 /// Finds `name` in the process: first in the global scope, else in `liburma.so.0` loaded (or
 /// already present) with `RTLD_GLOBAL` (a binary linked with `--as-needed` may not have it yet).
@@ -243,44 +312,13 @@ pub unsafe fn as_fn<F: Copy>(p: *mut c_void) -> F {
     unsafe { std::mem::transmute_copy::<*mut c_void, F>(&p) }
 }
 
-impl Api {
-    fn load() -> Result<Api, String> {
-        let mut p = [std::ptr::null_mut(); SYMBOLS.len()];
-        for (slot, name) in p.iter_mut().zip(SYMBOLS) {
-            *slot = find(name)?;
-        }
-        // SAFETY: p[i] is the loopback's exported SYMBOLS[i], whose prototype (urma_loopback.h,
-        // and the provider's own `const _: Api` check) is the type of the field filled with it.
-        unsafe {
-            Ok(Api {
-                reset: as_fn(p[0]),
-                get_counters: as_fn(p[1]),
-                fail_post: as_fn(p[2]),
-                fail_completion: as_fn(p[3]),
-                cr_action: as_fn(p[4]),
-                hold_crs: as_fn(p[5]),
-                release_crs: as_fn(p[6]),
-                set_cr_delay: as_fn(p[7]),
-                set_nocopy: as_fn(p[8]),
-                set_delete_timeout: as_fn(p[9]),
-                set_rnr_timeout: as_fn(p[10]),
-                apply_knobs: as_fn(p[11]),
-                trace_open: as_fn(p[12]),
-                trace_capture: as_fn(p[13]),
-                trace_take: as_fn(p[14]),
-                free: as_fn(p[15]),
-            })
-        }
-    }
-}
-
 /// The fault and trace controls the loopback (`urma_loopback_*`) and the interposition layer
 /// (`urma_interpose_*`, crate `urma-interpose`) share: same prototypes, same meaning, same
 /// knob-spec and trace-line formats. Each binding fills one from its own symbols; the safe
 /// wrappers below are the one implementation both use.
 #[derive(Clone, Copy)]
 pub struct Knobs {
-    /// Symbol prefix (`urma_loopback`, `urma_interpose`), for messages.
+    /// Symbol prefix (`urma_loopback_`, `urma_interpose_`), for messages.
     pub prefix: &'static str,
     pub fail_post: unsafe extern "C" fn(c_int, u64, c_int) -> c_int,
     pub fail_completion: unsafe extern "C" fn(u64, u32) -> c_int,
@@ -359,32 +397,13 @@ impl Knobs {
         let mut len = 0usize;
         // SAFETY: len is writable.
         let p = unsafe { (self.trace_take)(&mut len) };
-        assert!(!p.is_null(), "{}_trace_take: out of memory", self.prefix);
+        assert!(!p.is_null(), "{}trace_take: out of memory", self.prefix);
         // SAFETY: p points to len bytes + NUL, allocated by the library.
         let text = unsafe { std::slice::from_raw_parts(p as *const u8, len) };
         let s = String::from_utf8_lossy(text).into_owned();
         // SAFETY: p came from the same library's trace_take, freed once with its free.
         unsafe { (self.free)(p as *mut c_void) };
         s.lines().map(str::to_owned).collect()
-    }
-}
-
-impl Api {
-    /// The shared fault and trace controls of this binding.
-    pub fn knobs(&self) -> Knobs {
-        Knobs {
-            prefix: "urma_loopback",
-            fail_post: self.fail_post,
-            fail_completion: self.fail_completion,
-            cr_action: self.cr_action,
-            hold_crs: self.hold_crs,
-            release_crs: self.release_crs,
-            set_cr_delay: self.set_cr_delay,
-            apply_knobs: self.apply_knobs,
-            trace_capture: self.trace_capture,
-            trace_take: self.trace_take,
-            free: self.free,
-        }
     }
 }
 
@@ -415,7 +434,7 @@ pub fn api() -> &'static Api {
         panic!("the loopback control API (urma_loopback_*) was called: {why}");
     }
     static API: OnceLock<Api> = OnceLock::new();
-    API.get_or_init(|| Api::load().unwrap_or_else(|e| panic!("{e}")))
+    API.get_or_init(|| Api::resolve(find).unwrap_or_else(|e| panic!("{e}")))
 }
 
 /// Resets knobs (held CRs released FIFO first), counters, trace sinks and symbolic names.
@@ -523,141 +542,72 @@ pub fn capture_trace<R>(f: impl FnOnce() -> R) -> (R, Vec<String>) {
     (r, trace_take())
 }
 
-/// The interposition layer's counters (`urma_interpose_counters_t` of `urma_interpose.h`), defined
-/// once for the layer (urma-interpose) and for the harness's binding of its control API.
+pub mod opcode;
+pub mod stripe;
 pub mod trace_line;
 pub mod wire;
 
-/// The fault bookkeeping the loopback's knobs and the interposition layer share: the fate of a
-/// CR, the rule lists ("the Nth WR / CR", each rule used once) and the release orders of held
-/// CRs. Each side keeps its own lists and counters; the rules' meaning is written once here.
-pub mod faults {
-    use std::ffi::c_int;
+pub mod faults;
 
-    use super::{CR_DROP, CR_DUP, ORDER_REVERSE, ORDER_SHUFFLE};
-
-    /// What happens to one CR.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    pub enum Fate {
-        Deliver,
-        Drop,
-        Dup,
-    }
-
-    impl Fate {
-        /// From a `cr_action` selector (`CR_DROP`, `CR_DUP`; anything else delivers).
-        pub fn of(action: c_int) -> Fate {
-            match action {
-                CR_DROP => Fate::Drop,
-                CR_DUP => Fate::Dup,
-                _ => Fate::Deliver,
-            }
-        }
-
-        /// The trace's name of the fate (`fate` of a `cr` line).
-        pub fn as_str(self) -> &'static str {
-            match self {
-                Fate::Deliver => "deliver",
-                Fate::Drop => "drop",
-                Fate::Dup => "dup",
-            }
-        }
-    }
-
-    /// Takes the rule for the `nth` item out of `rules` ((nth, value) pairs): its value, once.
-    pub fn take<T: Copy>(rules: &mut Vec<(u64, T)>, nth: u64) -> Option<T> {
-        let i = rules.iter().position(|&(n, _)| n == nth)?;
-        Some(rules.remove(i).1)
-    }
-
-    /// Takes the `fail_post` rule ((queue, nth, status)) for the `nth` WR of `queue`: its
-    /// status, once.
-    pub fn take_post(
-        rules: &mut Vec<(c_int, u64, c_int)>,
-        queue: c_int,
-        nth: u64,
-    ) -> Option<c_int> {
-        let i = rules.iter().position(|&(q, n, _)| q == queue && n == nth)?;
-        Some(rules.remove(i).2)
-    }
-
-    /// Puts held CRs in their release order: `ORDER_FIFO` (as held), `ORDER_REVERSE`, or
-    /// `ORDER_SHUFFLE` (a Fisher-Yates shuffle driven by splitmix64 from `seed`: the same seed
-    /// gives the same order on the loopback and in the layer).
-    pub fn order<T>(v: &mut [T], order: c_int, seed: u64) {
-        match order {
-            ORDER_REVERSE => v.reverse(),
-            ORDER_SHUFFLE => {
-                let mut s = seed;
-                let mut next = || {
-                    s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
-                    let mut z = s;
-                    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-                    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-                    z ^ (z >> 31)
-                };
-                for i in (1..v.len()).rev() {
-                    let j = (next() % (i as u64 + 1)) as usize;
-                    v.swap(i, j);
-                }
-            }
-            _ => {}
-        }
-    }
-
-    #[cfg(test)]
-    mod tests {
-        use super::*;
-        use crate::{ORDER_FIFO, Q_RECV, Q_SEND};
-
-        #[test]
-        fn rules_are_used_once_and_orders_are_deterministic() {
-            let mut r = vec![(3u64, 7u32), (3, 8), (5, 9)];
-            assert_eq!(take(&mut r, 3), Some(7));
-            assert_eq!(take(&mut r, 3), Some(8));
-            assert_eq!(take(&mut r, 3), None);
-            assert_eq!(take(&mut r, 4), None);
-            let mut p = vec![(Q_SEND, 2u64, -1), (Q_RECV, 2, 12)];
-            assert_eq!(take_post(&mut p, Q_RECV, 2), Some(12));
-            assert_eq!(take_post(&mut p, Q_RECV, 2), None);
-            assert_eq!(take_post(&mut p, Q_SEND, 2), Some(-1));
-            assert_eq!(Fate::of(CR_DROP), Fate::Drop);
-            assert_eq!(Fate::of(CR_DUP).as_str(), "dup");
-            assert_eq!(Fate::of(0), Fate::Deliver);
-            let base: Vec<u32> = (0..16).collect();
-            let mut f = base.clone();
-            order(&mut f, ORDER_FIFO, 1);
-            assert_eq!(f, base);
-            order(&mut f, ORDER_REVERSE, 1);
-            assert_eq!(f, base.iter().rev().copied().collect::<Vec<_>>());
-            let (mut a, mut b, mut c) = (base.clone(), base.clone(), base.clone());
-            order(&mut a, ORDER_SHUFFLE, 42);
-            order(&mut b, ORDER_SHUFFLE, 42);
-            order(&mut c, ORDER_SHUFFLE, 43);
-            assert_eq!(a, b, "same seed, same order");
-            assert_ne!(a, base);
-            assert_ne!(a, c);
-            a.sort();
-            assert_eq!(a, base, "a permutation");
-        }
-    }
-}
-
+/// The interposition layer's control API (`urma_interpose_*`, `urma-interpose/include/urma_interpose.h`),
+/// defined once: the layer fills a constant [`interpose::Api`] with its exports (a prototype that
+/// drifts does not compile), the harness resolves it in the loaded layer, and the layer's header
+/// probe checks the header against [`interpose::Api::PROTOTYPES`], [`interpose::Counters::FIELDS`]
+/// and [`interpose::CONSTANTS`].
 pub mod interpose {
-    /// `urma_interpose_counters_t`.
-    #[repr(C)]
-    #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-    pub struct Counters {
-        pub send_wrs: u64,
-        pub recv_wrs: u64,
-        pub posts_failed_injected: u64,
-        pub crs_from_provider: u64,
-        pub crs_to_app: u64,
-        pub crs_rewritten: u64,
-        pub crs_dropped: u64,
-        pub crs_duplicated: u64,
-        pub crs_in_layer: u64,
-        pub synthetic_events: u64,
+    use std::ffi::{c_char, c_int, c_void};
+
+    use super::{CR_DROP, CR_DUP, ORDER_FIFO, ORDER_REVERSE, ORDER_SHUFFLE, Q_RECV, Q_SEND};
+
+    /// The `#define`s of urma_interpose.h with their values: the loopback's selectors.
+    pub const CONSTANTS: [(&str, c_int); 7] = [
+        ("URMA_INTERPOSE_Q_SEND", Q_SEND),
+        ("URMA_INTERPOSE_Q_RECV", Q_RECV),
+        ("URMA_INTERPOSE_CR_DROP", CR_DROP),
+        ("URMA_INTERPOSE_CR_DUP", CR_DUP),
+        ("URMA_INTERPOSE_ORDER_FIFO", ORDER_FIFO),
+        ("URMA_INTERPOSE_ORDER_REVERSE", ORDER_REVERSE),
+        ("URMA_INTERPOSE_ORDER_SHUFFLE", ORDER_SHUFFLE),
+    ];
+
+    binding! {
+        /// The layer's control functions, with the prototypes of urma_interpose.h.
+        ///
+        /// Fields are named after the symbol without its `urma_interpose_` prefix.
+        Api, "urma_interpose_" + knobs {
+            active: unsafe extern "C" fn() -> bool = "bool (*)(void)",
+            reset: unsafe extern "C" fn() = "void (*)(void)",
+            send_cr_action: unsafe extern "C" fn(u64, c_int) -> c_int = "int (*)(uint64_t, int)",
+            recv_cr_action: unsafe extern "C" fn(u64, c_int) -> c_int = "int (*)(uint64_t, int)",
+            get_counters: unsafe extern "C" fn(*mut Counters) -> c_int =
+                "int (*)(urma_interpose_counters_t *)",
+            trace_open: unsafe extern "C" fn(*const c_char) -> c_int = "int (*)(const char *)",
+        }
+    }
+
+    counters! {
+        /// `urma_interpose_counters_t`: every field a `uint64_t`, in the header's order; counted
+        /// since load or `urma_interpose_reset`, but `crs_in_layer`, a gauge.
+        Counters {
+            /// Send WRs posted to the provider.
+            send_wrs,
+            /// Recv WRs posted to the provider.
+            recv_wrs,
+            /// WRs failed by `fail_post` (not forwarded).
+            posts_failed_injected,
+            /// CRs the provider returned from polls.
+            crs_from_provider,
+            /// CRs handed to the application.
+            crs_to_app,
+            /// CRs given an error status by `fail_completion`.
+            crs_rewritten,
+            crs_dropped,
+            crs_duplicated,
+            /// Held, delayed or ready CRs kept by the layer now.
+            crs_in_layer,
+            /// `urma_wait_jfc` results for CRs kept by the layer.
+            synthetic_events,
+        }
     }
 }
 

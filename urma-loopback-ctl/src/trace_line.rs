@@ -1,7 +1,11 @@
-//! The trace's sinks and line pieces, shared by the loopback (`urma-loopback/src/trace.rs`) and the
-//! interposition layer (`urma-interpose/src/trace.rs`), which write the same JSON-lines format
-//! (docs/loopback.md) so that the harness's normaliser reads either.
+//! The trace, as the loopback (`urma-loopback/src/trace.rs`) and the interposition layer
+//! (`urma-interpose/src/trace.rs`) both write it: the JSON-lines format of docs/loopback.md,
+//! "Trace format", so that the harness's normaliser reads either. Each library describes what
+//! happened as an [`Event`] (its names, SGE lists and CRs) and hands it to its [`Sink`]; the
+//! line is made in one place, [`Event::line`], and only while a sink is active. The object
+//! kinds and their symbolic names ([`Kind`], [`Names`]) are shared too.
 
+use std::borrow::Cow;
 use std::ffi::c_char;
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -9,6 +13,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use urma_sys as u;
+
+use crate::faults::Fate;
 
 struct Sinks {
     file: Option<std::fs::File>,
@@ -41,6 +47,7 @@ impl Sink {
     }
 
     /// Whether any sink is active (cheap check before formatting a line).
+    #[inline]
     pub fn enabled(&self) -> bool {
         self.on.load(Ordering::Acquire)
     }
@@ -122,6 +129,14 @@ impl Sink {
         s.file = None;
         self.refresh(&s);
         lock(&self.stopped).clear();
+    }
+
+    /// Writes one event's line, when a sink is active (the line is made only then).
+    #[inline]
+    pub fn event(&self, e: &Event<'_>) {
+        if self.enabled() {
+            self.emit(e.line());
+        }
     }
 
     /// Emits one line (no trailing newline in `line`).
@@ -211,12 +226,12 @@ impl Default for Names {
 }
 
 /// `"0x%016x"`, quoted.
-pub fn hex(v: u64) -> String {
+fn hex(v: u64) -> String {
     format!("\"0x{v:016x}\"")
 }
 
 /// A JSON string literal (names are plain ASCII identifiers; still escaped defensively).
-pub fn json_str(v: &str) -> String {
+fn json_str(v: &str) -> String {
     let mut o = String::with_capacity(v.len() + 2);
     o.push('"');
     for ch in v.chars() {
@@ -233,17 +248,166 @@ pub fn json_str(v: &str) -> String {
     o
 }
 
-/// The CR fields of `cr` and `poll` lines, in the trace's order: `local` is the name of the CR's
-/// local queue; `remote` gives the name of the sender of a receive CR (`s_r` 1; not called for a
-/// send CR, whose `remote` and `imm` are `null`).
-pub fn cr_fields(cr: &u::urma_cr_t, local: &str, remote: impl FnOnce() -> String) -> String {
+/// One SGE as the trace shows it: `{"seg":<name>,"off":<offset>,"len":<n>}`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sge<'a> {
+    /// The name of the registered segment (also when the SGE uses an import of it); `None` for
+    /// an SGE without segment (`null`).
+    pub seg: Option<Cow<'a, str>>,
+    /// The offset from the segment's base; `None` (`null`) without a segment, or for one the
+    /// library cannot place.
+    pub off: Option<i128>,
+    pub len: u32,
+}
+
+/// Names the queues of a CR's `local` and `remote` fields, each library from the ids it saw
+/// created.
+pub trait CrNames {
+    /// The name of the CR's local queue (`cr.local_id`).
+    fn local(&self, cr: &u::urma_cr_t) -> String;
+    /// The name of the sender of a receive CR (`s_r` 1); never asked for a send CR.
+    fn remote(&self, cr: &u::urma_cr_t) -> String;
+}
+
+/// One line of the trace (docs/loopback.md, "Trace format"), as both libraries write it; its
+/// one serialiser is [`Event::line`].
+pub enum Event<'a> {
+    /// A send WR that reached a post call, with the status of the post for it.
+    PostSend {
+        q: &'a str,
+        opcode: u32,
+        flags: u32,
+        user_ctx: u64,
+        /// The target jetty's name; `None` without one.
+        target: Option<&'a str>,
+        /// The immediate of an opcode that carries one (see [`crate::opcode::OpInfo::imm`]).
+        imm: Option<u64>,
+        src: &'a [Sge<'a>],
+        dst: &'a [Sge<'a>],
+        ret: i32,
+    },
+    /// A recv WR that reached a post call.
+    PostRecv {
+        q: &'a str,
+        user_ctx: u64,
+        sge: &'a [Sge<'a>],
+        ret: i32,
+    },
+    /// A CR as it was generated (the loopback) or returned by the provider (the layer), and
+    /// what became of it.
+    Cr {
+        jfc: &'a str,
+        cr: &'a u::urma_cr_t,
+        names: &'a dyn CrNames,
+        fate: Fate,
+    },
+    /// A CR handed to the application.
+    Poll {
+        jfc: &'a str,
+        cr: &'a u::urma_cr_t,
+        names: &'a dyn CrNames,
+    },
+}
+
+impl Event<'_> {
+    /// The event's JSON line (no trailing newline), keys in the documented order.
+    pub fn line(&self) -> String {
+        let mut o = String::with_capacity(256);
+        match self {
+            Event::PostSend {
+                q,
+                opcode,
+                flags,
+                user_ctx,
+                target,
+                imm,
+                src,
+                dst,
+                ret,
+            } => {
+                let _ = write!(
+                    o,
+                    "{{\"ev\":\"post_send\",\"q\":{},\"op\":{},\"opcode\":{opcode},\"flags\":{flags},\"user_ctx\":{},\"target\":{},\"imm\":{},\"src\":",
+                    json_str(q),
+                    json_str(crate::opcode::name(*opcode)),
+                    hex(*user_ctx),
+                    target.map_or_else(|| "null".to_string(), json_str),
+                    imm.map_or_else(|| "null".to_string(), hex),
+                );
+                sges(&mut o, src);
+                o.push_str(",\"dst\":");
+                sges(&mut o, dst);
+                let _ = write!(o, ",\"ret\":{ret}}}");
+            }
+            Event::PostRecv {
+                q,
+                user_ctx,
+                sge,
+                ret,
+            } => {
+                let _ = write!(
+                    o,
+                    "{{\"ev\":\"post_recv\",\"q\":{},\"user_ctx\":{},\"sge\":",
+                    json_str(q),
+                    hex(*user_ctx)
+                );
+                sges(&mut o, sge);
+                let _ = write!(o, ",\"ret\":{ret}}}");
+            }
+            Event::Cr {
+                jfc,
+                cr,
+                names,
+                fate,
+            } => {
+                let _ = write!(
+                    o,
+                    "{{\"ev\":\"cr\",\"jfc\":{},{},\"fate\":{}}}",
+                    json_str(jfc),
+                    cr_fields(cr, *names),
+                    json_str(fate.as_str())
+                );
+            }
+            Event::Poll { jfc, cr, names } => {
+                let _ = write!(
+                    o,
+                    "{{\"ev\":\"poll\",\"jfc\":{},{}}}",
+                    json_str(jfc),
+                    cr_fields(cr, *names)
+                );
+            }
+        }
+        o
+    }
+}
+
+/// Appends an SGE list: `[{"seg":..,"off":..,"len":..},...]`.
+fn sges(o: &mut String, v: &[Sge<'_>]) {
+    o.push('[');
+    for (i, e) in v.iter().enumerate() {
+        if i > 0 {
+            o.push(',');
+        }
+        let seg = e
+            .seg
+            .as_deref()
+            .map_or_else(|| "null".to_string(), json_str);
+        let off = e.off.map_or_else(|| "null".to_string(), |n| n.to_string());
+        let _ = write!(o, "{{\"seg\":{seg},\"off\":{off},\"len\":{}}}", e.len);
+    }
+    o.push(']');
+}
+
+/// The CR fields of `cr` and `poll` lines, in the trace's order; `remote` and `imm` are `null`
+/// on a send CR.
+fn cr_fields(cr: &u::urma_cr_t, names: &dyn CrNames) -> String {
     // SAFETY: the CR flag union is a plain u8.
     let flag = unsafe { cr.flag.value };
     let s_r = flag & 1;
     let (remote, imm) = if s_r == 1 {
         // SAFETY: both union members are plain integers; reading imm_data is always defined.
         let imm = unsafe { cr.__bindgen_anon_1.imm_data };
-        (json_str(&remote()), hex(imm))
+        (json_str(&names.remote(cr)), hex(imm))
     } else {
         ("null".to_string(), "null".to_string())
     };
@@ -255,34 +419,10 @@ pub fn cr_fields(cr: &u::urma_cr_t, local: &str, remote: impl FnOnce() -> String
         (flag >> 1) & 1,
         hex(cr.user_ctx),
         cr.completion_len,
-        json_str(local),
+        json_str(&names.local(cr)),
         remote,
         imm
     )
-}
-
-/// The trace's name of a WR / CR opcode.
-pub fn opcode_name(op: u32) -> &'static str {
-    match op {
-        u::URMA_OPC_WRITE => "WRITE",
-        u::URMA_OPC_WRITE_IMM => "WRITE_IMM",
-        u::URMA_OPC_WRITE_NOTIFY => "WRITE_NOTIFY",
-        u::URMA_OPC_READ => "READ",
-        u::URMA_OPC_CAS => "CAS",
-        u::URMA_OPC_SWAP => "SWAP",
-        u::URMA_OPC_FADD => "FADD",
-        u::URMA_OPC_FSUB => "FSUB",
-        u::URMA_OPC_FAND => "FAND",
-        u::URMA_OPC_FOR => "FOR",
-        u::URMA_OPC_FXOR => "FXOR",
-        u::URMA_OPC_SEND => "SEND",
-        u::URMA_OPC_SEND_IMM => "SEND_IMM",
-        u::URMA_OPC_SEND_INVALIDATE => "SEND_INVALIDATE",
-        u::URMA_OPC_NOP => "NOP",
-        u::URMA_OPC_WRITE_ATOMIC => "WRITE_ATOMIC",
-        u::URMA_OPC_FLUSH_DMA => "FLUSH_DMA",
-        _ => "UNKNOWN",
-    }
 }
 
 #[cfg(test)]
@@ -334,8 +474,20 @@ mod tests {
         unsafe { libc::free(p.cast()) };
     }
 
+    /// Names a CR's queues as the tests expect; a send CR's remote is never asked for.
+    struct Fixed(&'static str, Option<&'static str>);
+
+    impl CrNames for Fixed {
+        fn local(&self, _: &u::urma_cr_t) -> String {
+            self.0.into()
+        }
+        fn remote(&self, _: &u::urma_cr_t) -> String {
+            self.1.expect("no remote for a send CR").into()
+        }
+    }
+
     #[test]
-    fn cr_fields_name_the_remote_of_a_receive_cr_only() {
+    fn cr_and_poll_lines_name_the_remote_of_a_receive_cr_only() {
         // SAFETY: urma_cr_t is plain data (integers, unions of integers); all-zero is valid.
         let mut cr: u::urma_cr_t = unsafe { std::mem::zeroed() };
         cr.status = 9;
@@ -344,17 +496,102 @@ mod tests {
         cr.completion_len = 64;
         cr.flag.value = 0b10;
         cr.__bindgen_anon_1.imm_data = 7;
-        let send = cr_fields(&cr, "jfs1", || unreachable!("no remote for a send CR"));
+        let send = Event::Cr {
+            jfc: "jfc1",
+            cr: &cr,
+            names: &Fixed("jfs1", None),
+            fate: Fate::Drop,
+        };
         assert_eq!(
-            send,
-            "\"s_r\":0,\"status\":9,\"opcode\":3,\"jetty\":1,\"user_ctx\":\"0x000000000000002a\",\"len\":64,\"local\":\"jfs1\",\"remote\":null,\"imm\":null"
+            send.line(),
+            "{\"ev\":\"cr\",\"jfc\":\"jfc1\",\"s_r\":0,\"status\":9,\"opcode\":3,\"jetty\":1,\"user_ctx\":\"0x000000000000002a\",\"len\":64,\"local\":\"jfs1\",\"remote\":null,\"imm\":null,\"fate\":\"drop\"}"
         );
         cr.flag.value = 0b01;
-        let recv = cr_fields(&cr, "jfr1", || "jetty2".into());
+        let recv = Event::Poll {
+            jfc: "jfc2",
+            cr: &cr,
+            names: &Fixed("jfr1", Some("jetty2")),
+        };
         assert_eq!(
-            recv,
-            "\"s_r\":1,\"status\":9,\"opcode\":3,\"jetty\":0,\"user_ctx\":\"0x000000000000002a\",\"len\":64,\"local\":\"jfr1\",\"remote\":\"jetty2\",\"imm\":\"0x0000000000000007\""
+            recv.line(),
+            "{\"ev\":\"poll\",\"jfc\":\"jfc2\",\"s_r\":1,\"status\":9,\"opcode\":3,\"jetty\":0,\"user_ctx\":\"0x000000000000002a\",\"len\":64,\"local\":\"jfr1\",\"remote\":\"jetty2\",\"imm\":\"0x0000000000000007\"}"
         );
+    }
+
+    #[test]
+    fn post_lines_keep_the_documented_keys_and_sge_forms() {
+        let src = [
+            Sge {
+                seg: Some("seg1".into()),
+                off: Some(16),
+                len: 512,
+            },
+            Sge {
+                seg: None,
+                off: None,
+                len: 0,
+            },
+        ];
+        let dst = [Sge {
+            seg: Some("unknown".into()),
+            off: None,
+            len: 8,
+        }];
+        let e = Event::PostSend {
+            q: "jfs1",
+            opcode: u::URMA_OPC_WRITE_IMM,
+            flags: 32,
+            user_ctx: 5,
+            target: Some("tjetty1"),
+            imm: Some(0x77),
+            src: &src,
+            dst: &dst,
+            ret: 0,
+        };
+        assert_eq!(
+            e.line(),
+            "{\"ev\":\"post_send\",\"q\":\"jfs1\",\"op\":\"WRITE_IMM\",\"opcode\":1,\"flags\":32,\"user_ctx\":\"0x0000000000000005\",\"target\":\"tjetty1\",\"imm\":\"0x0000000000000077\",\"src\":[{\"seg\":\"seg1\",\"off\":16,\"len\":512},{\"seg\":null,\"off\":null,\"len\":0}],\"dst\":[{\"seg\":\"unknown\",\"off\":null,\"len\":8}],\"ret\":0}"
+        );
+        let rejected = Event::PostSend {
+            q: "jetty2",
+            opcode: 0xff,
+            flags: 0,
+            user_ctx: 0,
+            target: None,
+            imm: None,
+            src: &[],
+            dst: &[],
+            ret: -22,
+        };
+        assert_eq!(
+            rejected.line(),
+            "{\"ev\":\"post_send\",\"q\":\"jetty2\",\"op\":\"UNKNOWN\",\"opcode\":255,\"flags\":0,\"user_ctx\":\"0x0000000000000000\",\"target\":null,\"imm\":null,\"src\":[],\"dst\":[],\"ret\":-22}"
+        );
+        let recv = Event::PostRecv {
+            q: "jfr1",
+            user_ctx: 1,
+            sge: &src[..1],
+            ret: 12,
+        };
+        assert_eq!(
+            recv.line(),
+            "{\"ev\":\"post_recv\",\"q\":\"jfr1\",\"user_ctx\":\"0x0000000000000001\",\"sge\":[{\"seg\":\"seg1\",\"off\":16,\"len\":512}],\"ret\":12}"
+        );
+    }
+
+    #[test]
+    fn an_event_is_written_only_while_a_sink_is_active() {
+        let t = Sink::new();
+        let e = Event::PostRecv {
+            q: "jfr1",
+            user_ctx: 0,
+            sge: &[],
+            ret: 0,
+        };
+        t.event(&e);
+        t.capture(true);
+        t.event(&e);
+        assert_eq!(t.take(), vec![e.line()]);
     }
 
     #[test]
@@ -373,7 +610,5 @@ mod tests {
     fn line_pieces() {
         assert_eq!(hex(0x2a), "\"0x000000000000002a\"");
         assert_eq!(json_str("a\"b\\\u{1}"), "\"a\\\"b\\\\\\u0001\"");
-        assert_eq!(opcode_name(u::URMA_OPC_SEND_IMM), "SEND_IMM");
-        assert_eq!(opcode_name(0xff), "UNKNOWN");
     }
 }

@@ -5,10 +5,12 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use urma_loopback_ctl::opcode::OpInfo;
+use urma_loopback_ctl::trace_line::Event;
 use urma_sys as u;
 use urma_sys::flags;
 
-use crate::knobs::{self, Fate};
+use crate::faults::{Fate, PLANE};
 use crate::objects::{AnySeg, Plan, RecvQ, RecvWr, Seg, SendQ, Sge, Target};
 use crate::queues::Jfc;
 use crate::stats::COUNTERS;
@@ -98,7 +100,7 @@ pub(crate) fn finish_send(sq: &SendQ, p: &Plan, status: u32, mut bytes: u32) {
     }
 }
 
-/// Emits the recv CR of a two-sided message (`opcode`, `imm`, `flags` of the sender's WR) that
+/// Emits the recv CR of a two-sided message (`op`, `imm`, `flags` of the sender's WR) that
 /// consumed `recv` with `rstatus`; `from` is the sending JFS/jetty.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn recv_cr(
@@ -106,7 +108,7 @@ pub(crate) fn recv_cr(
     recv: &RecvWr,
     rstatus: u32,
     n: u64,
-    opcode: u32,
+    op: &OpInfo,
     imm: u64,
     wflags: u32,
     from: u::urma_jetty_id_t,
@@ -114,11 +116,9 @@ pub(crate) fn recv_cr(
     let mut cr: u::urma_cr_t = zeroed();
     cr.status = rstatus;
     cr.user_ctx = recv.user_ctx;
-    cr.opcode = match opcode {
-        u::URMA_OPC_SEND => u::URMA_CR_OPC_SEND,
-        u::URMA_OPC_SEND_IMM => u::URMA_CR_OPC_SEND_WITH_IMM,
-        _ => u::URMA_CR_OPC_WRITE_WITH_IMM,
-    };
+    // Only two-sided opcodes reach a receiving end, and each of their rows names its recv CR
+    // opcode (a test of the table checks it).
+    cr.opcode = op.recv_cr.unwrap_or_default();
     cr.flag.value = flags::CR_FLAG_S_R
         | if end.is_jetty {
             flags::CR_FLAG_JETTY
@@ -132,7 +132,7 @@ pub(crate) fn recv_cr(
     };
     cr.local_id = end.id;
     cr.remote_id = from;
-    cr.__bindgen_anon_1.imm_data = if opcode == u::URMA_OPC_SEND { 0 } else { imm };
+    cr.__bindgen_anon_1.imm_data = if op.imm { imm } else { 0 };
     cr.user_data = end.obj;
     let solicited = wflags & flags::JFS_WR_FLAG_SOLICITED_ENABLE != 0;
     emit_cr(&end.rq.jfc, cr, solicited);
@@ -140,29 +140,27 @@ pub(crate) fn recv_cr(
 
 /// Generates one CR: counters, drop/dup knobs, trace, then delivery (hold/delay aware).
 pub fn emit_cr(jfc: &Arc<Jfc>, cr: u::urma_cr_t, solicited: bool) {
-    let nth = knobs::CR_SEQ.next();
+    let nth = PLANE.next_cr();
     COUNTERS.crs_generated.fetch_add(1, Ordering::Relaxed);
     if cr.status != u::URMA_CR_SUCCESS {
         COUNTERS.crs_error.fetch_add(1, Ordering::Relaxed);
     }
-    let fate = knobs::cr_fate(nth);
-    if trace::enabled() {
-        trace::emit(format!(
-            "{{\"ev\":\"cr\",\"jfc\":{},{},\"fate\":{}}}",
-            trace::s(&jfc.name),
-            trace::cr_fields(&cr),
-            trace::s(fate.as_str())
-        ));
-    }
+    let fate = PLANE.cr_fate(nth);
+    trace::event(&Event::Cr {
+        jfc: &jfc.name,
+        cr: &cr,
+        names: &trace::Queues,
+        fate,
+    });
     match fate {
         Fate::Drop => {
             COUNTERS.crs_dropped.fetch_add(1, Ordering::Relaxed);
         }
-        Fate::Deliver => crate::hold::deliver(jfc, cr, solicited),
+        Fate::Deliver => crate::faults::deliver(jfc, cr, solicited),
         Fate::Dup => {
             COUNTERS.crs_duplicated.fetch_add(1, Ordering::Relaxed);
-            crate::hold::deliver(jfc, cr, solicited);
-            crate::hold::deliver(jfc, cr, solicited);
+            crate::faults::deliver(jfc, cr, solicited);
+            crate::faults::deliver(jfc, cr, solicited);
         }
     }
 }

@@ -1,9 +1,9 @@
 //! Test-control API `urma_loopback_*` (declared in `include/urma_loopback.h`): a thin C shim.
 //!
-//! Each export checks its arguments, runs behind the panic boundary (after the DMA engine ran
-//! the WRs posted before it, [`crate::api::entry`]) and hands over to the
-//! knobs ([`crate::knobs`]), the hold/delay queue ([`crate::hold`]), the counters
-//! ([`crate::stats`]) or the trace ([`crate::trace`]). The types (counters layout, selector
+//! Each export runs behind the panic boundary (after the DMA engine ran the WRs posted before
+//! it, [`crate::api::entry`]) and hands over to the fault plane ([`crate::faults`], which checks
+//! the arguments of the fault exports as the interposition layer's do), the provider's own
+//! tunables ([`crate::knobs`]), the counters ([`crate::stats`]) or the trace ([`crate::trace`]). The types (counters layout, selector
 //! values, prototypes) are the control plane's, from `urma-loopback-ctl`.
 
 use std::ffi::{c_char, c_int, c_void, CStr};
@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 use urma_loopback_ctl::{Api, Counters};
 
 use crate::api::entry;
-use crate::hold;
+use crate::faults::{self, PLANE};
 use crate::knobs;
 use crate::registry::{live_counts, Kind};
 use crate::stats::COUNTERS;
@@ -59,7 +59,7 @@ fn snapshot() -> Counters {
         bytes_transferred: r(&c.bytes_transferred),
         events_reported: r(&c.events_reported),
         events_acked: r(&c.events_acked),
-        crs_in_flight: crate::hold::in_flight(),
+        crs_in_flight: faults::in_flight(),
         live_contexts: l[Kind::Ctx as usize],
         live_jfce: l[Kind::Jfce as usize],
         live_jfc: l[Kind::Jfc as usize],
@@ -79,7 +79,7 @@ fn snapshot() -> Counters {
 /// Applies `URMA_LOOPBACK_KNOBS` and `URMA_LOOPBACK_TRACE` (called once, from `urma_init`).
 pub fn apply_env() {
     if let Ok(spec) = std::env::var("URMA_LOOPBACK_KNOBS") {
-        if let Err(item) = knobs::apply_spec(&spec) {
+        if let Err(item) = faults::apply_spec(&spec) {
             crate::util::log_err(&format!("URMA_LOOPBACK_KNOBS: cannot parse '{item}'"));
         }
     }
@@ -97,8 +97,7 @@ pub fn apply_env() {
 #[no_mangle]
 pub extern "C" fn urma_loopback_reset() {
     entry((), || {
-        knobs::reset();
-        hold::release_held(knobs::ORDER_FIFO, 0, 0);
+        faults::reset();
         crate::datapath::clear_parked();
         crate::stats::reset();
         trace::SINK.reset();
@@ -123,59 +122,41 @@ pub unsafe extern "C" fn urma_loopback_get_counters(out: *mut Counters) -> c_int
 /// rejected by its post call with `status` (and `*bad_wr` pointing at it).
 #[no_mangle]
 pub extern "C" fn urma_loopback_fail_post(queue: c_int, nth: u64, status: c_int) -> c_int {
-    entry(-1, || {
-        if !(queue == knobs::Q_SEND || queue == knobs::Q_RECV) || nth == 0 {
-            return -1;
-        }
-        knobs::edit(|k| k.fail_post.push((queue, nth, status)));
-        0
-    })
+    entry(-1, || PLANE.add_fail_post(queue, nth, status))
 }
 
 /// The Nth send WR (1-based since reset) is accepted but completes with `cr_status` (a
 /// `urma_cr_status_t`): no data moves, no recv WR is consumed, the send CR is always generated.
 #[no_mangle]
 pub extern "C" fn urma_loopback_fail_completion(nth: u64, cr_status: u32) -> c_int {
-    entry(-1, || {
-        if nth == 0 {
-            return -1;
-        }
-        knobs::edit(|k| k.fail_cr.push((nth, cr_status)));
-        0
-    })
+    entry(-1, || PLANE.add_fail_cr(nth, cr_status))
 }
 
 /// The Nth CR generated (1-based since reset, send and recv sides together) is dropped
 /// (`action` 1) or delivered twice (`action` 2).
 #[no_mangle]
 pub extern "C" fn urma_loopback_cr_action(nth: u64, action: c_int) -> c_int {
-    entry(-1, || {
-        if nth == 0 || !(action == knobs::CR_DROP || action == knobs::CR_DUP) {
-            return -1;
-        }
-        knobs::edit(|k| k.cr_action.push((nth, action)));
-        0
-    })
+    entry(-1, || PLANE.add_cr_action(nth, action))
 }
 
 /// While `hold` is true, generated CRs are kept aside instead of entering their JFC.
 #[no_mangle]
 pub extern "C" fn urma_loopback_hold_crs(hold: bool) {
-    entry((), || knobs::edit(|k| k.hold = hold))
+    entry((), || PLANE.set_hold(hold))
 }
 
 /// Releases the held CRs: `order` 0 = FIFO, 1 = reversed, 2 = shuffled (deterministic from
 /// `seed`); `delay_ms` 0 = now, else from a background thread after that delay. Returns the count.
 #[no_mangle]
 pub extern "C" fn urma_loopback_release_crs(order: c_int, seed: u64, delay_ms: u32) -> u64 {
-    entry(0, || hold::release_held(order, seed, delay_ms))
+    entry(0, || faults::release_held(order, seed, delay_ms))
 }
 
 /// Every CR generated from now on becomes visible `ms` milliseconds later (0 = off). Order is
 /// preserved.
 #[no_mangle]
 pub extern "C" fn urma_loopback_set_cr_delay(ms: u32) {
-    entry((), || knobs::edit(|k| k.delay_ms = ms as u64))
+    entry((), || PLANE.set_delay(u64::from(ms)))
 }
 
 /// No-copy mode: WRs are validated and complete normally but no payload byte is copied.
@@ -213,7 +194,7 @@ pub unsafe extern "C" fn urma_loopback_apply_knobs(spec: *const c_char) -> c_int
         let s = unsafe { CStr::from_ptr(spec) }
             .to_string_lossy()
             .into_owned();
-        match knobs::apply_spec(&s) {
+        match faults::apply_spec(&s) {
             Ok(n) => n as c_int,
             Err(_) => -1,
         }

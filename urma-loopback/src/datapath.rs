@@ -9,10 +9,14 @@
 //! them to the engine thread. No lock but that runner lock is held while payload bytes are
 //! copied: the segments involved are pinned by `Arc`s taken during validation.
 //!
+//! What a WR of each opcode carries and does is its row of the opcode table
+//! (`urma_loopback_ctl::opcode`): validation reads the row's layout and `needs_tjetty`, execution
+//! matches on its class and moves data between the row's local and remote lists.
+//!
 //! Error model (documented in docs/loopback.md):
 //! * post-time `URMA_EINVAL` (and `*bad_wr`): unknown/NULL handles in the WR (tjetty, sge.tseg of a
-//!   non-empty SGE), too many SGEs, NULL SGE array with `num_sge > 0`, unknown opcode, missing
-//!   tjetty for SEND/SEND_IMM/WRITE_IMM;
+//!   non-empty SGE), too many SGEs, NULL SGE array with `num_sge > 0`, an opcode without a row,
+//!   missing tjetty for the rows that need one (SEND/SEND_IMM/WRITE_IMM);
 //! * error CRs (always generated, whatever `complete_enable` says): bounds/access/token failures,
 //!   receiver not ready, target deleted, unsupported operations, injected failures.
 
@@ -20,52 +24,22 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use urma_loopback_ctl::opcode::{self, Class, Layout};
+use urma_loopback_ctl::trace_line::{self, Event};
+use urma_loopback_ctl::{Q_RECV, Q_SEND};
 use urma_sys as u;
 
 pub use crate::complete::emit_cr;
 use crate::complete::{check_sges, finish_send, recv_cr, recv_end, total, RecvEnd};
 use crate::engine::{Batch, Engine};
+use crate::faults::PLANE;
 use crate::knobs;
 use crate::objects::{Parked, Plan, RecvPost, RecvQ, RecvWr, Sge, SgeList};
 use crate::queues::Jfc;
-use crate::registry::{get_any_seg, get_tjetty_ref, AnySeg, SendQ, TJettyRef};
+use crate::registry::{get_any_seg, get_tjetty_ref, AnySeg, SendQ};
 use crate::stats::COUNTERS;
 use crate::trace;
 use crate::util::lock;
-
-fn is_rw(op: u32) -> bool {
-    matches!(
-        op,
-        u::URMA_OPC_WRITE | u::URMA_OPC_WRITE_IMM | u::URMA_OPC_WRITE_NOTIFY | u::URMA_OPC_READ
-    )
-}
-
-fn is_send(op: u32) -> bool {
-    matches!(
-        op,
-        u::URMA_OPC_SEND | u::URMA_OPC_SEND_IMM | u::URMA_OPC_SEND_INVALIDATE
-    )
-}
-
-fn known_opcode(op: u32) -> bool {
-    is_rw(op)
-        || is_send(op)
-        || matches!(
-            op,
-            u::URMA_OPC_CAS
-                | u::URMA_OPC_SWAP
-                | u::URMA_OPC_FADD
-                | u::URMA_OPC_FSUB
-                | u::URMA_OPC_FAND
-                | u::URMA_OPC_FOR
-                | u::URMA_OPC_FXOR
-                | u::URMA_OPC_NOP
-                | u::URMA_OPC_WRITE_ATOMIC
-                | u::URMA_OPC_FLUSH_DMA
-        )
-}
-
-pub use urma_loopback_ctl::trace_line::opcode_name;
 
 /// Reads and handle-checks an SGE list. `Err(())` means post-time EINVAL.
 ///
@@ -101,25 +75,18 @@ pub unsafe fn read_sg(sg: &u::urma_sg_t, max_sge: u32) -> Result<SgeList, ()> {
     Ok(out)
 }
 
-/// JSON array of SGEs for the trace.
-pub fn sges_json(v: &[Sge]) -> String {
-    let items: Vec<String> = v
-        .iter()
-        .map(|e| match &e.seg {
-            Some(s) => {
-                let seg = s.seg();
-                let off = e.addr as i128 - seg.va as i128;
-                format!(
-                    "{{\"seg\":{},\"off\":{},\"len\":{}}}",
-                    trace::s(&seg.name),
-                    off,
-                    e.len
-                )
+/// An SGE list as the trace shows it: segment name and offset from its base.
+fn trace_sges(v: &[Sge]) -> Vec<trace_line::Sge<'_>> {
+    v.iter()
+        .map(|e| {
+            let seg = e.seg.as_ref().map(|s| s.seg());
+            trace_line::Sge {
+                seg: seg.map(|s| s.name.as_str().into()),
+                off: seg.map(|s| e.addr as i128 - s.va as i128),
+                len: e.len,
             }
-            None => format!("{{\"seg\":null,\"off\":null,\"len\":{}}}", e.len),
         })
-        .collect();
-    format!("[{}]", items.join(","))
+        .collect()
 }
 
 /// A send WR validated by a post call, run by the posting thread (in its send queue's lane) or
@@ -261,7 +228,7 @@ fn post_one_send(
     batch: &mut Batch<SendWr>,
     local: &mut bool,
 ) -> u::urma_status_t {
-    let seq = knobs::SEND_SEQ.next();
+    let seq = PLANE.next_send();
     // SAFETY: flag is a plain u32 union.
     let wflags = unsafe { w.flag.value };
     let plan = match validate(sq, w, wflags) {
@@ -272,114 +239,90 @@ fn post_one_send(
             return u::URMA_EINVAL;
         }
     };
-    if let Some(st) = knobs::take_fail_post(knobs::Q_SEND, seq) {
+    if let Some(st) = PLANE.take_fail_post(Q_SEND, seq) {
         dispatch(sq, batch, *local, true);
         trace_post(sq, &plan, st);
         return st;
     }
     COUNTERS.send_wrs.fetch_add(1, Ordering::Relaxed);
-    let injected = knobs::take_fail_cr(seq);
+    let injected = PLANE.take_fail_cr(seq);
     *local &= crate::xproc::route(&plan).is_none();
     batch.push(SendWr { plan, injected });
     u::URMA_SUCCESS
 }
 
 fn validate(sq: &SendQ, w: &u::urma_jfs_wr_t, wflags: u32) -> Result<Plan, ()> {
-    let op = w.opcode;
-    if !known_opcode(op) {
-        return Err(());
-    }
+    let op = opcode::info(w.opcode).ok_or(())?;
     let tjetty = if w.tjetty.is_null() {
         None
     } else {
         Some(get_tjetty_ref(w.tjetty).ok_or(())?)
     };
     let mut plan = Plan {
-        opcode: op,
+        op,
         flags: wflags,
         user_ctx: w.user_ctx,
         imm: 0,
         tjetty,
         src: SgeList::default(),
         dst: SgeList::default(),
-        supported: true,
     };
-    match op {
-        u::URMA_OPC_WRITE | u::URMA_OPC_WRITE_IMM | u::URMA_OPC_READ => {
-            // SAFETY: rw is the active union member for these opcodes (the caller's contract).
+    match op.layout {
+        Layout::Rw => {
+            // SAFETY: rw is the active union member for this layout (the caller's contract).
             let rw = unsafe { &w.__bindgen_anon_1.rw };
             // SAFETY: the sg lists come from the caller's WR.
             plan.src = unsafe { read_sg(&rw.src, sq.max_sge)? };
             // SAFETY: as above.
             plan.dst = unsafe { read_sg(&rw.dst, sq.max_sge)? };
             plan.imm = rw.notify_data;
-            if op == u::URMA_OPC_WRITE_IMM && plan.tjetty.is_none() {
-                return Err(());
-            }
         }
-        u::URMA_OPC_SEND | u::URMA_OPC_SEND_IMM => {
-            // SAFETY: send is the active union member for these opcodes.
+        Layout::Send => {
+            // SAFETY: send is the active union member for this layout.
             let sd = unsafe { &w.__bindgen_anon_1.send };
             // SAFETY: the sg list comes from the caller's WR.
             plan.src = unsafe { read_sg(&sd.src, sq.max_sge)? };
-            plan.imm = if op == u::URMA_OPC_SEND_IMM {
-                sd.imm_data
-            } else {
-                0
-            };
-            if plan.tjetty.is_none() {
-                return Err(());
-            }
+            plan.imm = if op.imm { sd.imm_data } else { 0 };
         }
-        u::URMA_OPC_NOP => {}
-        _ => plan.supported = false,
+        Layout::None => {}
+    }
+    if op.needs_tjetty && plan.tjetty.is_none() {
+        return Err(());
     }
     Ok(plan)
-}
-
-fn target_name(t: &Option<TJettyRef>) -> String {
-    match t {
-        Some(t) => trace::s(&t.name),
-        None => "null".into(),
-    }
 }
 
 fn trace_post(sq: &SendQ, p: &Plan, ret: i32) {
     if !trace::enabled() {
         return;
     }
-    let imm = match p.opcode {
-        u::URMA_OPC_WRITE_IMM | u::URMA_OPC_SEND_IMM => trace::hex(p.imm),
-        _ => "null".into(),
-    };
-    trace::emit(format!(
-        "{{\"ev\":\"post_send\",\"q\":{},\"op\":{},\"opcode\":{},\"flags\":{},\"user_ctx\":{},\"target\":{},\"imm\":{},\"src\":{},\"dst\":{},\"ret\":{}}}",
-        trace::s(&sq.name),
-        trace::s(opcode_name(p.opcode)),
-        p.opcode,
-        p.flags,
-        trace::hex(p.user_ctx),
-        target_name(&p.tjetty),
-        imm,
-        sges_json(&p.src),
-        sges_json(&p.dst),
-        ret
-    ));
+    let (src, dst) = (trace_sges(&p.src), trace_sges(&p.dst));
+    trace::event(&Event::PostSend {
+        q: &sq.name,
+        opcode: p.op.opcode,
+        flags: p.flags,
+        user_ctx: p.user_ctx,
+        target: p.tjetty.as_ref().map(|t| t.name.as_str()),
+        imm: p.op.imm.then_some(p.imm),
+        src: &src,
+        dst: &dst,
+        ret,
+    });
 }
 
+/// The `post_send` line of a WR refused before it was read: its opcode, flags and user_ctx.
 fn trace_post_raw(sq: &SendQ, w: &u::urma_jfs_wr_t, wflags: u32, ret: i32) {
-    if !trace::enabled() {
-        return;
-    }
-    trace::emit(format!(
-        "{{\"ev\":\"post_send\",\"q\":{},\"op\":{},\"opcode\":{},\"flags\":{},\"user_ctx\":{},\"target\":null,\"imm\":null,\"src\":[],\"dst\":[],\"ret\":{}}}",
-        trace::s(&sq.name),
-        trace::s(opcode_name(w.opcode)),
-        w.opcode,
-        wflags,
-        trace::hex(w.user_ctx),
-        ret
-    ));
+    trace::event(&Event::PostSend {
+        q: &sq.name,
+        opcode: w.opcode,
+        flags: wflags,
+        user_ctx: w.user_ctx,
+        target: None,
+        imm: None,
+        src: &[],
+        dst: &[],
+        ret,
+    });
 }
 
 /// Copies `n` bytes from the `src` SGE list to the `dst` SGE list (memmove semantics per piece).
@@ -422,78 +365,17 @@ fn sg_copy(src: &[Sge], dst: &[Sge], n: u64) {
 }
 
 fn execute(sq: &Arc<SendQ>, p: &Plan, injected: Option<u32>) {
-    let mut status = u::URMA_CR_SUCCESS;
-    let mut bytes = 0u32;
-    if let Some(st) = injected {
-        status = st;
-    } else if !p.supported {
-        status = u::URMA_CR_UNSUPPORTED_OPCODE_ERR;
-    } else {
-        match p.opcode {
-            u::URMA_OPC_WRITE | u::URMA_OPC_WRITE_IMM => {
-                let n = total(&p.src);
-                if !check_sges(&p.src, false, 0) {
-                    status = u::URMA_CR_LOC_ACCESS_ERR;
-                } else if !check_sges(&p.dst, true, u::URMA_ACCESS_WRITE) {
-                    status = u::URMA_CR_REM_ACCESS_ABORT_ERR;
-                } else if n > total(&p.dst) {
-                    status = u::URMA_CR_LOC_LEN_ERR;
-                } else if let Some(r) = crate::xproc::route(p) {
-                    // The target is in another process: its owner completes the WR.
-                    match r {
-                        Ok(peer) => return crate::xproc::request(sq, p, &peer, n),
-                        Err(st) => status = st,
-                    }
-                } else if p.opcode == u::URMA_OPC_WRITE {
-                    sg_copy(&p.src, &p.dst, n);
-                    bytes = n as u32;
-                } else {
-                    let Some(st) = two_sided(sq, p, n) else {
-                        return; // parked: completes on a later recv post or expires
-                    };
-                    status = st;
-                    bytes = n as u32;
-                }
-            }
-            u::URMA_OPC_READ => {
-                // READ: rw.src is remote (imported), rw.dst is local.
-                let n = total(&p.src);
-                if !check_sges(&p.dst, false, 0) {
-                    status = u::URMA_CR_LOC_ACCESS_ERR;
-                } else if !check_sges(&p.src, true, u::URMA_ACCESS_READ) {
-                    status = u::URMA_CR_REM_ACCESS_ABORT_ERR;
-                } else if n > total(&p.dst) {
-                    status = u::URMA_CR_LOC_LEN_ERR;
-                } else if let Some(r) = crate::xproc::route(p) {
-                    match r {
-                        Ok(peer) => return crate::xproc::request(sq, p, &peer, n),
-                        Err(st) => status = st,
-                    }
-                } else {
-                    sg_copy(&p.src, &p.dst, n);
-                    bytes = n as u32;
-                }
-            }
-            u::URMA_OPC_SEND | u::URMA_OPC_SEND_IMM => {
-                let n = total(&p.src);
-                if !check_sges(&p.src, false, 0) {
-                    status = u::URMA_CR_LOC_ACCESS_ERR;
-                } else if let Some(r) = crate::xproc::route(p) {
-                    match r {
-                        Ok(peer) => return crate::xproc::request(sq, p, &peer, n),
-                        Err(st) => status = st,
-                    }
-                } else {
-                    let Some(st) = two_sided(sq, p, n) else {
-                        return; // parked: completes on a later recv post or expires
-                    };
-                    status = st;
-                    bytes = n as u32;
-                }
-            }
-            _ => {} // NOP
+    let (status, bytes) = match (injected, p.op.class) {
+        (Some(st), _) => (st, 0),
+        (None, Class::Unsupported) => (u::URMA_CR_UNSUPPORTED_OPCODE_ERR, 0),
+        (None, Class::Nop) => (u::URMA_CR_SUCCESS, 0),
+        (None, Class::Write | Class::WriteImm | Class::Read | Class::Send) => {
+            let Some(done) = transfer(sq, p) else {
+                return; // completes later: at another process, or parked for a recv WR
+            };
+            done
         }
-    }
+    };
     if sq.order.is_idle() {
         finish_send(sq, p, status, bytes);
     } else {
@@ -504,10 +386,42 @@ fn execute(sq: &Arc<SendQ>, p: &Plan, injected: Option<u32>) {
     }
 }
 
+/// Runs a WR that moves data (the source is always `src`, the destination `dst` or, two-sided,
+/// the target's recv WR): checks the local list, then the remote one with the access its opcode
+/// needs and the lengths, then routes it to another process or moves the data here. The send
+/// CR's status and length, or `None` when the CR comes later (the WR went to another process,
+/// or waits parked for a recv WR).
+fn transfer(sq: &Arc<SendQ>, p: &Plan) -> Option<(u32, u32)> {
+    let n = total(&p.src);
+    let (local, remote) = p.op.split(&p.src, &p.dst);
+    let status = if !check_sges(local, false, 0) {
+        u::URMA_CR_LOC_ACCESS_ERR
+    } else if remote.is_some_and(|r| !check_sges(r, true, p.op.remote_access)) {
+        u::URMA_CR_REM_ACCESS_ABORT_ERR
+    } else if remote.is_some() && n > total(&p.dst) {
+        u::URMA_CR_LOC_LEN_ERR
+    } else if let Some(r) = crate::xproc::route(p) {
+        // A target in another process: its owner completes the WR.
+        match r {
+            Ok(peer) => {
+                crate::xproc::request(sq, p, &peer, n);
+                return None;
+            }
+            Err(st) => st,
+        }
+    } else if p.op.two_sided() {
+        return two_sided(sq, p, n).map(|st| (st, n as u32));
+    } else {
+        sg_copy(&p.src, &p.dst, n);
+        return Some((u::URMA_CR_SUCCESS, n as u32));
+    };
+    Some((status, 0))
+}
+
 /// Moves the payload of a two-sided WR into `recv` (SEND/SEND_IMM) or into `rw.dst`
 /// (WRITE_IMM) and returns the receive status.
 fn move_data(p: &Plan, recv: &RecvWr, n: u64) -> u32 {
-    if p.opcode == u::URMA_OPC_WRITE_IMM {
+    if p.op.class == Class::WriteImm {
         sg_copy(&p.src, &p.dst, n);
         u::URMA_CR_SUCCESS
     } else if !check_sges(&recv.sges, false, 0) {
@@ -644,7 +558,7 @@ fn complete_recv(sq: &SendQ, p: &Plan, end: &RecvEnd<'_>, recv: RecvWr, n: u64) 
         uasid: sq.uasid,
         id: sq.id,
     };
-    recv_cr(end, &recv, rstatus, n, p.opcode, p.imm, p.flags, from);
+    recv_cr(end, &recv, rstatus, n, p.op, p.imm, p.flags, from);
     if rstatus == u::URMA_CR_SUCCESS {
         u::URMA_CR_SUCCESS
     } else {
@@ -678,7 +592,7 @@ pub unsafe fn post_recv_chain(
 }
 
 fn post_one_recv(rq: &RecvQ, w: &u::urma_jfr_wr_t) -> u::urma_status_t {
-    let seq = knobs::RECV_SEQ.next();
+    let seq = PLANE.next_recv();
     // SAFETY: the sg list comes from the caller's WR.
     let sges = match unsafe { read_sg(&w.src, rq.max_sge) } {
         Ok(v) => v,
@@ -695,7 +609,7 @@ fn post_one_recv(rq: &RecvQ, w: &u::urma_jfr_wr_t) -> u::urma_status_t {
         trace_recv(rq, w.user_ctx, &sges, u::URMA_EINVAL);
         return u::URMA_EINVAL;
     }
-    if let Some(st) = knobs::take_fail_post(knobs::Q_RECV, seq) {
+    if let Some(st) = PLANE.take_fail_post(Q_RECV, seq) {
         trace_recv(rq, w.user_ctx, &sges, st);
         return st;
     }
@@ -733,13 +647,12 @@ fn trace_recv(rq: &RecvQ, user_ctx: u64, sges: &[Sge], ret: i32) {
     if !trace::enabled() {
         return;
     }
-    trace::emit(format!(
-        "{{\"ev\":\"post_recv\",\"q\":{},\"user_ctx\":{},\"sge\":{},\"ret\":{}}}",
-        trace::s(&rq.name),
-        trace::hex(user_ctx),
-        sges_json(sges),
-        ret
-    ));
+    trace::event(&Event::PostRecv {
+        q: &rq.name,
+        user_ctx,
+        sge: &trace_sges(sges),
+        ret,
+    });
 }
 
 /// `urma_poll_jfc` body: pops up to `n` CRs into `out`, counting and tracing them.
@@ -758,11 +671,11 @@ pub unsafe fn poll(jfc: &Jfc, n: usize, out: *mut u::urma_cr_t) -> i32 {
         // SAFETY: pop_into wrote k initialised CRs to out.
         let v = unsafe { std::slice::from_raw_parts(out, k) };
         for cr in v {
-            trace::emit(format!(
-                "{{\"ev\":\"poll\",\"jfc\":{},{}}}",
-                trace::s(&jfc.name),
-                trace::cr_fields(cr)
-            ));
+            trace::event(&Event::Poll {
+                jfc: &jfc.name,
+                cr,
+                names: &trace::Queues,
+            });
         }
     }
     k as i32

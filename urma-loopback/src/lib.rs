@@ -9,12 +9,14 @@
 //!
 //! Design (see `docs/loopback.md` for the user view and the layer table); each module uses only
 //! modules listed before it:
-//! * floor: [`util`], [`stats`] (counters), [`knobs`] (every tunable), [`trace`], [`cobj`] (C
+//! * floor: [`util`], [`stats`] (counters), [`knobs`] (the provider's own tunables), [`trace`],
+//!   [`cobj`] (C
 //!   allocation owner, context), [`events`] (async events), [`engine`] (the DMA engine),
 //!   [`peer`] (the transport between processes);
 //! * [`queues`]: JFC completion queues and JFCE event channels (eventfd);
 //! * [`objects`]: the state behind each handle, the receive queues and the WR types they carry;
-//!   [`hold`]: held and delayed CRs;
+//!   [`faults`]: the fault plane (rules, WR / CR numbering, held and delayed CRs; the control
+//!   plane's `FaultPlane`, shared with the interposition layer);
 //! * [`registry`]: every object handed to C is a real allocation with the real C layout; its
 //!   private state lives in a process-wide registry keyed by the object's address. Every handle
 //!   argument is looked up there first, so unknown or deleted handles give an error, not a crash;
@@ -37,7 +39,7 @@ pub mod ctl;
 pub mod datapath;
 pub mod engine;
 pub mod events;
-pub mod hold;
+pub mod faults;
 pub mod knobs;
 pub mod objects;
 pub mod peer;

@@ -11,6 +11,8 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use urma_loopback_ctl::opcode::OpInfo;
+
 use crate::cobj::{CBox, Ctx};
 use crate::peer::Peer;
 use crate::queues::{Jfc, Jfce};
@@ -478,14 +480,14 @@ impl std::ops::Deref for SgeList {
 #[derive(Clone)]
 /// A validated send WR, ready to execute.
 pub struct Plan {
-    pub opcode: u32,
+    /// The row of the WR's opcode in the opcode table (`urma_loopback_ctl::opcode`).
+    pub op: &'static OpInfo,
     pub flags: u32,
     pub user_ctx: u64,
     pub imm: u64,
     pub tjetty: Option<TJettyRef>,
     pub src: SgeList,
     pub dst: SgeList,
-    pub supported: bool,
 }
 
 /// A two-sided message (SEND/SEND_IMM/WRITE_IMM) that found no recv WR at its target and waits

@@ -1,4 +1,5 @@
-//! JSON-lines trace of posted WRs and generated / polled CRs.
+//! JSON-lines trace of posted WRs and generated / polled CRs: the loopback's sinks and the names
+//! of its queues; the events and their one serialiser are `urma_loopback_ctl::trace_line`'s.
 //!
 //! Sinks: a file (`URMA_LOOPBACK_TRACE=/path` at `urma_init`, or `urma_loopback_trace_open`) and
 //! an in-memory capture (`urma_loopback_trace_capture` / `urma_loopback_trace_take`). Lines carry
@@ -9,7 +10,7 @@
 use std::collections::HashMap;
 use std::sync::RwLock;
 
-use urma_loopback_ctl::trace_line::{self, Sink};
+use urma_loopback_ctl::trace_line::{CrNames, Event, Sink};
 
 use crate::util::{rlock, wlock};
 
@@ -17,14 +18,14 @@ use crate::util::{rlock, wlock};
 /// open, capture, take and reset it directly.
 pub static SINK: Sink = Sink::new();
 
-/// Whether any sink is active (cheap check before formatting a line).
+/// Whether any sink is active (cheap check before gathering what an event names).
 pub fn enabled() -> bool {
     SINK.enabled()
 }
 
-/// Emits one line (no trailing newline in `line`).
-pub fn emit(line: String) {
-    SINK.emit(line)
+/// Writes one event (its line is made only while a sink is active).
+pub fn event(e: &Event<'_>) {
+    SINK.event(e)
 }
 
 // ---- symbolic names of jetty/JFS/JFR ids (shared id space), for CR fields ----
@@ -38,7 +39,7 @@ pub fn name_qid(id: u32, name: &str) {
         .insert(id, name.to_string());
 }
 
-/// Symbolic name of a jetty/JFS/JFR id, or `"?<id>"`... never a raw number otherwise.
+/// Symbolic name of a jetty/JFS/JFR id; `unknown` for an id without one (never a raw number).
 pub fn qname(id: u32) -> String {
     rlock(&QNAMES)
         .as_ref()
@@ -46,21 +47,25 @@ pub fn qname(id: u32) -> String {
         .unwrap_or_else(|| "unknown".to_string())
 }
 
-pub use urma_loopback_ctl::trace_line::{hex, json_str as s};
-
 /// This process's uasid once it joined the host (0: in-process only), so that a recv CR from a
 /// sender in another process names it `uasid<u>:<id>` instead of one of our own queues.
 pub static LOCAL_UASID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
-/// The CR fields shared by `cr` and `poll` lines.
-pub fn cr_fields(cr: &urma_sys::urma_cr_t) -> String {
-    let mine = LOCAL_UASID.load(std::sync::atomic::Ordering::Relaxed);
-    trace_line::cr_fields(cr, &qname(cr.local_id), || {
+/// The names of a CR's queues (`local`, `remote` of `cr` and `poll` lines).
+pub struct Queues;
+
+impl CrNames for Queues {
+    fn local(&self, cr: &urma_sys::urma_cr_t) -> String {
+        qname(cr.local_id)
+    }
+
+    fn remote(&self, cr: &urma_sys::urma_cr_t) -> String {
+        let mine = LOCAL_UASID.load(std::sync::atomic::Ordering::Relaxed);
         if mine != 0 && cr.remote_id.uasid != mine {
             // A sender in another process: its ids are not ours to name.
             format!("uasid{}:{}", cr.remote_id.uasid, cr.remote_id.id)
         } else {
             qname(cr.remote_id.id)
         }
-    })
+    }
 }

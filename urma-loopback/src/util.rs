@@ -116,35 +116,9 @@ impl Default for RateLimit {
     }
 }
 
-/// How many stripes a striped global ([`crate::stats::Counter`], the knobs' sequence counters,
-/// the engine's lane locks) is cut into.
-pub const STRIPES: usize = 8;
-
-/// The calling thread's stripe (`0..STRIPES`): threads take stripes round-robin in the order
-/// they first ask, so the few threads that post and poll at once (an application's submitter,
-/// its poller, the library's workers) each update their own cache lines instead of bouncing one
-/// line between CPUs.
-#[inline]
-pub fn stripe() -> usize {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    thread_local! {
-        static STRIPE: usize = NEXT.fetch_add(1, Ordering::Relaxed) % STRIPES;
-    }
-    STRIPE.try_with(|s| *s).unwrap_or(0)
-}
-
-/// A hot global on cache lines of its own (the registry's EPOCH is read on every lookup; it
-/// shared a line with the knobs' sequence counters, which every post and CR increments).
-#[repr(align(128))]
-pub struct Line<T>(pub T);
-
-impl<T> std::ops::Deref for Line<T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        &self.0
-    }
-}
+/// The thread stripes of the striped globals (the engine's lane locks, the statistics, the fault
+/// plane's sequence counters) and the cache-line wrapper, from the control plane.
+pub use urma_loopback_ctl::stripe::{stripe, Line, STRIPES};
 
 #[cfg(test)]
 mod rate_tests {

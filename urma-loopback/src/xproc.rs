@@ -3,13 +3,16 @@
 //! responder half (one `urma-lb-rx` thread per connection: checks token, access, bounds and the
 //! target's recv WR, moves the payload between the socket and the registered memory, generates
 //! the recv CR and acknowledges). The transport is [`crate::peer`]; docs/loopback.md,
-//! "Multiple processes", describes the protocol.
+//! "Multiple processes", describes the protocol. Both halves decide by the opcode table
+//! (`urma_loopback_ctl::opcode`): which list is remote, whether a recv WR is consumed, and (the
+//! owner, for an opcode read from the wire) what the class asks for.
 
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use urma_loopback_ctl::opcode::{self, Class, OpInfo};
 use urma_sys as u;
 
 use crate::complete::{check_sges, finish_send, recv_cr, recv_end, total, RecvEnd};
@@ -51,11 +54,7 @@ pub fn route(p: &Plan) -> Option<Result<Arc<Peer>, u32>> {
         // Nothing of another process was ever imported: every WR is local (one load).
         return None;
     }
-    let remote_sges: &[Sge] = match p.opcode {
-        u::URMA_OPC_READ => &p.src,
-        u::URMA_OPC_WRITE | u::URMA_OPC_WRITE_IMM => &p.dst,
-        _ => &[],
-    };
+    let remote_sges: &[Sge] = p.op.split(&p.src[..], &p.dst[..]).1.unwrap_or(&[]);
     let mut owner: Option<&Arc<Peer>> = None;
     let mut local = false;
     for e in remote_sges.iter().filter(|e| e.len > 0) {
@@ -69,11 +68,7 @@ pub fn route(p: &Plan) -> Option<Result<Arc<Peer>, u32>> {
             None => local = true,
         }
     }
-    let two_sided = matches!(
-        p.opcode,
-        u::URMA_OPC_SEND | u::URMA_OPC_SEND_IMM | u::URMA_OPC_WRITE_IMM
-    );
-    if two_sided {
+    if p.op.two_sided() {
         let target = p.tjetty.as_ref().map(|t| &t.target);
         match target {
             Some(Target::Remote { peer, .. }) => {
@@ -152,15 +147,14 @@ pub fn request(sq: &Arc<SendQ>, p: &Plan, peer: &Arc<Peer>, n: u64) {
         }
         _ => (TARGET_NONE, 0, None),
     };
-    let is_read = p.opcode == u::URMA_OPC_READ;
-    let (pieces, payload) = if is_read {
-        (pieces_of(&p.src), Vec::new())
-    } else {
-        (pieces_of(&p.dst), ranges(&p.src))
-    };
+    // The remote list goes as descriptors; the payload travels with the request, or for a
+    // READ with the acknowledgement.
+    let is_read = p.op.class == Class::Read;
+    let pieces = pieces_of(p.op.split(&p.src[..], &p.dst[..]).1.unwrap_or(&[]));
+    let payload = if is_read { Vec::new() } else { ranges(&p.src) };
     let h = Hdr {
         kind: K_DATA,
-        opcode: p.opcode,
+        opcode: p.op.opcode,
         flags: p.flags,
         src_uasid: sq.uasid,
         src_id: sq.id,
@@ -440,10 +434,13 @@ fn fits(pieces: &[Piece], n: u64) -> bool {
 
 fn answer_data(m: &Msg<'_>) -> bool {
     let (fd, h, n) = (m.fd, m.h, m.h.len);
-    match h.opcode {
-        u::URMA_OPC_WRITE => {
+    let Some(op) = opcode::info(h.opcode) else {
+        return m.refuse(u::URMA_CR_UNSUPPORTED_OPCODE_ERR);
+    };
+    match op.class {
+        Class::Write => {
             let pinned = fits(m.pieces, n)
-                .then(|| pin_pieces(m.pieces, u::URMA_ACCESS_WRITE))
+                .then(|| pin_pieces(m.pieces, op.remote_access))
                 .flatten();
             let Some((dst, _pins)) = pinned else {
                 return m.refuse(u::URMA_CR_REM_ACCESS_ABORT_ERR);
@@ -453,9 +450,9 @@ fn answer_data(m: &Msg<'_>) -> bool {
             let landed = unsafe { scatter(fd, &dst, n, m.until) };
             landed && ack(fd, u::URMA_CR_SUCCESS, n)
         }
-        u::URMA_OPC_READ => {
+        Class::Read => {
             let pinned = fits(m.pieces, n)
-                .then(|| pin_pieces(m.pieces, u::URMA_ACCESS_READ))
+                .then(|| pin_pieces(m.pieces, op.remote_access))
                 .flatten();
             let Some((src, _pins)) = pinned else {
                 return ack(fd, u::URMA_CR_REM_ACCESS_ABORT_ERR, 0);
@@ -475,15 +472,15 @@ fn answer_data(m: &Msg<'_>) -> bool {
             }
             true
         }
-        u::URMA_OPC_WRITE_IMM | u::URMA_OPC_SEND | u::URMA_OPC_SEND_IMM => two_sided(m),
-        _ => m.refuse(u::URMA_CR_UNSUPPORTED_OPCODE_ERR),
+        Class::WriteImm | Class::Send => two_sided(m, op),
+        Class::Nop | Class::Unsupported => m.refuse(u::URMA_CR_UNSUPPORTED_OPCODE_ERR),
     }
 }
 
-fn two_sided(m: &Msg<'_>) -> bool {
+fn two_sided(m: &Msg<'_>, op: &OpInfo) -> bool {
     let (fd, h, n) = (m.fd, m.h, m.h.len);
-    let write_imm = h.opcode == u::URMA_OPC_WRITE_IMM;
-    if write_imm && !(fits(m.pieces, n) && pin_pieces(m.pieces, u::URMA_ACCESS_WRITE).is_some()) {
+    let write_imm = op.class == Class::WriteImm;
+    if write_imm && !(fits(m.pieces, n) && pin_pieces(m.pieces, op.remote_access).is_some()) {
         return m.refuse(u::URMA_CR_REM_ACCESS_ABORT_ERR);
     }
     if local_target(h.target_kind, h.target_id).is_none() {
@@ -507,7 +504,7 @@ fn two_sided(m: &Msg<'_>) -> bool {
         id: h.src_id,
     };
     let dst = if write_imm {
-        pin_pieces(m.pieces, u::URMA_ACCESS_WRITE).ok_or(u::URMA_CR_REM_ACCESS_ABORT_ERR)
+        pin_pieces(m.pieces, op.remote_access).ok_or(u::URMA_CR_REM_ACCESS_ABORT_ERR)
     } else if !check_sges(&recv.sges, false, 0) {
         Err(u::URMA_CR_LOC_ACCESS_ERR)
     } else if n > total(&recv.sges) {
@@ -525,7 +522,7 @@ fn two_sided(m: &Msg<'_>) -> bool {
             return m.refuse(u::URMA_CR_REM_ACCESS_ABORT_ERR);
         }
         Err(rst) => {
-            recv_cr(&end, &recv, rst, n, h.opcode, h.imm, h.flags, from);
+            recv_cr(&end, &recv, rst, n, op, h.imm, h.flags, from);
             return m.refuse(u::URMA_CR_REM_OPERATION_ERR);
         }
     };
@@ -537,16 +534,7 @@ fn two_sided(m: &Msg<'_>) -> bool {
         return false;
     }
     drop(pins);
-    recv_cr(
-        &end,
-        &recv,
-        u::URMA_CR_SUCCESS,
-        n,
-        h.opcode,
-        h.imm,
-        h.flags,
-        from,
-    );
+    recv_cr(&end, &recv, u::URMA_CR_SUCCESS, n, op, h.imm, h.flags, from);
     ack(fd, u::URMA_CR_SUCCESS, n)
 }
 

@@ -652,6 +652,7 @@ pub const URMA_JFC_CI_MASK: u64 = 64;
 pub const UR_NAME_MAX_LEN: u32 = 256;
 pub const JFR_NAME_MAX_LEN: u32 = 256;
 pub const URMA_MAX_SEGS_PER_UR_OPT: u32 = 64;
+pub const URMA_SYSFS_DEV_FLAG_DRIVER_CREATED: u32 = 1;
 pub type atomic_ulong = ::std::os::raw::c_ulong;
 pub const URMA_NO_ORDER: urma_place_order = 0;
 pub const URMA_RELAX_ORDER: urma_place_order = 1;
@@ -739,17 +740,7 @@ pub type urma_jfr_state = ::std::os::raw::c_uint;
 pub use self::urma_jfr_state as urma_jfr_state_t;
 #[repr(C)]
 #[derive(Debug)]
-pub struct urma_provider_ops {
-    _unused: [u8; 0],
-}
-#[repr(C)]
-#[derive(Debug)]
 pub struct urma_sysfs_dev {
-    _unused: [u8; 0],
-}
-#[repr(C)]
-#[derive(Debug)]
-pub struct urma_ops {
     _unused: [u8; 0],
 }
 pub type urma_target_seg_t = urma_target_seg;
@@ -9750,4 +9741,927 @@ unsafe extern "C" {
 }
 unsafe extern "C" {
     pub fn urma_register_log_func(func: urma_log_cb_t) -> urma_status_t;
+}
+#[repr(C)]
+#[derive(Debug)]
+pub struct urma_tp_cfg {
+    _unused: [u8; 0],
+}
+pub type urma_tp_cfg_t = urma_tp_cfg;
+#[repr(C)]
+#[derive(Debug)]
+pub struct urma_tp_attr {
+    _unused: [u8; 0],
+}
+pub type urma_tp_attr_t = urma_tp_attr;
+#[repr(C)]
+#[derive(Debug)]
+pub struct urma_get_tp_cfg {
+    _unused: [u8; 0],
+}
+pub type urma_get_tp_cfg_t = urma_get_tp_cfg;
+#[repr(C)]
+#[derive(Debug)]
+pub struct urma_tp_info {
+    _unused: [u8; 0],
+}
+pub type urma_tp_info_t = urma_tp_info;
+#[repr(C)]
+#[derive(Debug)]
+pub struct urma_tp_attr_value {
+    _unused: [u8; 0],
+}
+pub type urma_tp_attr_value_t = urma_tp_attr_value;
+#[repr(C)]
+#[derive(Debug)]
+pub struct urma_active_tp_cfg {
+    _unused: [u8; 0],
+}
+pub type urma_active_tp_cfg_t = urma_active_tp_cfg;
+#[repr(C)]
+#[derive(Debug)]
+pub struct urma_user_ctl_in {
+    _unused: [u8; 0],
+}
+pub type urma_user_ctl_in_t = urma_user_ctl_in;
+#[repr(C)]
+#[derive(Debug)]
+pub struct urma_user_ctl_out {
+    _unused: [u8; 0],
+}
+pub type urma_user_ctl_out_t = urma_user_ctl_out;
+#[repr(C)]
+#[derive(Debug)]
+pub struct urma_notifier {
+    _unused: [u8; 0],
+}
+pub type urma_notifier_t = urma_notifier;
+#[repr(C)]
+#[derive(Debug)]
+pub struct urma_notify {
+    _unused: [u8; 0],
+}
+pub type urma_notify_t = urma_notify;
+#[repr(C)]
+#[derive(Debug)]
+pub struct urma_net_addr {
+    _unused: [u8; 0],
+}
+pub type urma_net_addr_t = urma_net_addr;
+#[repr(C)]
+#[derive(Copy, Clone)]
+pub union urma_tp_attr_mask {
+    pub value: u32,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of urma_tp_attr_mask"][::std::mem::size_of::<urma_tp_attr_mask>() - 4usize];
+    ["Alignment of urma_tp_attr_mask"][::std::mem::align_of::<urma_tp_attr_mask>() - 4usize];
+    ["Offset of field: urma_tp_attr_mask::value"]
+        [::std::mem::offset_of!(urma_tp_attr_mask, value) - 0usize];
+};
+impl Default for urma_tp_attr_mask {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type urma_tp_attr_mask_t = urma_tp_attr_mask;
+pub type urma_advise_async_cb_func = ::std::option::Option<
+    unsafe extern "C" fn(advise_result: urma_status_t, cb_arg: *mut ::std::os::raw::c_void),
+>;
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone)]
+pub struct urma_match_entry {
+    pub vendor_id: u16,
+    pub device_id: u16,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of urma_match_entry"][::std::mem::size_of::<urma_match_entry>() - 4usize];
+    ["Alignment of urma_match_entry"][::std::mem::align_of::<urma_match_entry>() - 2usize];
+    ["Offset of field: urma_match_entry::vendor_id"]
+        [::std::mem::offset_of!(urma_match_entry, vendor_id) - 0usize];
+    ["Offset of field: urma_match_entry::device_id"]
+        [::std::mem::offset_of!(urma_match_entry, device_id) - 2usize];
+};
+pub type urma_match_entry_t = urma_match_entry;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct urma_ops {
+    pub name: *const ::std::os::raw::c_char,
+    pub create_jfc: ::std::option::Option<
+        unsafe extern "C" fn(ctx: *mut urma_context_t, cfg: *mut urma_jfc_cfg_t) -> *mut urma_jfc_t,
+    >,
+    pub modify_jfc: ::std::option::Option<
+        unsafe extern "C" fn(jfc: *mut urma_jfc_t, attr: *mut urma_jfc_attr_t) -> urma_status_t,
+    >,
+    pub delete_jfc:
+        ::std::option::Option<unsafe extern "C" fn(jfc: *mut urma_jfc_t) -> urma_status_t>,
+    pub delete_jfc_batch: ::std::option::Option<
+        unsafe extern "C" fn(
+            jfc_arr: *mut *mut urma_jfc_t,
+            jfc_num: ::std::os::raw::c_int,
+            bad_jfc: *mut *mut urma_jfc_t,
+        ) -> urma_status_t,
+    >,
+    pub alloc_jfc: ::std::option::Option<
+        unsafe extern "C" fn(
+            ctx: *mut urma_context_t,
+            cfg: *mut urma_jfc_cfg_t,
+            jfc: *mut *mut urma_jfc_t,
+        ) -> urma_status_t,
+    >,
+    pub set_jfc_opt: ::std::option::Option<
+        unsafe extern "C" fn(
+            jfc: *mut urma_jfc_t,
+            opt: u64,
+            buf: *mut ::std::os::raw::c_void,
+            len: u32,
+        ) -> urma_status_t,
+    >,
+    pub active_jfc:
+        ::std::option::Option<unsafe extern "C" fn(jfc: *mut urma_jfc_t) -> urma_status_t>,
+    pub get_jfc_opt: ::std::option::Option<
+        unsafe extern "C" fn(
+            jfc: *mut urma_jfc_t,
+            opt: u64,
+            buf: *mut ::std::os::raw::c_void,
+            len: u32,
+        ) -> urma_status_t,
+    >,
+    pub deactive_jfc:
+        ::std::option::Option<unsafe extern "C" fn(jfc: *mut urma_jfc_t) -> urma_status_t>,
+    pub free_jfc:
+        ::std::option::Option<unsafe extern "C" fn(jfc: *mut urma_jfc_t) -> urma_status_t>,
+    pub create_jfs: ::std::option::Option<
+        unsafe extern "C" fn(ctx: *mut urma_context_t, cfg: *mut urma_jfs_cfg_t) -> *mut urma_jfs_t,
+    >,
+    pub modify_jfs: ::std::option::Option<
+        unsafe extern "C" fn(jfs: *mut urma_jfs_t, attr: *mut urma_jfs_attr_t) -> urma_status_t,
+    >,
+    pub query_jfs: ::std::option::Option<
+        unsafe extern "C" fn(
+            jfs: *mut urma_jfs_t,
+            cfg: *mut urma_jfs_cfg_t,
+            attr: *mut urma_jfs_attr_t,
+        ) -> urma_status_t,
+    >,
+    pub flush_jfs: ::std::option::Option<
+        unsafe extern "C" fn(
+            jfs: *mut urma_jfs_t,
+            cr_cnt: ::std::os::raw::c_int,
+            cr: *mut urma_cr_t,
+        ) -> ::std::os::raw::c_int,
+    >,
+    pub delete_jfs:
+        ::std::option::Option<unsafe extern "C" fn(jfs: *mut urma_jfs_t) -> urma_status_t>,
+    pub delete_jfs_batch: ::std::option::Option<
+        unsafe extern "C" fn(
+            jfs_arr: *mut *mut urma_jfs_t,
+            jfs_num: ::std::os::raw::c_int,
+            bad_jfs: *mut *mut urma_jfs_t,
+        ) -> urma_status_t,
+    >,
+    pub alloc_jfs: ::std::option::Option<
+        unsafe extern "C" fn(
+            ctx: *mut urma_context_t,
+            cfg: *mut urma_jfs_cfg_t,
+            jfs: *mut *mut urma_jfs_t,
+        ) -> urma_status_t,
+    >,
+    pub set_jfs_opt: ::std::option::Option<
+        unsafe extern "C" fn(
+            jfs: *mut urma_jfs_t,
+            opt: u64,
+            buf: *mut ::std::os::raw::c_void,
+            len: u32,
+        ) -> urma_status_t,
+    >,
+    pub active_jfs:
+        ::std::option::Option<unsafe extern "C" fn(jfs: *mut urma_jfs_t) -> urma_status_t>,
+    pub get_jfs_opt: ::std::option::Option<
+        unsafe extern "C" fn(
+            jfs: *mut urma_jfs_t,
+            opt: u64,
+            buf: *mut ::std::os::raw::c_void,
+            len: u32,
+        ) -> urma_status_t,
+    >,
+    pub deactive_jfs:
+        ::std::option::Option<unsafe extern "C" fn(jfs: *mut urma_jfs_t) -> urma_status_t>,
+    pub free_jfs:
+        ::std::option::Option<unsafe extern "C" fn(jfs: *mut urma_jfs_t) -> urma_status_t>,
+    pub create_jfr: ::std::option::Option<
+        unsafe extern "C" fn(ctx: *mut urma_context_t, cfg: *mut urma_jfr_cfg_t) -> *mut urma_jfr_t,
+    >,
+    pub modify_jfr: ::std::option::Option<
+        unsafe extern "C" fn(jfr: *mut urma_jfr_t, attr: *mut urma_jfr_attr_t) -> urma_status_t,
+    >,
+    pub query_jfr: ::std::option::Option<
+        unsafe extern "C" fn(
+            jfr: *mut urma_jfr_t,
+            cfg: *mut urma_jfr_cfg_t,
+            attr: *mut urma_jfr_attr_t,
+        ) -> urma_status_t,
+    >,
+    pub delete_jfr:
+        ::std::option::Option<unsafe extern "C" fn(jfr: *mut urma_jfr_t) -> urma_status_t>,
+    pub delete_jfr_batch: ::std::option::Option<
+        unsafe extern "C" fn(
+            jfr_arr: *mut *mut urma_jfr_t,
+            jfr_num: ::std::os::raw::c_int,
+            bad_jfr: *mut *mut urma_jfr_t,
+        ) -> urma_status_t,
+    >,
+    pub import_jfr: ::std::option::Option<
+        unsafe extern "C" fn(
+            ctx: *mut urma_context_t,
+            rjfr: *mut urma_rjfr_t,
+            token: *mut urma_token_t,
+        ) -> *mut urma_target_jetty_t,
+    >,
+    pub unimport_jfr: ::std::option::Option<
+        unsafe extern "C" fn(tjfr: *mut urma_target_jetty_t) -> urma_status_t,
+    >,
+    pub advise_jfr: ::std::option::Option<
+        unsafe extern "C" fn(jfs: *mut urma_jfs_t, tjfr: *mut urma_target_jetty_t) -> urma_status_t,
+    >,
+    pub unadvise_jfr: ::std::option::Option<
+        unsafe extern "C" fn(jfs: *mut urma_jfs_t, tjfr: *mut urma_target_jetty_t) -> urma_status_t,
+    >,
+    pub advise_jfr_async: ::std::option::Option<
+        unsafe extern "C" fn(
+            jfs: *mut urma_jfs_t,
+            tjfr: *mut urma_target_jetty_t,
+            cb: urma_advise_async_cb_func,
+            cb_arg: *mut ::std::os::raw::c_void,
+        ) -> urma_status_t,
+    >,
+    pub alloc_jfr: ::std::option::Option<
+        unsafe extern "C" fn(
+            ctx: *mut urma_context_t,
+            cfg: *mut urma_jfr_cfg_t,
+            jfr: *mut *mut urma_jfr_t,
+        ) -> urma_status_t,
+    >,
+    pub set_jfr_opt: ::std::option::Option<
+        unsafe extern "C" fn(
+            jfr: *mut urma_jfr_t,
+            opt: u64,
+            buf: *mut ::std::os::raw::c_void,
+            len: u32,
+        ) -> urma_status_t,
+    >,
+    pub active_jfr:
+        ::std::option::Option<unsafe extern "C" fn(jfr: *mut urma_jfr_t) -> urma_status_t>,
+    pub get_jfr_opt: ::std::option::Option<
+        unsafe extern "C" fn(
+            jfr: *mut urma_jfr_t,
+            opt: u64,
+            buf: *mut ::std::os::raw::c_void,
+            len: u32,
+        ) -> urma_status_t,
+    >,
+    pub deactive_jfr:
+        ::std::option::Option<unsafe extern "C" fn(jfr: *mut urma_jfr_t) -> urma_status_t>,
+    pub free_jfr:
+        ::std::option::Option<unsafe extern "C" fn(jfr: *mut urma_jfr_t) -> urma_status_t>,
+    pub create_jetty: ::std::option::Option<
+        unsafe extern "C" fn(
+            ctx: *mut urma_context_t,
+            cfg: *mut urma_jetty_cfg_t,
+        ) -> *mut urma_jetty_t,
+    >,
+    pub modify_jetty: ::std::option::Option<
+        unsafe extern "C" fn(
+            jetty: *mut urma_jetty_t,
+            attr: *mut urma_jetty_attr_t,
+        ) -> urma_status_t,
+    >,
+    pub query_jetty: ::std::option::Option<
+        unsafe extern "C" fn(
+            jetty: *mut urma_jetty_t,
+            cfg: *mut urma_jetty_cfg_t,
+            attr: *mut urma_jetty_attr_t,
+        ) -> urma_status_t,
+    >,
+    pub flush_jetty: ::std::option::Option<
+        unsafe extern "C" fn(
+            jetty: *mut urma_jetty_t,
+            cr_cnt: ::std::os::raw::c_int,
+            cr: *mut urma_cr_t,
+        ) -> ::std::os::raw::c_int,
+    >,
+    pub delete_jetty:
+        ::std::option::Option<unsafe extern "C" fn(jetty: *mut urma_jetty_t) -> urma_status_t>,
+    pub delete_jetty_batch: ::std::option::Option<
+        unsafe extern "C" fn(
+            jetty_arr: *mut *mut urma_jetty_t,
+            jetty_num: ::std::os::raw::c_int,
+            bad_jetty: *mut *mut urma_jetty_t,
+        ) -> urma_status_t,
+    >,
+    pub import_jetty: ::std::option::Option<
+        unsafe extern "C" fn(
+            ctx: *mut urma_context_t,
+            rjetty: *mut urma_rjetty_t,
+            token: *mut urma_token_t,
+        ) -> *mut urma_target_jetty_t,
+    >,
+    pub unimport_jetty: ::std::option::Option<
+        unsafe extern "C" fn(tjetty: *mut urma_target_jetty_t) -> urma_status_t,
+    >,
+    pub advise_jetty: ::std::option::Option<
+        unsafe extern "C" fn(
+            jetty: *mut urma_jetty_t,
+            tjetty: *mut urma_target_jetty_t,
+        ) -> urma_status_t,
+    >,
+    pub unadvise_jetty: ::std::option::Option<
+        unsafe extern "C" fn(
+            jetty: *mut urma_jetty_t,
+            tjetty: *mut urma_target_jetty_t,
+        ) -> urma_status_t,
+    >,
+    pub advise_jetty_async: ::std::option::Option<
+        unsafe extern "C" fn(
+            jetty: *mut urma_jetty_t,
+            tjetty: *mut urma_target_jetty_t,
+            cb: urma_advise_async_cb_func,
+            cb_arg: *mut ::std::os::raw::c_void,
+        ) -> urma_status_t,
+    >,
+    pub bind_jetty: ::std::option::Option<
+        unsafe extern "C" fn(
+            jetty: *mut urma_jetty_t,
+            tjetty: *mut urma_target_jetty_t,
+        ) -> urma_status_t,
+    >,
+    pub unbind_jetty:
+        ::std::option::Option<unsafe extern "C" fn(jetty: *mut urma_jetty_t) -> urma_status_t>,
+    pub alloc_jetty: ::std::option::Option<
+        unsafe extern "C" fn(
+            ctx: *mut urma_context_t,
+            cfg: *mut urma_jetty_cfg_t,
+            jetty: *mut *mut urma_jetty_t,
+        ) -> urma_status_t,
+    >,
+    pub set_jetty_opt: ::std::option::Option<
+        unsafe extern "C" fn(
+            jetty: *mut urma_jetty_t,
+            opt: u64,
+            buf: *mut ::std::os::raw::c_void,
+            len: u32,
+        ) -> urma_status_t,
+    >,
+    pub active_jetty:
+        ::std::option::Option<unsafe extern "C" fn(jetty: *mut urma_jetty_t) -> urma_status_t>,
+    pub get_jetty_opt: ::std::option::Option<
+        unsafe extern "C" fn(
+            jetty: *mut urma_jetty_t,
+            opt: u64,
+            buf: *mut ::std::os::raw::c_void,
+            len: u32,
+        ) -> urma_status_t,
+    >,
+    pub deactive_jetty:
+        ::std::option::Option<unsafe extern "C" fn(jetty: *mut urma_jetty_t) -> urma_status_t>,
+    pub free_jetty:
+        ::std::option::Option<unsafe extern "C" fn(jetty: *mut urma_jetty_t) -> urma_status_t>,
+    pub create_jetty_grp: ::std::option::Option<
+        unsafe extern "C" fn(
+            ctx: *mut urma_context_t,
+            cfg: *mut urma_jetty_grp_cfg_t,
+        ) -> *mut urma_jetty_grp_t,
+    >,
+    pub delete_jetty_grp: ::std::option::Option<
+        unsafe extern "C" fn(jetty_grp: *mut urma_jetty_grp_t) -> urma_status_t,
+    >,
+    pub create_jfce:
+        ::std::option::Option<unsafe extern "C" fn(ctx: *mut urma_context_t) -> *mut urma_jfce_t>,
+    pub delete_jfce:
+        ::std::option::Option<unsafe extern "C" fn(jfce: *mut urma_jfce_t) -> urma_status_t>,
+    pub get_tpn: ::std::option::Option<
+        unsafe extern "C" fn(jetty: *mut urma_jetty_t) -> ::std::os::raw::c_int,
+    >,
+    pub modify_tp: ::std::option::Option<
+        unsafe extern "C" fn(
+            ctx: *mut urma_context_t,
+            tpn: u32,
+            cfg: *mut urma_tp_cfg_t,
+            attr: *mut urma_tp_attr_t,
+            mask: urma_tp_attr_mask_t,
+        ) -> ::std::os::raw::c_int,
+    >,
+    pub get_tp_list: ::std::option::Option<
+        unsafe extern "C" fn(
+            ctx: *mut urma_context_t,
+            cfg: *mut urma_get_tp_cfg_t,
+            tp_cnt: *mut u32,
+            tp_list: *mut urma_tp_info_t,
+        ) -> urma_status_t,
+    >,
+    pub set_tp_attr: ::std::option::Option<
+        unsafe extern "C" fn(
+            ctx: *const urma_context_t,
+            tp_handle: u64,
+            tp_attr_cnt: u8,
+            tp_attr_bitmap: u32,
+            tp_attr: *const urma_tp_attr_value_t,
+        ) -> urma_status_t,
+    >,
+    pub get_tp_attr: ::std::option::Option<
+        unsafe extern "C" fn(
+            ctx: *const urma_context_t,
+            tp_handle: u64,
+            tp_attr_cnt: *mut u8,
+            tp_attr_bitmap: *mut u32,
+            tp_attr: *mut urma_tp_attr_value_t,
+        ) -> urma_status_t,
+    >,
+    pub import_jetty_ex: ::std::option::Option<
+        unsafe extern "C" fn(
+            ctx: *mut urma_context_t,
+            rjetty: *mut urma_rjetty_t,
+            token: *mut urma_token_t,
+            tp_cfg: *mut urma_active_tp_cfg_t,
+        ) -> *mut urma_target_jetty_t,
+    >,
+    pub import_jfr_ex: ::std::option::Option<
+        unsafe extern "C" fn(
+            ctx: *mut urma_context_t,
+            rjfr: *mut urma_rjfr_t,
+            token: *mut urma_token_t,
+            tp_cfg: *mut urma_active_tp_cfg_t,
+        ) -> *mut urma_target_jetty_t,
+    >,
+    pub bind_jetty_ex: ::std::option::Option<
+        unsafe extern "C" fn(
+            jetty: *mut urma_jetty_t,
+            tjetty: *mut urma_target_jetty_t,
+            tp_cfg: *mut urma_active_tp_cfg_t,
+        ) -> urma_status_t,
+    >,
+    pub alloc_token_id: ::std::option::Option<
+        unsafe extern "C" fn(ctx: *mut urma_context_t) -> *mut urma_token_id_t,
+    >,
+    pub alloc_token_id_ex: ::std::option::Option<
+        unsafe extern "C" fn(
+            ctx: *mut urma_context_t,
+            flag: urma_token_id_flag_t,
+        ) -> *mut urma_token_id_t,
+    >,
+    pub free_token_id: ::std::option::Option<
+        unsafe extern "C" fn(token_id: *mut urma_token_id_t) -> urma_status_t,
+    >,
+    pub register_seg: ::std::option::Option<
+        unsafe extern "C" fn(
+            ctx: *mut urma_context_t,
+            cfg: *mut urma_seg_cfg_t,
+        ) -> *mut urma_target_seg_t,
+    >,
+    pub unregister_seg:
+        ::std::option::Option<unsafe extern "C" fn(tseg: *mut urma_target_seg_t) -> urma_status_t>,
+    pub import_seg: ::std::option::Option<
+        unsafe extern "C" fn(
+            ctx: *mut urma_context_t,
+            seg: *mut urma_seg_t,
+            token: *mut urma_token_t,
+            addr: u64,
+            flag: urma_import_seg_flag_t,
+        ) -> *mut urma_target_seg_t,
+    >,
+    pub unimport_seg:
+        ::std::option::Option<unsafe extern "C" fn(tseg: *mut urma_target_seg_t) -> urma_status_t>,
+    pub get_async_event: ::std::option::Option<
+        unsafe extern "C" fn(
+            ctx: *mut urma_context_t,
+            event: *mut urma_async_event_t,
+        ) -> urma_status_t,
+    >,
+    pub ack_async_event:
+        ::std::option::Option<unsafe extern "C" fn(event: *mut urma_async_event_t)>,
+    pub user_ctl: ::std::option::Option<
+        unsafe extern "C" fn(
+            ctx: *mut urma_context_t,
+            in_: *mut urma_user_ctl_in_t,
+            out: *mut urma_user_ctl_out_t,
+        ) -> ::std::os::raw::c_int,
+    >,
+    pub post_jfs_wr: ::std::option::Option<
+        unsafe extern "C" fn(
+            jfs: *mut urma_jfs_t,
+            wr: *mut urma_jfs_wr_t,
+            bad_wr: *mut *mut urma_jfs_wr_t,
+        ) -> urma_status_t,
+    >,
+    pub post_jfr_wr: ::std::option::Option<
+        unsafe extern "C" fn(
+            jfr: *mut urma_jfr_t,
+            wr: *mut urma_jfr_wr_t,
+            bad_wr: *mut *mut urma_jfr_wr_t,
+        ) -> urma_status_t,
+    >,
+    pub post_jetty_send_wr: ::std::option::Option<
+        unsafe extern "C" fn(
+            jetty: *mut urma_jetty_t,
+            wr: *mut urma_jfs_wr_t,
+            bad_wr: *mut *mut urma_jfs_wr_t,
+        ) -> urma_status_t,
+    >,
+    pub post_jetty_recv_wr: ::std::option::Option<
+        unsafe extern "C" fn(
+            jetty: *mut urma_jetty_t,
+            wr: *mut urma_jfr_wr_t,
+            bad_wr: *mut *mut urma_jfr_wr_t,
+        ) -> urma_status_t,
+    >,
+    pub poll_jfc: ::std::option::Option<
+        unsafe extern "C" fn(
+            jfc: *mut urma_jfc_t,
+            cr_cnt: ::std::os::raw::c_int,
+            cr: *mut urma_cr_t,
+        ) -> ::std::os::raw::c_int,
+    >,
+    pub rearm_jfc: ::std::option::Option<
+        unsafe extern "C" fn(jfc: *mut urma_jfc_t, solicited_only: bool) -> urma_status_t,
+    >,
+    pub wait_jfc: ::std::option::Option<
+        unsafe extern "C" fn(
+            jfce: *mut urma_jfce_t,
+            jfc_cnt: u32,
+            time_out: ::std::os::raw::c_int,
+            jfc: *mut *mut urma_jfc_t,
+        ) -> ::std::os::raw::c_int,
+    >,
+    pub ack_jfc: ::std::option::Option<
+        unsafe extern "C" fn(jfc: *mut *mut urma_jfc_t, nevents: *mut u32, jfc_cnt: u32),
+    >,
+    pub import_jetty_async: ::std::option::Option<
+        unsafe extern "C" fn(
+            notifier: *mut urma_notifier_t,
+            rjetty: *const urma_rjetty_t,
+            token: *const urma_token_t,
+            user_ctx: u64,
+            timeout: ::std::os::raw::c_int,
+        ) -> *mut urma_target_jetty_t,
+    >,
+    pub unimport_jetty_async: ::std::option::Option<
+        unsafe extern "C" fn(tjetty: *mut urma_target_jetty_t) -> urma_status_t,
+    >,
+    pub bind_jetty_async: ::std::option::Option<
+        unsafe extern "C" fn(
+            notifier: *mut urma_notifier_t,
+            jetty: *mut urma_jetty_t,
+            tjetty: *mut urma_target_jetty_t,
+            user_ctx: u64,
+            timeout: ::std::os::raw::c_int,
+        ) -> urma_status_t,
+    >,
+    pub unbind_jetty_async:
+        ::std::option::Option<unsafe extern "C" fn(jetty: *mut urma_jetty_t) -> urma_status_t>,
+    pub create_notifier: ::std::option::Option<
+        unsafe extern "C" fn(ctx: *mut urma_context_t) -> *mut urma_notifier_t,
+    >,
+    pub delete_notifier: ::std::option::Option<
+        unsafe extern "C" fn(notifier: *mut urma_notifier_t) -> urma_status_t,
+    >,
+    pub wait_notify: ::std::option::Option<
+        unsafe extern "C" fn(
+            notifier: *mut urma_notifier_t,
+            cnt: u32,
+            notify: *mut urma_notify_t,
+            timeout: ::std::os::raw::c_int,
+        ) -> ::std::os::raw::c_int,
+    >,
+    pub ack_notify:
+        ::std::option::Option<unsafe extern "C" fn(cnt: u32, notify: *mut urma_notify_t)>,
+    pub get_eid_by_ip: ::std::option::Option<
+        unsafe extern "C" fn(
+            ctx: *const urma_context_t,
+            net_addr: *const urma_net_addr_t,
+            eid: *mut urma_eid_t,
+        ) -> urma_status_t,
+    >,
+    pub get_ip_by_eid: ::std::option::Option<
+        unsafe extern "C" fn(
+            ctx: *const urma_context_t,
+            eid: *const urma_eid_t,
+            net_addr: *mut urma_net_addr_t,
+        ) -> urma_status_t,
+    >,
+    pub get_smac: ::std::option::Option<
+        unsafe extern "C" fn(ctx: *const urma_context_t, mac: *mut u8) -> urma_status_t,
+    >,
+    pub get_dmac: ::std::option::Option<
+        unsafe extern "C" fn(
+            ctx: *const urma_context_t,
+            net_addr: *const urma_net_addr_t,
+            mac: *mut u8,
+        ) -> urma_status_t,
+    >,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of urma_ops"][::std::mem::size_of::<urma_ops>() - 800usize];
+    ["Alignment of urma_ops"][::std::mem::align_of::<urma_ops>() - 8usize];
+    ["Offset of field: urma_ops::name"][::std::mem::offset_of!(urma_ops, name) - 0usize];
+    ["Offset of field: urma_ops::create_jfc"]
+        [::std::mem::offset_of!(urma_ops, create_jfc) - 8usize];
+    ["Offset of field: urma_ops::modify_jfc"]
+        [::std::mem::offset_of!(urma_ops, modify_jfc) - 16usize];
+    ["Offset of field: urma_ops::delete_jfc"]
+        [::std::mem::offset_of!(urma_ops, delete_jfc) - 24usize];
+    ["Offset of field: urma_ops::delete_jfc_batch"]
+        [::std::mem::offset_of!(urma_ops, delete_jfc_batch) - 32usize];
+    ["Offset of field: urma_ops::alloc_jfc"][::std::mem::offset_of!(urma_ops, alloc_jfc) - 40usize];
+    ["Offset of field: urma_ops::set_jfc_opt"]
+        [::std::mem::offset_of!(urma_ops, set_jfc_opt) - 48usize];
+    ["Offset of field: urma_ops::active_jfc"]
+        [::std::mem::offset_of!(urma_ops, active_jfc) - 56usize];
+    ["Offset of field: urma_ops::get_jfc_opt"]
+        [::std::mem::offset_of!(urma_ops, get_jfc_opt) - 64usize];
+    ["Offset of field: urma_ops::deactive_jfc"]
+        [::std::mem::offset_of!(urma_ops, deactive_jfc) - 72usize];
+    ["Offset of field: urma_ops::free_jfc"][::std::mem::offset_of!(urma_ops, free_jfc) - 80usize];
+    ["Offset of field: urma_ops::create_jfs"]
+        [::std::mem::offset_of!(urma_ops, create_jfs) - 88usize];
+    ["Offset of field: urma_ops::modify_jfs"]
+        [::std::mem::offset_of!(urma_ops, modify_jfs) - 96usize];
+    ["Offset of field: urma_ops::query_jfs"]
+        [::std::mem::offset_of!(urma_ops, query_jfs) - 104usize];
+    ["Offset of field: urma_ops::flush_jfs"]
+        [::std::mem::offset_of!(urma_ops, flush_jfs) - 112usize];
+    ["Offset of field: urma_ops::delete_jfs"]
+        [::std::mem::offset_of!(urma_ops, delete_jfs) - 120usize];
+    ["Offset of field: urma_ops::delete_jfs_batch"]
+        [::std::mem::offset_of!(urma_ops, delete_jfs_batch) - 128usize];
+    ["Offset of field: urma_ops::alloc_jfs"]
+        [::std::mem::offset_of!(urma_ops, alloc_jfs) - 136usize];
+    ["Offset of field: urma_ops::set_jfs_opt"]
+        [::std::mem::offset_of!(urma_ops, set_jfs_opt) - 144usize];
+    ["Offset of field: urma_ops::active_jfs"]
+        [::std::mem::offset_of!(urma_ops, active_jfs) - 152usize];
+    ["Offset of field: urma_ops::get_jfs_opt"]
+        [::std::mem::offset_of!(urma_ops, get_jfs_opt) - 160usize];
+    ["Offset of field: urma_ops::deactive_jfs"]
+        [::std::mem::offset_of!(urma_ops, deactive_jfs) - 168usize];
+    ["Offset of field: urma_ops::free_jfs"][::std::mem::offset_of!(urma_ops, free_jfs) - 176usize];
+    ["Offset of field: urma_ops::create_jfr"]
+        [::std::mem::offset_of!(urma_ops, create_jfr) - 184usize];
+    ["Offset of field: urma_ops::modify_jfr"]
+        [::std::mem::offset_of!(urma_ops, modify_jfr) - 192usize];
+    ["Offset of field: urma_ops::query_jfr"]
+        [::std::mem::offset_of!(urma_ops, query_jfr) - 200usize];
+    ["Offset of field: urma_ops::delete_jfr"]
+        [::std::mem::offset_of!(urma_ops, delete_jfr) - 208usize];
+    ["Offset of field: urma_ops::delete_jfr_batch"]
+        [::std::mem::offset_of!(urma_ops, delete_jfr_batch) - 216usize];
+    ["Offset of field: urma_ops::import_jfr"]
+        [::std::mem::offset_of!(urma_ops, import_jfr) - 224usize];
+    ["Offset of field: urma_ops::unimport_jfr"]
+        [::std::mem::offset_of!(urma_ops, unimport_jfr) - 232usize];
+    ["Offset of field: urma_ops::advise_jfr"]
+        [::std::mem::offset_of!(urma_ops, advise_jfr) - 240usize];
+    ["Offset of field: urma_ops::unadvise_jfr"]
+        [::std::mem::offset_of!(urma_ops, unadvise_jfr) - 248usize];
+    ["Offset of field: urma_ops::advise_jfr_async"]
+        [::std::mem::offset_of!(urma_ops, advise_jfr_async) - 256usize];
+    ["Offset of field: urma_ops::alloc_jfr"]
+        [::std::mem::offset_of!(urma_ops, alloc_jfr) - 264usize];
+    ["Offset of field: urma_ops::set_jfr_opt"]
+        [::std::mem::offset_of!(urma_ops, set_jfr_opt) - 272usize];
+    ["Offset of field: urma_ops::active_jfr"]
+        [::std::mem::offset_of!(urma_ops, active_jfr) - 280usize];
+    ["Offset of field: urma_ops::get_jfr_opt"]
+        [::std::mem::offset_of!(urma_ops, get_jfr_opt) - 288usize];
+    ["Offset of field: urma_ops::deactive_jfr"]
+        [::std::mem::offset_of!(urma_ops, deactive_jfr) - 296usize];
+    ["Offset of field: urma_ops::free_jfr"][::std::mem::offset_of!(urma_ops, free_jfr) - 304usize];
+    ["Offset of field: urma_ops::create_jetty"]
+        [::std::mem::offset_of!(urma_ops, create_jetty) - 312usize];
+    ["Offset of field: urma_ops::modify_jetty"]
+        [::std::mem::offset_of!(urma_ops, modify_jetty) - 320usize];
+    ["Offset of field: urma_ops::query_jetty"]
+        [::std::mem::offset_of!(urma_ops, query_jetty) - 328usize];
+    ["Offset of field: urma_ops::flush_jetty"]
+        [::std::mem::offset_of!(urma_ops, flush_jetty) - 336usize];
+    ["Offset of field: urma_ops::delete_jetty"]
+        [::std::mem::offset_of!(urma_ops, delete_jetty) - 344usize];
+    ["Offset of field: urma_ops::delete_jetty_batch"]
+        [::std::mem::offset_of!(urma_ops, delete_jetty_batch) - 352usize];
+    ["Offset of field: urma_ops::import_jetty"]
+        [::std::mem::offset_of!(urma_ops, import_jetty) - 360usize];
+    ["Offset of field: urma_ops::unimport_jetty"]
+        [::std::mem::offset_of!(urma_ops, unimport_jetty) - 368usize];
+    ["Offset of field: urma_ops::advise_jetty"]
+        [::std::mem::offset_of!(urma_ops, advise_jetty) - 376usize];
+    ["Offset of field: urma_ops::unadvise_jetty"]
+        [::std::mem::offset_of!(urma_ops, unadvise_jetty) - 384usize];
+    ["Offset of field: urma_ops::advise_jetty_async"]
+        [::std::mem::offset_of!(urma_ops, advise_jetty_async) - 392usize];
+    ["Offset of field: urma_ops::bind_jetty"]
+        [::std::mem::offset_of!(urma_ops, bind_jetty) - 400usize];
+    ["Offset of field: urma_ops::unbind_jetty"]
+        [::std::mem::offset_of!(urma_ops, unbind_jetty) - 408usize];
+    ["Offset of field: urma_ops::alloc_jetty"]
+        [::std::mem::offset_of!(urma_ops, alloc_jetty) - 416usize];
+    ["Offset of field: urma_ops::set_jetty_opt"]
+        [::std::mem::offset_of!(urma_ops, set_jetty_opt) - 424usize];
+    ["Offset of field: urma_ops::active_jetty"]
+        [::std::mem::offset_of!(urma_ops, active_jetty) - 432usize];
+    ["Offset of field: urma_ops::get_jetty_opt"]
+        [::std::mem::offset_of!(urma_ops, get_jetty_opt) - 440usize];
+    ["Offset of field: urma_ops::deactive_jetty"]
+        [::std::mem::offset_of!(urma_ops, deactive_jetty) - 448usize];
+    ["Offset of field: urma_ops::free_jetty"]
+        [::std::mem::offset_of!(urma_ops, free_jetty) - 456usize];
+    ["Offset of field: urma_ops::create_jetty_grp"]
+        [::std::mem::offset_of!(urma_ops, create_jetty_grp) - 464usize];
+    ["Offset of field: urma_ops::delete_jetty_grp"]
+        [::std::mem::offset_of!(urma_ops, delete_jetty_grp) - 472usize];
+    ["Offset of field: urma_ops::create_jfce"]
+        [::std::mem::offset_of!(urma_ops, create_jfce) - 480usize];
+    ["Offset of field: urma_ops::delete_jfce"]
+        [::std::mem::offset_of!(urma_ops, delete_jfce) - 488usize];
+    ["Offset of field: urma_ops::get_tpn"][::std::mem::offset_of!(urma_ops, get_tpn) - 496usize];
+    ["Offset of field: urma_ops::modify_tp"]
+        [::std::mem::offset_of!(urma_ops, modify_tp) - 504usize];
+    ["Offset of field: urma_ops::get_tp_list"]
+        [::std::mem::offset_of!(urma_ops, get_tp_list) - 512usize];
+    ["Offset of field: urma_ops::set_tp_attr"]
+        [::std::mem::offset_of!(urma_ops, set_tp_attr) - 520usize];
+    ["Offset of field: urma_ops::get_tp_attr"]
+        [::std::mem::offset_of!(urma_ops, get_tp_attr) - 528usize];
+    ["Offset of field: urma_ops::import_jetty_ex"]
+        [::std::mem::offset_of!(urma_ops, import_jetty_ex) - 536usize];
+    ["Offset of field: urma_ops::import_jfr_ex"]
+        [::std::mem::offset_of!(urma_ops, import_jfr_ex) - 544usize];
+    ["Offset of field: urma_ops::bind_jetty_ex"]
+        [::std::mem::offset_of!(urma_ops, bind_jetty_ex) - 552usize];
+    ["Offset of field: urma_ops::alloc_token_id"]
+        [::std::mem::offset_of!(urma_ops, alloc_token_id) - 560usize];
+    ["Offset of field: urma_ops::alloc_token_id_ex"]
+        [::std::mem::offset_of!(urma_ops, alloc_token_id_ex) - 568usize];
+    ["Offset of field: urma_ops::free_token_id"]
+        [::std::mem::offset_of!(urma_ops, free_token_id) - 576usize];
+    ["Offset of field: urma_ops::register_seg"]
+        [::std::mem::offset_of!(urma_ops, register_seg) - 584usize];
+    ["Offset of field: urma_ops::unregister_seg"]
+        [::std::mem::offset_of!(urma_ops, unregister_seg) - 592usize];
+    ["Offset of field: urma_ops::import_seg"]
+        [::std::mem::offset_of!(urma_ops, import_seg) - 600usize];
+    ["Offset of field: urma_ops::unimport_seg"]
+        [::std::mem::offset_of!(urma_ops, unimport_seg) - 608usize];
+    ["Offset of field: urma_ops::get_async_event"]
+        [::std::mem::offset_of!(urma_ops, get_async_event) - 616usize];
+    ["Offset of field: urma_ops::ack_async_event"]
+        [::std::mem::offset_of!(urma_ops, ack_async_event) - 624usize];
+    ["Offset of field: urma_ops::user_ctl"][::std::mem::offset_of!(urma_ops, user_ctl) - 632usize];
+    ["Offset of field: urma_ops::post_jfs_wr"]
+        [::std::mem::offset_of!(urma_ops, post_jfs_wr) - 640usize];
+    ["Offset of field: urma_ops::post_jfr_wr"]
+        [::std::mem::offset_of!(urma_ops, post_jfr_wr) - 648usize];
+    ["Offset of field: urma_ops::post_jetty_send_wr"]
+        [::std::mem::offset_of!(urma_ops, post_jetty_send_wr) - 656usize];
+    ["Offset of field: urma_ops::post_jetty_recv_wr"]
+        [::std::mem::offset_of!(urma_ops, post_jetty_recv_wr) - 664usize];
+    ["Offset of field: urma_ops::poll_jfc"][::std::mem::offset_of!(urma_ops, poll_jfc) - 672usize];
+    ["Offset of field: urma_ops::rearm_jfc"]
+        [::std::mem::offset_of!(urma_ops, rearm_jfc) - 680usize];
+    ["Offset of field: urma_ops::wait_jfc"][::std::mem::offset_of!(urma_ops, wait_jfc) - 688usize];
+    ["Offset of field: urma_ops::ack_jfc"][::std::mem::offset_of!(urma_ops, ack_jfc) - 696usize];
+    ["Offset of field: urma_ops::import_jetty_async"]
+        [::std::mem::offset_of!(urma_ops, import_jetty_async) - 704usize];
+    ["Offset of field: urma_ops::unimport_jetty_async"]
+        [::std::mem::offset_of!(urma_ops, unimport_jetty_async) - 712usize];
+    ["Offset of field: urma_ops::bind_jetty_async"]
+        [::std::mem::offset_of!(urma_ops, bind_jetty_async) - 720usize];
+    ["Offset of field: urma_ops::unbind_jetty_async"]
+        [::std::mem::offset_of!(urma_ops, unbind_jetty_async) - 728usize];
+    ["Offset of field: urma_ops::create_notifier"]
+        [::std::mem::offset_of!(urma_ops, create_notifier) - 736usize];
+    ["Offset of field: urma_ops::delete_notifier"]
+        [::std::mem::offset_of!(urma_ops, delete_notifier) - 744usize];
+    ["Offset of field: urma_ops::wait_notify"]
+        [::std::mem::offset_of!(urma_ops, wait_notify) - 752usize];
+    ["Offset of field: urma_ops::ack_notify"]
+        [::std::mem::offset_of!(urma_ops, ack_notify) - 760usize];
+    ["Offset of field: urma_ops::get_eid_by_ip"]
+        [::std::mem::offset_of!(urma_ops, get_eid_by_ip) - 768usize];
+    ["Offset of field: urma_ops::get_ip_by_eid"]
+        [::std::mem::offset_of!(urma_ops, get_ip_by_eid) - 776usize];
+    ["Offset of field: urma_ops::get_smac"][::std::mem::offset_of!(urma_ops, get_smac) - 784usize];
+    ["Offset of field: urma_ops::get_dmac"][::std::mem::offset_of!(urma_ops, get_dmac) - 792usize];
+};
+impl Default for urma_ops {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type urma_ops_t = urma_ops;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct urma_provider_attr {
+    pub version: u32,
+    pub transport_type: urma_transport_type_t,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of urma_provider_attr"][::std::mem::size_of::<urma_provider_attr>() - 8usize];
+    ["Alignment of urma_provider_attr"][::std::mem::align_of::<urma_provider_attr>() - 4usize];
+    ["Offset of field: urma_provider_attr::version"]
+        [::std::mem::offset_of!(urma_provider_attr, version) - 0usize];
+    ["Offset of field: urma_provider_attr::transport_type"]
+        [::std::mem::offset_of!(urma_provider_attr, transport_type) - 4usize];
+};
+impl Default for urma_provider_attr {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type urma_provider_attr_t = urma_provider_attr;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct urma_provider_ops {
+    pub name: *const ::std::os::raw::c_char,
+    pub attr: urma_provider_attr_t,
+    pub match_table: *mut urma_match_entry_t,
+    pub init:
+        ::std::option::Option<unsafe extern "C" fn(conf: *mut urma_init_attr_t) -> urma_status_t>,
+    pub uninit: ::std::option::Option<unsafe extern "C" fn() -> urma_status_t>,
+    pub query_device: ::std::option::Option<
+        unsafe extern "C" fn(
+            dev: *mut urma_device_t,
+            dev_attr: *mut urma_device_attr_t,
+        ) -> urma_status_t,
+    >,
+    pub create_context: ::std::option::Option<
+        unsafe extern "C" fn(
+            dev: *mut urma_device_t,
+            eid_index: u32,
+            dev_fd: ::std::os::raw::c_int,
+        ) -> *mut urma_context_t,
+    >,
+    pub delete_context:
+        ::std::option::Option<unsafe extern "C" fn(ctx: *mut urma_context_t) -> urma_status_t>,
+    pub get_uasid: ::std::option::Option<unsafe extern "C" fn(uasid: *mut u32) -> urma_status_t>,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of urma_provider_ops"][::std::mem::size_of::<urma_provider_ops>() - 72usize];
+    ["Alignment of urma_provider_ops"][::std::mem::align_of::<urma_provider_ops>() - 8usize];
+    ["Offset of field: urma_provider_ops::name"]
+        [::std::mem::offset_of!(urma_provider_ops, name) - 0usize];
+    ["Offset of field: urma_provider_ops::attr"]
+        [::std::mem::offset_of!(urma_provider_ops, attr) - 8usize];
+    ["Offset of field: urma_provider_ops::match_table"]
+        [::std::mem::offset_of!(urma_provider_ops, match_table) - 16usize];
+    ["Offset of field: urma_provider_ops::init"]
+        [::std::mem::offset_of!(urma_provider_ops, init) - 24usize];
+    ["Offset of field: urma_provider_ops::uninit"]
+        [::std::mem::offset_of!(urma_provider_ops, uninit) - 32usize];
+    ["Offset of field: urma_provider_ops::query_device"]
+        [::std::mem::offset_of!(urma_provider_ops, query_device) - 40usize];
+    ["Offset of field: urma_provider_ops::create_context"]
+        [::std::mem::offset_of!(urma_provider_ops, create_context) - 48usize];
+    ["Offset of field: urma_provider_ops::delete_context"]
+        [::std::mem::offset_of!(urma_provider_ops, delete_context) - 56usize];
+    ["Offset of field: urma_provider_ops::get_uasid"]
+        [::std::mem::offset_of!(urma_provider_ops, get_uasid) - 64usize];
+};
+impl Default for urma_provider_ops {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type urma_provider_ops_t = urma_provider_ops;
+unsafe extern "C" {
+    pub fn urma_register_provider_ops(
+        provider_ops: *mut urma_provider_ops_t,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
+    pub fn urma_unregister_provider_ops(
+        provider_ops: *mut urma_provider_ops_t,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
+    pub fn urma_register_sysfs_dev(dev: *mut urma_sysfs_dev) -> ::std::os::raw::c_int;
 }

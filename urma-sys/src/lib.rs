@@ -8,6 +8,9 @@
 //!   `wr.__bindgen_anon_1.send.imm_data`, `cr.__bindgen_anon_1.imm_data`.
 //! * Flag unions: use their `value` member with the masks in [`flags`].
 //! * `pthread_mutex_t` / `pthread_cond_t` fields are `libc`'s types.
+//! * [`provider`]: the provider interface of the URMA core (`urma_provider.h`, whose types and
+//!   functions are also at the crate root) and the core-private device-registration structure
+//!   pinned per core version.
 //!
 //! The bindings come from the ABI-exact headers bundled in `include/`
 //! (see [`bundled_include_dir`]); see README.md for how headers, bindings
@@ -49,6 +52,7 @@ compile_error!(
 pub use bindings::*;
 
 pub mod flags;
+pub mod provider;
 
 /// Directory holding the bundled ABI-exact headers, i.e. the directory to pass
 /// as `-I` so that `#include <ub/umdk/urma/urma_api.h>` finds them.

@@ -80,3 +80,9 @@ URMA_LINK_STUB(urma_ack_async_event)
 URMA_LINK_STUB(urma_query_jetty)
 URMA_LINK_STUB(urma_query_jfs)
 URMA_LINK_STUB(urma_register_log_func)
+
+/* The registration functions of the provider interface (urma_provider.h), so that a provider
+ * plugin linked with -lurma gets NEEDED liburma.so.0 as it does against UMDK. */
+URMA_LINK_STUB(urma_register_provider_ops)
+URMA_LINK_STUB(urma_unregister_provider_ops)
+URMA_LINK_STUB(urma_register_sysfs_dev)

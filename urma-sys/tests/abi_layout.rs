@@ -22,6 +22,7 @@ use pretty_assertions::assert_eq;
 #[allow(unused_imports)]
 use urma_sys::*;
 
+mod common;
 #[path = "../../testkit/src/paths.rs"]
 mod paths;
 #[path = "../../testkit/src/target.rs"]
@@ -344,12 +345,7 @@ fn c_facts() -> &'static BTreeMap<String, String> {
             .arg(&src));
         let out = run(&mut target::command(&exe));
         let _ = std::fs::remove_file(&exe);
-        out.lines()
-            .map(|l| {
-                let (k, v) = l.split_once('\t').expect("probe line");
-                (k.to_string(), v.to_string())
-            })
-            .collect()
+        common::tab_separated_facts(&out)
     })
 }
 

@@ -105,7 +105,7 @@ pub const GOALS: &[(&str, &str, &str)] = &[
     (
         "test-aarch64-quick",
         "base aarch64",
-        "what differs on aarch64: layout, unit tests, C consumer",
+        "what differs on aarch64: layout, tests that start processes or use addresses as values",
     ),
     (
         "msrv",

@@ -22,7 +22,7 @@
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -269,7 +269,7 @@ pub fn recv(cfg: &CellCfg) -> Result<String, String> {
 pub fn send(cfg: &CellCfg) -> Result<String, String> {
     watchdog(Duration::from_secs(120));
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let mut child = Command::new(exe)
+    let mut child = testkit::target::command(exe)
         .args(["cell", "--kind", "xrecv", "--lib"])
         .arg(&cfg.lib)
         .args(["--len", &cfg.len.to_string()])

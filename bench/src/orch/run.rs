@@ -220,7 +220,7 @@ pub fn spawn_cell(lib: &Lib, kind: &str, extra: &[String], runner: Runner) -> Re
             .arg(&exe);
             c
         }
-        _ => Command::new(&exe),
+        _ => testkit::target::command(&exe),
     };
     cmd.arg("cell")
         .args(["--kind", kind, "--lib"])

@@ -4,7 +4,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -43,7 +43,8 @@ pub(super) fn spawn(
     extra: &[String],
 ) -> Result<Proc, String> {
     let exe = &launch.exe;
-    let mut c = Command::new(exe);
+    // Through the target runner: under qemu the kernel cannot execute this binary by itself.
+    let mut c = crate::target::command(exe);
     c.arg(CHILD_ARG)
         .args(["--role", role, "--plan", plan])
         .arg("--lib")
