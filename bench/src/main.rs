@@ -11,12 +11,20 @@
 //! ```
 //! `DIR` defaults to `<target>/bench`. The exit status is non-zero only when a measurement broke
 //! (a child failed, a library hung, a count could not be taken), never because a target was missed.
+//!
+//! The modules: [`cell`] (what a cell is: the plug-in point), [`cells`] (one file per cell: its
+//! children, rows, targets and section; and the registry, one line per cell), [`orch`] (the run of
+//! the registered cells, the report, the chart), [`child`] (what the child processes share), and
+//! the helpers [`cg`] (callgrind attribution), [`memcpy`] (the memcpy baselines) and [`steal`]
+//! (host steal time).
 
 mod cell;
+mod cells;
 mod cg;
+mod child;
+mod memcpy;
 mod orch;
 mod steal;
-mod xproc;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -26,10 +34,10 @@ fn main() {
     };
     match cmd.as_str() {
         "cell" => {
-            let result = cell::CellCfg::parse(&args[1..]).and_then(|c| match c.kind {
-                cell::Kind::XSend => xproc::send(&c),
-                cell::Kind::XRecv => xproc::recv(&c),
-                _ => cell::run(&c),
+            let result = child::CellCfg::parse(&args[1..]).and_then(|c| {
+                let m =
+                    cells::measure(&c.kind).ok_or_else(|| format!("unknown kind {}", c.kind))?;
+                m.run(&c)
             });
             let code = match result {
                 Ok(line) => {
@@ -45,14 +53,14 @@ fn main() {
             std::process::exit(code);
         }
         "quick" | "full" => {
-            let opts = match orch::Opts::parse(cmd == "full", &args[1..]) {
+            let opts = match orch::run::Opts::parse(cmd == "full", &args[1..]) {
                 Ok(o) => o,
                 Err(e) => {
                     eprintln!("ostbench: {e}");
                     std::process::exit(2);
                 }
             };
-            std::process::exit(orch::run(&opts));
+            std::process::exit(orch::bench(&opts, cells::registry()));
         }
         _ => {
             eprintln!("ostbench: unknown command {cmd}");

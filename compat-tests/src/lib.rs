@@ -1,14 +1,13 @@
 //! compat-tests: the differential C-vs-Rust conformance harness for `libos_transport.so.1`
 //! (`make compat`, docs/compat.md), and what every Rust test of a library under test shares, on
-//! top of the testkit (crate `testkit`, which knows URMA and the loopback, not
-//! `libos_transport`).
+//! top of the testkit (crate `testkit`: the URMA fixture, a `libos_transport` loaded by path).
 //!
-//! * [`lib_under_test`]: a `libos_transport` build loaded by path ([`OsTransportLib`]: its ten
-//!   entry points with the prototypes of `os-transport-abi`, whose types it re-exports) and where
-//!   the Rust library and the C reference are ([`rust_lib_path`], [`legacy_lib_path`]);
+//! * [`lib_under_test`]: the testkit's `libos_transport` loading ([`OsTransportLib`], the types of
+//!   `os-transport-abi`), re-exported, and where the Rust library and the C reference are
+//!   ([`rust_lib_path`], [`legacy_lib_path`]);
 //! * [`fixture`]: the testkit's loopback URMA fixture, re-exported (process context
-//!   [`Loopback`], endpoints [`EndpointPair`], buffers [`Buffer`], CR pollers [`Poller`]), and the
-//!   `os_transport.h` argument views of its objects ([`PairArgs`], [`SegArgs`]);
+//!   [`Loopback`], endpoints [`EndpointPair`], buffers [`Buffer`], CR pollers [`Poller`]), with
+//!   the `os_transport.h` argument views of its objects ([`PairArgs`], [`SegArgs`]);
 //! * [`oracle`]: the tests' own model of `os_transport_user_data_t` and of the request-id
 //!   encoding, written independently of the library's codec;
 //! * [`interpose_ctl`]: the typed binding of the interposition layer's control API

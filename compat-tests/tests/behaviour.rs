@@ -10,6 +10,8 @@
 //! names are deterministic: `jfc1`/`jfc2` (receiver/sender JFC), receiver `jetty1` (or `jfr1`),
 //! sender `jfs1` and `jetty2`, `tjetty1`, and the test's buffers `seg1`, `seg2`, ... in creation
 //! order. Every wait is bounded; conditions are awaited, never slept for.
+//!
+//! Adding a case: docs/compat.md, "Adding a scenario" ("To the behavioural suite").
 use compat_tests::oracle::{enc, ud, UserData};
 use compat_tests::*;
 use std::ffi::{c_char, c_int, c_void, CStr};
@@ -101,8 +103,10 @@ fn notes() -> Vec<u64> {
 
 fn load(which: Which) -> Option<OsTransportLib> {
     match which {
-        Which::Rust => Some(OsTransportLib::load_rust().expect("Rust library must be built")),
-        Which::Legacy => match OsTransportLib::load_legacy() {
+        Which::Rust => {
+            Some(OsTransportLib::load(rust_lib_path()).expect("Rust library must be built"))
+        }
+        Which::Legacy => match OsTransportLib::load(legacy_lib_path()) {
             Ok(l) => Some(l),
             Err(e) => {
                 eprintln!("legacy library not available, case skipped: {e}");

@@ -7,6 +7,8 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use crate::cmd::{fail, show};
+
 /// What a cargo build produced that the xtask uses.
 pub struct Built {
     /// `<target>[/<triple>]/<profile>`: the cdylibs and binaries.
@@ -30,7 +32,7 @@ impl Built {
             .rev()
             .find(|(n, _)| n == name)
             .map(|(_, p)| p.as_path())
-            .unwrap_or_else(|| crate::fail(format!("cargo built no executable {name:?}")))
+            .unwrap_or_else(|| fail(format!("cargo built no executable {name:?}")))
     }
 }
 
@@ -52,10 +54,10 @@ fn package_name(id: &str) -> &str {
 pub fn build(mut cmd: Command) -> Built {
     cmd.arg("--message-format=json-render-diagnostics")
         .stdout(Stdio::piped());
-    eprintln!("+ {}", crate::show(&cmd));
+    eprintln!("+ {}", show(&cmd));
     let mut child = cmd
         .spawn()
-        .unwrap_or_else(|e| crate::fail(format!("cannot start cargo: {e}")));
+        .unwrap_or_else(|e| fail(format!("cannot start cargo: {e}")));
     let out = child.stdout.take().expect("piped stdout");
     let mut loopback_dir = None;
     let mut legacy_dir = None;
@@ -63,7 +65,7 @@ pub fn build(mut cmd: Command) -> Built {
     let mut profile_dir = None;
     let mut executables = Vec::new();
     for line in BufReader::new(out).lines() {
-        let line = line.unwrap_or_else(|e| crate::fail(format!("reading cargo's output: {e}")));
+        let line = line.unwrap_or_else(|e| fail(format!("reading cargo's output: {e}")));
         let Ok(msg) = serde_json::from_str::<Value>(&line) else {
             continue;
         };
@@ -123,16 +125,16 @@ pub fn build(mut cmd: Command) -> Built {
     }
     let status = child
         .wait()
-        .unwrap_or_else(|e| crate::fail(format!("waiting for cargo: {e}")));
+        .unwrap_or_else(|e| fail(format!("waiting for cargo: {e}")));
     if !status.success() {
-        crate::fail(format!("cargo failed ({status}): {}", crate::show(&cmd)));
+        fail(format!("cargo failed ({status}): {}", show(&cmd)));
     }
-    let loopback_dir = loopback_dir
-        .unwrap_or_else(|| crate::fail("the build did not run urma-loopback's build script"));
+    let loopback_dir =
+        loopback_dir.unwrap_or_else(|| fail("the build did not run urma-loopback's build script"));
     let profile_dir =
-        profile_dir.unwrap_or_else(|| crate::fail("the build did not build the loopback cdylib"));
+        profile_dir.unwrap_or_else(|| fail("the build did not build the loopback cdylib"));
     if !loopback_dir.join("liburma.so.0").exists() {
-        crate::fail(format!(
+        fail(format!(
             "{}/liburma.so.0 does not resolve to the loopback",
             loopback_dir.display()
         ));

@@ -1,10 +1,11 @@
-//! The goals (see [`crate::GOALS`]). Knobs come from the environment, so `make GOAL VAR=value`
+//! The goals (see [`crate::ctx::GOALS`]). Knobs come from the environment, so `make GOAL VAR=value`
 //! and `VAR=value cargo xtask GOAL` are the same: COMPAT_ARGS, COMPAT_DEVICE_RANDOM, BENCH_ARGS, BENCH_OUT,
 //! HELGRIND_STRICT, STRESS_REQS, STRESS_FUZZ_CRS, FUZZ_TIME, FUZZ_SMOKE_RUNS, CLANG, REL_CC,
 //! VALGRIND, RPMBUILD_OPTS, DIST_TREE.
 
 use crate::cargo::{self, Built};
-use crate::{cargo as cargo_cmd, env_or, fail, run, try_run, Ctx};
+use crate::cmd::{cargo as cargo_cmd, env_or, fail, run, show, try_run};
+use crate::ctx::Ctx;
 use ost_build_support::legacy::{self, Flavour, Inputs};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -248,7 +249,7 @@ fn compat_device(ctx: &mut Ctx, goal: &str, args: &[String]) {
         "--out",
         &neg_s,
     ]);
-    eprintln!("+ {}", crate::show(&neg_cmd));
+    eprintln!("+ {}", show(&neg_cmd));
     let o = neg_cmd
         .output()
         .unwrap_or_else(|e| fail(format!("cannot run compat: {e}")));
@@ -321,7 +322,7 @@ fn compat_device_split(ctx: &Ctx, built: &Built, no_ctl: &Path, out: &Path) {
     let addr = format!("127.0.0.1:{port}");
     let serve_dir = out.join("split-serve");
     let mut serve_cmd = compat(&["--serve", &addr], &serve_dir);
-    eprintln!("+ {} &", crate::show(&serve_cmd));
+    eprintln!("+ {} &", show(&serve_cmd));
     let mut serve = serve_cmd
         .spawn()
         .unwrap_or_else(|e| fail(format!("cannot start the serving node: {e}")));

@@ -362,7 +362,7 @@ fn one(len: u32, sk: u64, ck: u64) -> Vec<Xfer> {
     vec![Xfer::new(len, sk, ck)]
 }
 
-/// The scenario catalogue.
+/// The scenario catalogue. Adding a scenario: docs/compat.md, "Adding a scenario".
 pub fn catalogue() -> Vec<Scenario> {
     let mut v = Vec::new();
     let two = 2 * MIB;

@@ -2,7 +2,7 @@
 //! every run that `compat --split --peer ADDR` (the driving node, A) asks for; A runs the
 //! senders, compares and writes the report.
 //!
-//! The children are the same as in one-node `--split` ([`super::child_main`]): B starts each
+//! The children are the same as in one-node `--split` ([`super::child::child_main`]): B starts each
 //! receiver with `--listen <B's address>` and forwards what it prints (its port, its trace,
 //! its result) to A over one TCP connection, one JSON object a line:
 //!
@@ -10,7 +10,7 @@
 //!   object, or `{"error": why}` when the two ends differ (then both stop);
 //! * A → B `{"recv": plan id, "lib": "legacy"|"rust"}`; B answers `{"port": n}` once its child
 //!   printed one (or `{"end": ...}` at once when it did not), then `{"end": {"code", "lines",
-//!   "err"}}` when the child ended (bounded by [`super::RECV_END`] after the sender's end);
+//!   "err"}}` when the child ended (bounded by [`super::supervise::RECV_END`] after the sender's end);
 //! * A → B `{"done": true}`; B answers `{"bye": true, "ctl_calls": n}` and exits 0.
 //!
 //! Every wait is bounded: B waits [`peer_wait`] for A to come and [`IDLE`] between requests;
@@ -24,7 +24,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::{lib_refs, parse_addr, plans, start_receiver, ChildEnd, Launch, LibRef, Mode};
+use super::mode::Mode;
+use super::plan::plans;
+use super::supervise::{lib_refs, start_receiver, ChildEnd, Launch, LibRef};
+use super::wire::{accept, parse_addr};
 use crate::harness::outcome::Options;
 
 /// Version of the node protocol (the hello's `hello`).
@@ -295,7 +298,7 @@ pub fn serve(opts: &Options, mode: Mode, addr: &str) -> i32 {
             .unwrap_or_default(),
         wait.as_secs()
     );
-    let Some(stream) = super::accept(&listener, wait) else {
+    let Some(stream) = accept(&listener, wait) else {
         eprintln!(
             "compat: --serve: no driver connected to {to} within {} s",
             wait.as_secs()

@@ -1,6 +1,8 @@
-//! The two-process copy-mode transfer (`ostbench cell --kind xsend`): the receiver side of the
-//! library runs in a child process of its own (`--kind xrecv`), the sender in this one, over
-//! the loopback's cross-process path (docs/loopback.md, "Multiple processes").
+//! The two-process cell: 14 MiB copy-mode transfers of each library from a sender process to a
+//! receiver process over the loopback's cross-process path (docs/loopback.md, "Multiple
+//! processes"), MiB/s against the memcpy of the same buffer; reported, not a target. Its child
+//! is the sender (`--kind xsend`), which starts the receiver as a child of its own
+//! (`--kind xrecv`).
 //!
 //! The pair exchanges its endpoint information as `compat --split` does (one JSON line of
 //! [`EndpointInfo`] over TCP on 127.0.0.1: the receiver's uasid, jetty id and destination
@@ -17,6 +19,7 @@
 //! holds credits for, and both sides drain. The receiver checks that every chunk reached its
 //! callback and that the destination holds the source's bytes, and reports to the sender.
 
+use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::Stdio;
@@ -24,14 +27,107 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use compat_tests::harness::split::EndpointInfo;
-use compat_tests::{loopback_ctl as ctl, Buffer, Loopback, PairArgs, SegArgs, DEFAULT_CHUNK_SIZE};
+use testkit::os_transport::DEFAULT_CHUNK_SIZE;
+use testkit::{loopback_ctl as ctl, Buffer, EndpointInfo, Loopback, PairArgs, SegArgs};
 use urma_sys as u;
 
-use crate::cell::{
+use super::tput::run_closed;
+use crate::cell::{About, Cell, Measure, Target, REPORT_ONLY};
+use crate::child::{
     endpoints, init_lib, keys, load_lib, post_recv, post_send, shared, wait_sync, watchdog,
     CellCfg, Pollers, WakeFn, SRC_BYTE,
 };
+use crate::memcpy::memcpy_limit;
+use crate::orch::report::fmt_num;
+use crate::orch::run::{Cfg, Ctx, Lib, LEN7};
+
+/// The two-process cell's configuration: 14 MiB copy-mode transfers
+/// from a sender process to a receiver process, one request in flight, 2 workers, poll mode.
+const XPROC: Cfg = Cfg {
+    len: LEN7,
+    depth: 1,
+    workers: 2,
+    copy: true,
+    event: false,
+    rate: 0,
+};
+const XPROC_METRICS: [&str; 3] = ["rps", "mib_s", "recv_requests"];
+
+pub struct XProc;
+
+const ABOUT: About = About {
+    name: "xproc",
+    timed: Some("xproc"),
+    quick: false,
+    measures: &[Measure::own("xsend", send), Measure::own("xrecv", recv)],
+};
+
+impl Cell for XProc {
+    fn about(&self) -> &'static About {
+        &ABOUT
+    }
+
+    fn run(&mut self, ctx: &mut Ctx) {
+        let secs = ctx.opts.secs;
+        run_closed(ctx, ("xproc", "xsend"), &[XPROC], secs, &XPROC_METRICS);
+    }
+
+    fn targets(&self, ctx: &Ctx, base: &Lib) -> Vec<Target> {
+        let lim = memcpy_limit(ctx, XPROC.depth);
+        let v = |l: &str| ctx.med("xproc", l, XPROC, "mib_s");
+        vec![Target {
+            name: "two-process copy-mode 14 MiB bandwidth ÷ memcpy of the same buffer, Rust (C) (depth 1, workers 2; the in-process target does not apply: the socket copies twice)",
+            value: format!(
+                "{} ({}) ({} and {} MiB/s ÷ {} MiB/s)",
+                fmt_num(v("rust") / lim),
+                fmt_num(v(&base.name) / lim),
+                fmt_num(v("rust")),
+                fmt_num(v(&base.name)),
+                fmt_num(lim)
+            ),
+            threshold: REPORT_ONLY,
+            ok: None,
+        }]
+    }
+
+    fn section(&self, ctx: &Ctx, base: &Lib, md: &mut String) {
+        let lim = memcpy_limit(ctx, XPROC.depth);
+        let _ = writeln!(
+            md,
+            "## Two-process copy-mode transfer, 14 MiB (MiB/s; median of reps)\n\n\
+             Receiver in a child process, sender in another, over the loopback's per-pair Unix socket \
+             (each 2 MiB WRITE copied into the socket and out of it); depth 1, workers {}, poll mode. \
+             memcpy of the same buffer (14 MiB source, 2 MiB pieces, 1 destination, 1 thread; best of reps): {} MiB/s.\n",
+            XPROC.workers,
+            fmt_num(lim)
+        );
+        let _ = writeln!(
+            md,
+            "| library | MiB/s | ÷ memcpy | ÷ {} |\n|---|---|---|---|",
+            base.label
+        );
+        let b = ctx.med("xproc", &base.name, XPROC, "mib_s");
+        for l in &ctx.libs {
+            let v = ctx.med("xproc", &l.name, XPROC, "mib_s");
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {} |",
+                l.label,
+                fmt_num(v),
+                fmt_num(v / lim),
+                fmt_num(v / b)
+            );
+        }
+        let (lo, hi) = ctx.ratio_spread("xproc", base, XPROC, "mib_s");
+        let _ = writeln!(
+            md,
+            "\nRust ÷ {} per repetition: {}–{}.\n",
+            base.label,
+            fmt_num(lo),
+            fmt_num(hi)
+        );
+    }
+}
 
 /// Receives the receiver keeps registered ahead of the sender.
 const AHEAD: u64 = 2;
@@ -173,7 +269,7 @@ pub fn recv(cfg: &CellCfg) -> Result<String, String> {
 pub fn send(cfg: &CellCfg) -> Result<String, String> {
     watchdog(Duration::from_secs(120));
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let mut child = compat_tests::target::command(exe)
+    let mut child = testkit::target::command(exe)
         .args(["cell", "--kind", "xrecv", "--lib"])
         .arg(&cfg.lib)
         .args(["--len", &cfg.len.to_string()])
