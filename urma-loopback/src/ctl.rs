@@ -1,7 +1,7 @@
 //! Test-control API `urma_loopback_*` (declared in `include/urma_loopback.h`): a thin C shim.
 //!
 //! Each export runs behind the panic boundary (after the DMA engine ran the WRs posted before
-//! it, [`crate::api::entry`]) and hands over to the fault plane ([`crate::faults`], which checks
+//! it, [`crate::boundary::entry`]) and hands over to the fault plane ([`crate::faults`], which checks
 //! the arguments of the fault exports as the interposition layer's do), the provider's own
 //! tunables ([`crate::knobs`]), the counters ([`crate::stats`]) or the trace ([`crate::trace`]). The types (counters layout, selector
 //! values, prototypes) are the control plane's, from `urma-loopback-ctl`.
@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering;
 
 use urma_loopback_ctl::{Api, Counters};
 
-use crate::api::entry;
+use crate::boundary::entry;
 use crate::faults::{self, PLANE};
 use crate::knobs;
 use crate::registry::{live_counts, Kind};

@@ -22,16 +22,21 @@
 //!   argument is looked up there first, so unknown or deleted handles give an error, not a crash;
 //! * [`complete`]: SGE checks and CR generation; [`xproc`]: work requests between processes;
 //! * [`datapath`]: posting and executing work requests;
-//! * [`api`] (the URMA exports, one file per object family) and [`ctl`] (the control exports, a
-//!   thin shim; types from `urma-loopback-ctl`).
+//! * [`boundary`]: the entry of every export (panic boundary, engine quiesce or settle);
+//! * [`ctl`] (the control exports, a thin shim; types from `urma-loopback-ctl`), then [`api`]
+//!   (the URMA exports, one file per object family; `urma_init` applies the control plane's
+//!   environment).
 //!
-//! Locking: the registry is behind one `RwLock` taken only for lookups/inserts (never across a
-//! copy); each JFC and each recv queue has its own `Mutex`; data copies run with no lock held,
-//! the segments being pinned by `Arc` reference counts.
+//! Locking (docs/loopback.md, "Locking", has the whole list): the registry is behind one
+//! `RwLock` taken only for lookups/inserts (never across a copy); each JFC and each recv queue has
+//! its own `Mutex`; a data copy holds only its send queue's runner or lane lock, the segments
+//! being pinned by `Arc` reference counts (and, for another process's transfers, by the
+//! segment's pin count).
 
 #![allow(clippy::missing_safety_doc)]
 
 pub mod api;
+pub mod boundary;
 pub mod cobj;
 pub mod complete;
 #[cfg(feature = "ctl")]

@@ -17,6 +17,7 @@ use std::time::Duration;
 use urma_sys as u;
 use urma_sys::flags;
 
+pub(crate) use crate::boundary::{entry, entry_hot};
 use crate::datapath;
 use crate::knobs;
 use crate::objects::RecvQ;
@@ -74,29 +75,6 @@ fn null<T>(what: &str) -> *mut T {
     log_err(&format!("{what}: invalid argument"));
     std::ptr::null_mut()
 }
-/// The entry of every export but the send posts and those of the completion path
-/// ([`entry_hot`]): the panic boundary, after the DMA engine ran every WR posted before the call
-/// and every post running its WRs on its own thread finished ([`datapath::quiesce`]), so that
-/// deletes, counters and the trace see no WR still queued or running.
-pub(crate) fn entry<R>(default: R, f: impl FnOnce() -> R) -> R {
-    guard(default, || {
-        datapath::quiesce();
-        f()
-    })
-}
-
-/// The entry of the completion path (polls, recv posts, JFC waits, rearm, ack): the panic
-/// boundary, after the DMA engine ran every WR posted before the call ([`datapath::settle`]).
-/// A CR is thus in its JFC for the first poll after its post returned, and a recv post meets
-/// the sends posted before it, as on the synchronous provider; posts that other threads are
-/// running on their own threads at the same time are not waited for (nor were they there).
-pub(crate) fn entry_hot<R>(default: R, f: impl FnOnce() -> R) -> R {
-    guard(default, || {
-        datapath::settle();
-        f()
-    })
-}
-
 /// The token an import presents (`None` for a NULL pointer).
 fn given_token(t: *mut u::urma_token_t) -> Option<u32> {
     // SAFETY: a non-NULL token pointer is caller-owned and readable.
