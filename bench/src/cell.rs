@@ -2,7 +2,7 @@
 //! `make bench-quick`: the child measurements it brings ([`Measure`]), the child processes it
 //! runs and the rows it keeps, its lines in the targets table ([`Target`]) and its section of
 //! the report. A new cell is one file under `cells/`, with its `mod` line and its line in
-//! `crate::cells::registry` (docs/performance.md, "Adding a cell").
+//! `crate::cells::registry` (docs/bench.md, "Adding a cell").
 
 use crate::child::{one_process, CellCfg, Needs, OneProcess, Window};
 use crate::orch::run::{Ctx, Lib};
