@@ -6,7 +6,8 @@
 //! * [`loopback_ctl`]: the loopback's control plane (`urma-loopback-ctl`, re-exported);
 //! * [`header_probe`]: a control API's C header checked against its Rust definition;
 //! * [`paths`]: profile and target directories, repository root, C compiler;
-//! * [`target`]: run a program built at test time for the target (natively or under qemu).
+//! * [`target`]: run a program built at test time for the target (natively or under qemu);
+//! * [`cprog`]: build such a program (`ost_build_support::cprog`, re-exported).
 //!
 //! It knows URMA and the loopback, not `libos_transport`: compat-tests (the differential harness)
 //! adds the `os_transport.h` argument views on top. Test binaries link `liburma.so.0` through
@@ -23,5 +24,6 @@ pub mod paths;
 pub mod target;
 
 pub use fixture::*;
+pub use ost_build_support::cprog;
 pub use paths::*;
 pub use urma_loopback_ctl as loopback_ctl;
