@@ -1,14 +1,16 @@
 //! The drop-in claim, end to end: `tests/c/consumer.c`, an ordinary C application of
-//! `libos_transport.so.1`, is compiled once (with the `cc` crate's compiler) against
-//! `include/os_transport.h` and the bundled URMA header, linked with `-los_transport -lurma`
-//! against the Rust cdylib, and then the **same binary** is run twice over the loopback
-//! `liburma.so.0`: with the Rust library first on `LD_LIBRARY_PATH`, and with the legacy C library
-//! (legacy-c's build) first. Both runs must pass every check of the program.
+//! `libos_transport.so.1`, is compiled once (`testkit::cprog`, with the `cc` crate's compiler for
+//! the target) against `include/os_transport.h` and the bundled URMA header, linked with
+//! `-los_transport -l:liburma.so.0` against the Rust cdylib, and then the **same binary** is run
+//! twice over the loopback `liburma.so.0`: with the Rust library first on `LD_LIBRARY_PATH`, and
+//! with the legacy C library (legacy-c's build) first. Both runs must pass every check of the
+//! program.
 mod common;
 
 use common::{repo, run, rust_lib, scratch};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use testkit::cprog::{Build, Compiler, Flavour, Lib};
 
 /// The directory of the C reference library (`$LEGACY_LIB`, else legacy-c's build).
 fn legacy_dir() -> PathBuf {
@@ -38,31 +40,16 @@ fn rust_install_dir(root: &Path) -> PathBuf {
 }
 
 fn compile(root: &Path, rust_dir: &Path) -> PathBuf {
-    let target = env!("OST_BUILD_TARGET");
-    let tool = cc::Build::new()
-        .target(target)
-        .host(target)
-        .opt_level(0)
-        .debug(false)
-        .cargo_metadata(false)
-        .get_compiler();
-    let exe = root.join("consumer");
-    let mut cmd = tool.to_command();
-    cmd.args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-pthread"])
-        .arg(format!("-I{}", repo().join("include").display()))
-        .arg(format!("-I{}", repo().join("urma-sys/include").display()))
-        .arg(format!("-I{}", repo().join("tests/c").display()))
-        .arg("-o")
-        .arg(&exe)
-        .arg(repo().join("tests/c/consumer.c"))
-        .arg(repo().join("tests/c/urma_fixture.c"))
-        .arg(format!("-L{}", rust_dir.display()))
-        .arg("-los_transport")
-        .arg(format!("-L{}", loopback_dir().display()))
-        .arg("-l:liburma.so.0")
-        .args(["-lpthread", "-ldl"]);
-    run(&mut cmd);
-    exe
+    Build::urma_program(
+        &repo(),
+        Flavour::Plain,
+        repo().join("tests/c/consumer.c"),
+        root.join("consumer"),
+    )
+    .compiler(Compiler::Triple(env!("OST_BUILD_TARGET").to_string()))
+    .lib(Lib::OsTransport(rust_dir.to_path_buf()))
+    .lib(Lib::Urma(loopback_dir()))
+    .run()
 }
 
 /// Runs `exe args` with the library in `first` ahead of the loopback; it must exit 0 and print

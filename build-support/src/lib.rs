@@ -1,9 +1,13 @@
 //! The one place that knows how the project's C parts are built. Used as a build-dependency by
-//! `urma-sys`, `legacy-c` and `bench`, and as a library by the `xtask` build driver, so that the
-//! sources, flags and output layout exist once.
+//! `urma-sys`, `legacy-c` and `bench`, as a library by the `xtask` build driver and by the tests
+//! (through `testkit`, which re-exports [`cprog`]), so that the sources, flags and output layout
+//! exist once.
 //!
 //! * [`urma`]: the URMA header selection and the `-lurma` link directory (with the link-only
 //!   stub), as published by `urma-sys` to its dependents (`DEP_URMA_INCLUDE`, `DEP_URMA_LINK_DIR`).
+//! * [`cprog`]: every C program and small C library of the tests, the harness and the xtask (a
+//!   [`cprog::Build`] in a [`cprog::Flavour`]: plain, ASan/UBSan, libFuzzer, for valgrind),
+//!   including the link stub above.
 //! * [`legacy`]: `legacy-c/`, the C reference implementation, built in one of its [`Flavour`]s
 //!   into its own directory (`<out>/<flavour dir>/libos_transport.so.1.0.0` plus the SONAME and
 //!   development symlinks).
@@ -14,6 +18,7 @@
 //! The `cc` crate reads `TARGET`, `HOST`, `OPT_LEVEL` and `DEBUG` from the environment inside a
 //! build script. Outside one (the xtask), [`compiler_for`] fills them in explicitly.
 
+pub mod cprog;
 pub mod legacy;
 pub mod urma;
 

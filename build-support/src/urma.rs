@@ -1,5 +1,6 @@
 //! URMA headers and the `-lurma` link directory.
 
+use crate::cprog::{Build, Compiler, Flavour};
 use std::path::{Path, PathBuf};
 
 /// The header every URMA include directory holds.
@@ -72,10 +73,11 @@ pub fn select_link_dir(
 pub fn build_link_stub(stub_src: &Path, dir: &Path, compiler: &cc::Tool) -> PathBuf {
     std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
     let _ = std::fs::remove_file(dir.join("liburma.so.0"));
-    let mut cmd = compiler.to_command();
-    cmd.args(["-shared", "-fPIC", "-O2", "-Wl,-soname,liburma.so.0", "-o"])
-        .arg(dir.join("liburma.so"))
-        .arg(stub_src);
-    crate::run(&mut cmd, "building the liburma link stub");
+    Build::new(Flavour::Plain, dir.join("liburma.so"))
+        .compiler(Compiler::Tool(compiler.clone()))
+        .source(stub_src)
+        .shared(Some("liburma.so.0"))
+        .compile()
+        .unwrap_or_else(|e| panic!("building the liburma link stub: {e}"));
     dir.to_path_buf()
 }

@@ -2,43 +2,52 @@
 //! `tests/smoke.c` against the recording URMA fake (with the library this crate's build script
 //! built, and with its ASan/UBSan flavour built here by the same function), and
 //! `tests/loopback_smoke.c` end to end over the loopback `liburma.so.0` on the loader path.
-//! Each build goes to its own directory under `CARGO_TARGET_TMPDIR`, so nothing is written into
-//! the source tree.
+//! The programs and the fake are built by `testkit::cprog`, each test into its own directory
+//! under `CARGO_TARGET_TMPDIR`, so nothing is written into the source tree.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use testkit::target;
+use testkit::cprog::{Build, Flavour, Lib};
+use testkit::{repo, target};
 
-fn legacy_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+/// `<build>/fake/liburma.so.0`, the recording fake of `tests/fake_urma.c`; returns its directory.
+fn fake_urma(build: &Path) -> PathBuf {
+    let dir = build.join("fake");
+    Build::new(Flavour::Plain, dir.join("liburma.so.0"))
+        .source(repo().join("legacy-c/tests/fake_urma.c"))
+        .urma_include(urma_sys::include_dir())
+        .shared(Some("liburma.so.0"))
+        .run();
+    dir
 }
 
-fn make(
-    target: &str,
-    build_dir: &Path,
-    lib_dir: &Path,
-    extra: &[(&str, String)],
-) -> std::process::Output {
-    let mut cmd = Command::new("make");
-    cmd.arg("-s")
-        .arg("-C")
-        .arg(legacy_dir())
-        .arg(target)
-        .arg(format!("BUILD={}", build_dir.display()))
-        .arg(format!("LEGACY_DIR={}", lib_dir.display()))
-        .arg(format!("URMA_INCLUDE_DIR={}", urma_sys::include_dir()));
-    for (k, v) in extra {
-        cmd.arg(format!("{k}={v}"));
-    }
-    // The smoke binaries set their own loader path; do not inherit a loopback ahead of the fake.
-    cmd.env_remove("LD_LIBRARY_PATH");
+/// Builds `tests/smoke.c` in `flavour` against the library in `lib_dir` and the fake, runs it
+/// with both on the loader path (and nothing else: no loopback ahead of the fake).
+fn smoke(build: &Path, flavour: Flavour, lib_dir: &Path) -> std::process::Output {
+    let fake = fake_urma(build);
+    let exe = Build::new(flavour, build.join("smoke"))
+        .source(repo().join("legacy-c/tests/smoke.c"))
+        .include(repo().join("include"))
+        .urma_include(urma_sys::include_dir())
+        .include(repo().join("legacy-c/tests"))
+        .lib(Lib::OsTransport(lib_dir.to_path_buf()))
+        .lib(Lib::Urma(fake.clone()))
+        .run();
+    run(&exe, &[&fake, lib_dir])
+}
+
+/// Runs `exe` with `LD_LIBRARY_PATH` = `path`; under emulation without LeakSanitizer, which
+/// cannot stop the world under qemu user emulation ("LeakSanitizer has encountered a fatal
+/// error"); AddressSanitizer and UBSan still check every access.
+fn run(exe: &Path, path: &[&Path]) -> std::process::Output {
+    let path = std::env::join_paths(path).expect("loader path");
+    let mut cmd = target::command(exe);
+    cmd.env("LD_LIBRARY_PATH", path)
+        .env("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1");
     if target::emulated() {
-        // LeakSanitizer cannot stop the world under qemu user emulation ("LeakSanitizer has
-        // encountered a fatal error"); AddressSanitizer and UBSan still check every access.
         cmd.env("ASAN_OPTIONS", "detect_leaks=0");
     }
-    cmd.output().expect("run make")
+    cmd.output().expect("run a smoke program")
 }
 
 fn assert_ok(what: &str, out: &std::process::Output, expect: &str) {
@@ -54,23 +63,23 @@ fn assert_ok(what: &str, out: &std::process::Output, expect: &str) {
 #[test]
 fn smoke_against_recording_fake() {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("legacy-c-smoke");
-    let out = make("smoke", &dir, &os_transport_legacy::legacy_lib_dir(), &[]);
-    assert_ok("make smoke", &out, "smoke: all checks passed");
+    let out = smoke(&dir, Flavour::Plain, &os_transport_legacy::legacy_lib_dir());
+    assert_ok("smoke", &out, "smoke: all checks passed");
 }
 
 #[test]
 fn smoke_against_recording_fake_asan_ubsan() {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("legacy-c-smoke-asan");
     let inputs = ost_build_support::legacy::Inputs {
-        repo: legacy_dir().parent().expect("repo").to_path_buf(),
+        repo: repo(),
         urma_include: PathBuf::from(urma_sys::include_dir()),
         urma_link_dir: PathBuf::from(env!("OST_LEGACY_URMA_LINK_DIR")),
     };
     let base = ost_build_support::compiler_for(Some(env!("OST_LEGACY_TARGET")));
     let lib_dir =
         ost_build_support::legacy::build(&base, ost_build_support::Flavour::Asan, &inputs, &dir);
-    let out = make("smoke-asan", &dir, &lib_dir, &[]);
-    assert_ok("make smoke-asan", &out, "smoke: all checks passed");
+    let out = smoke(&dir, Flavour::Asan, &lib_dir);
+    assert_ok("smoke (ASan/UBSan)", &out, "smoke: all checks passed");
 }
 
 #[test]
@@ -78,11 +87,17 @@ fn end_to_end_over_loopback() {
     let loopback = target::loopback_dir()
         .expect("no loopback liburma.so.0 on LD_LIBRARY_PATH (run through cargo test)");
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("legacy-c-loopback");
-    let out = make(
-        "loopback-smoke",
-        &dir,
-        &os_transport_legacy::legacy_lib_dir(),
-        &[("LOOPBACK_DIR", loopback.display().to_string())],
-    );
-    assert_ok("make loopback-smoke", &out, "all checks passed");
+    let lib_dir = os_transport_legacy::legacy_lib_dir();
+    let exe = Build::urma_program(
+        &repo(),
+        Flavour::Plain,
+        repo().join("legacy-c/tests/loopback_smoke.c"),
+        dir.join("loopback_smoke"),
+    )
+    .urma_include(urma_sys::include_dir())
+    .lib(Lib::OsTransport(lib_dir.clone()))
+    .lib(Lib::Urma(loopback.clone()))
+    .run();
+    let out = run(&exe, &[&loopback, &lib_dir]);
+    assert_ok("loopback smoke", &out, "all checks passed");
 }

@@ -11,7 +11,8 @@
 //! * [`loopback_ctl`]: the loopback's control plane (`urma-loopback-ctl`, re-exported);
 //! * [`header_probe`]: a control API's C header checked against its Rust definition;
 //! * [`paths`]: profile and target directories, repository root, C compiler;
-//! * [`target`]: run a program built at test time for the target (natively or under qemu).
+//! * [`target`]: run a program built at test time for the target (natively or under qemu);
+//! * [`cprog`]: build such a program (`ost_build_support::cprog`, re-exported).
 //!
 //! compat-tests (the differential harness and the behavioural suite) and the benchmark build on
 //! it; which build is the C reference is theirs to say. Test binaries link `liburma.so.0` through
@@ -31,6 +32,7 @@ pub mod target;
 
 pub use fixture::*;
 pub use os_transport::{fn_from_ptr, rust_lib_path, OsTransportLib, PairArgs, SegArgs};
+pub use ost_build_support::cprog;
 pub use paths::*;
 pub use peer::EndpointInfo;
 pub use urma_loopback_ctl as loopback_ctl;

@@ -1,18 +1,17 @@
 //! Running programs built for the target the tests run on.
 //!
 //! Every such program a test or the harness starts goes through [`command`]: a C program
-//! compiled at run time (with `$CC`, default `cc`), the test binary or the harness re-executing
-//! itself (`current_exe`), `compat` from its tests, the children of `compat --split` and of
-//! ostbench. Natively that is a plain [`Command`]. When the tests are cross-built and run under
-//! qemu user emulation (`make test-aarch64`), the cargo target runner (`.cargo/target-runner`)
-//! sets `CC` to the cross compiler and `OST_TARGET_RUNNER` to the emulator, because the kernel
-//! cannot exec a foreign binary by itself (no binfmt_misc needed). The child inherits the
-//! runner's environment: `LD_LIBRARY_PATH` with the target's profile directory first (the
-//! loopback `liburma.so.0` and the workspace's cdylibs), `QEMU_LD_PREFIX`, `CC` and
-//! `OST_TARGET_RUNNER`, so that its own children start the same way. A caller that sets
+//! compiled at run time (`testkit::cprog`, with `$CC`, default `cc`), the test binary or the
+//! harness re-executing itself (`current_exe`), `compat` from its tests, the children of
+//! `compat --split` and of ostbench. Natively that is a plain [`Command`]. When the tests are
+//! cross-built and run under qemu user emulation (`make test-aarch64`), the cargo target runner
+//! (`.cargo/target-runner`) sets `CC` to the cross compiler and `OST_TARGET_RUNNER` to the
+//! emulator, because the kernel cannot exec a foreign binary by itself (no binfmt_misc needed).
+//! The child inherits the runner's environment: `LD_LIBRARY_PATH` with the target's profile
+//! directory first (the loopback `liburma.so.0` and the workspace's cdylibs), `QEMU_LD_PREFIX`,
+//! `CC` and `OST_TARGET_RUNNER`, so that its own children start the same way. A caller that sets
 //! `LD_LIBRARY_PATH` itself names every directory the child needs. Host tools (`cc`, `make`,
-//! `nm`, `readelf`) are started with a plain [`Command`]; legacy-c's Makefile runs its smoke
-//! programs through `$OST_TARGET_RUNNER` itself.
+//! `nm`, `readelf`) are started with a plain [`Command`].
 //!
 //! Under emulation everything runs 10 to 50 times slower than natively, so tests whose wall-clock
 //! deadlines are tuned for native speed scale them by [`slowdown`].

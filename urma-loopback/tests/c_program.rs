@@ -1,56 +1,26 @@
 //! Builds the C programs of tests/c (smoke.c; fork.c, the DMA engine after fork) and the
 //! repository's two-process pair (tests/c/urma_pair.c), each with the repository's shared C URMA
 //! fixture (tests/c/urma_fixture.c), against urma-sys's bundled header and the loopback header,
-//! links them with `-lurma` against the loopback (`<target>/<profile>/liburma.so`) and runs them.
+//! with `testkit::cprog`; links them against the loopback `liburma.so.0` on the loader path and
+//! runs them.
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use testkit::{cc, profile_dir, target};
-
-/// The directory of the C test programs' URMA fixture: `tests/c` of the repository.
-fn fixture_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .map(|d| d.join("tests/c"))
-        .find(|d| d.join("urma_fixture.c").is_file())
-        .expect("tests/c/urma_fixture.c above the crate")
-}
+use testkit::cprog::{Build, Flavour, Lib};
+use testkit::{repo, target};
 
 /// Compiles `src` (a C program) with the C URMA fixture against the bundled and loopback
-/// headers, links it with `-lurma` and returns the executable.
+/// headers, links it with the loopback `liburma.so.0` and returns the executable.
 fn build(src: &Path, name: &str) -> PathBuf {
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("loopback-c-{name}"));
-    let lib_dir = profile_dir();
-    assert!(
-        lib_dir.join("liburma.so").exists(),
-        "loopback not built in {}",
-        lib_dir.display()
-    );
-    let st = Command::new(cc())
-        .args([
-            "-std=gnu11",
-            "-Wall",
-            "-Wextra",
-            "-Werror",
-            "-pthread",
-            "-o",
-        ])
-        .arg(&out)
-        .arg(src)
-        .arg(fixture_dir().join("urma_fixture.c"))
-        .arg(format!("-I{}", urma_sys::bundled_include_dir()))
-        .arg(format!("-I{}", manifest.join("include").display()))
-        .arg(format!("-I{}", fixture_dir().display()))
-        .arg(format!("-L{}", lib_dir.display()))
-        .arg("-lurma")
-        .status()
-        .expect("run the C compiler");
-    assert!(st.success(), "compiling {name}.c failed");
-    out
+    let lib_dir = target::loopback_dir()
+        .expect("no loopback liburma.so.0 on LD_LIBRARY_PATH (run through cargo test)");
+    Build::urma_program(&repo(), Flavour::Plain, src, out)
+        .lib(Lib::Urma(lib_dir))
+        .run()
 }
 
 /// Builds `tests/c/<name>.c` of this crate, runs it and returns its stdout + stderr after
@@ -123,7 +93,7 @@ fn run_pair(mode: &str) {
     // One executable per test: the tests run in parallel, and a program being written cannot
     // be started ("text file busy").
     let exe = build(
-        &fixture_dir().join("urma_pair.c"),
+        &repo().join("tests/c/urma_pair.c"),
         &format!("urma_pair-{mode}"),
     );
     let mut server = Child(

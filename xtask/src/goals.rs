@@ -6,6 +6,7 @@
 use crate::cargo::{self, Built};
 use crate::cmd::{cargo as cargo_cmd, env_or, fail, run, show, try_run};
 use crate::ctx::Ctx;
+use ost_build_support::cprog::{self, Build, Compiler, Lib};
 use ost_build_support::legacy::{self, Flavour, Inputs};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -400,14 +401,11 @@ fn legacy_asan_suite(ctx: &mut Ctx, goal: &str) {
     let dir = legacy::build(&base, Flavour::Asan, &inputs, &out);
     // LD_PRELOAD shim: lets the (uninstrumented) test binary dlopen the ASan build with
     // RTLD_DEEPBIND, which the sanitizer runtime refuses.
-    let mut cmd = base.get_compiler().to_command();
-    cmd.args([
-        "-std=c99", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared", "-o",
-    ])
-    .arg(dir.join("libstrip_deepbind.so"))
-    .arg(ctx.repo.join("legacy-c/tests/strip_deepbind.c"))
-    .arg("-ldl");
-    run(&mut cmd);
+    Build::new(cprog::Flavour::Plain, dir.join("libstrip_deepbind.so"))
+        .compiler(Compiler::Triple(host_triple()))
+        .source(ctx.repo.join("legacy-c/tests/strip_deepbind.c"))
+        .shared(None)
+        .run();
     let mut tests = cargo_cmd();
     tests.args([
         "test",
@@ -438,40 +436,27 @@ fn reliability_bins(ctx: &mut Ctx, goal: &str) -> (Built, PathBuf) {
         std::os::unix::fs::symlink(built.profile_dir.join("libos_transport.so"), &l)
             .unwrap_or_else(|e| fail(format!("{}: {e}", l.display())));
     }
-    let cc = env_or("REL_CC", "cc");
     let rust_lib = built.profile_dir.join("libos_transport.so");
-    run(Command::new(&cc)
-        .args(["-g", "-O1", "-std=gnu99", "-Wall", "-Werror"])
-        .args([
-            "-Iinclude",
-            "-Iurma-sys/include",
-            "-Iurma-loopback/include",
-            "-Itests/c",
-        ])
-        .arg(format!("-DOST_FUZZ_LIB_DEFAULT=\"{}\"", rust_lib.display()))
-        .args([
-            "fuzz/cr_fuzz.c",
-            "fuzz/replay_main.c",
-            "tests/c/urma_fixture.c",
-        ])
-        .arg(format!("-L{}", built.loopback_dir.display()))
-        .args(["-l:liburma.so.0", "-ldl", "-lpthread", "-o"])
-        .arg(rel.join("replay")));
-    run(Command::new(&cc)
-        .args([
-            "-g",
-            "-std=c99",
-            "-pthread",
-            "-Iinclude",
-            "-Iurma-sys/include",
-            "-Itests/c",
-        ])
-        .args(["tests/c/consumer.c", "tests/c/urma_fixture.c"])
-        .arg(format!("-L{}", lib.display()))
-        .arg("-los_transport")
-        .arg(format!("-L{}", built.loopback_dir.display()))
-        .args(["-l:liburma.so.0", "-lpthread", "-ldl", "-o"])
-        .arg(rel.join("consumer")));
+    let program = |main: &str, exe: &str| {
+        Build::urma_program(
+            &ctx.repo,
+            cprog::Flavour::Valgrind,
+            ctx.repo.join(main),
+            rel.join(exe),
+        )
+        .compiler(Compiler::Command(env_or("REL_CC", "cc").into()))
+        .lib(Lib::Urma(built.loopback_dir.clone()))
+    };
+    program("fuzz/cr_fuzz.c", "replay")
+        .source(ctx.repo.join("fuzz/replay_main.c"))
+        .define(
+            "OST_FUZZ_LIB_DEFAULT",
+            format!("\"{}\"", rust_lib.display()),
+        )
+        .run();
+    program("tests/c/consumer.c", "consumer")
+        .lib(Lib::OsTransport(lib))
+        .run();
     (built, rel)
 }
 
@@ -637,19 +622,15 @@ fn fuzz(ctx: &mut Ctx, goal: &str, smoke: bool) {
         .env("RUSTFLAGS", rustflags));
     let lib = dir.join(&triple).join("release/libos_transport.so");
     let bin = dir.join("cr_fuzz");
-    run(Command::new(env_or("CLANG", "clang"))
-        .args(["-g", "-O1", "-fsanitize=fuzzer,address", "-rdynamic"])
-        .args([
-            "-Iinclude",
-            "-Iurma-sys/include",
-            "-Iurma-loopback/include",
-            "-Itests/c",
-        ])
-        .arg(format!("-DOST_FUZZ_LIB_DEFAULT=\"{}\"", lib.display()))
-        .args(["fuzz/cr_fuzz.c", "tests/c/urma_fixture.c"])
-        .arg(format!("-L{}", built.loopback_dir.display()))
-        .args(["-l:liburma.so.0", "-ldl", "-o"])
-        .arg(&bin));
+    Build::urma_program(
+        &ctx.repo,
+        cprog::Flavour::Fuzzer,
+        ctx.repo.join("fuzz/cr_fuzz.c"),
+        &bin,
+    )
+    .define("OST_FUZZ_LIB_DEFAULT", format!("\"{}\"", lib.display()))
+    .lib(Lib::Urma(built.loopback_dir.clone()))
+    .run();
     let corpus = dir.join(if smoke { "smoke-corpus" } else { "corpus" });
     if smoke {
         let _ = std::fs::remove_dir_all(&corpus);

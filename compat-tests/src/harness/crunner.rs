@@ -1,19 +1,20 @@
 //! The C runner: `compat-tests/c/runner.c`, an unmodified C consumer of `os_transport.h`,
-//! compiled at run time (with `$CC`, default `cc`) against `include/os_transport.h`,
-//! `urma-sys/include` and `urma-loopback/include`, linked with `-los_transport -lurma`, and
-//! run once per library with `LD_LIBRARY_PATH=<dir with that libos_transport.so.1>:<dir with the
-//! loopback liburma.so.0>`. It prints the raw trace format; both traces are normalised and
-//! compared like the in-process ones.
+//! compiled at run time (`testkit::cprog`, with `$CC`, default `cc`) against
+//! `include/os_transport.h`, `urma-sys/include` and `urma-loopback/include`, linked with
+//! `-los_transport -l:liburma.so.0`, and run once per library with `LD_LIBRARY_PATH=<dir with
+//! that libos_transport.so.1>:<dir with the loopback liburma.so.0>`. It prints the raw trace
+//! format; both traces are normalised and compared like the in-process ones.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use super::ledger::Ledger;
 use super::outcome::{judge, Options, Outcome, RunResult};
+use testkit::cprog::{Build, Flavour, Lib};
 use testkit::paths::repo;
 
 /// The C runner's scenarios.
@@ -82,38 +83,11 @@ pub fn build(opts: &Options) -> Result<(PathBuf, PathBuf, PathBuf), String> {
     if !src.exists() {
         return Err(format!("{} not found", src.display()));
     }
-    let exe = dir.join("runner");
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let ud = urma_dir(opts);
-    let out = Command::new(&cc)
-        .args([
-            "-std=c99", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-pthread",
-        ])
-        .arg(format!("-I{}", repo().join("include").display()))
-        .arg(format!("-I{}", repo().join("urma-sys/include").display()))
-        .arg(format!(
-            "-I{}",
-            repo().join("urma-loopback/include").display()
-        ))
-        .arg(format!("-I{}", repo().join("tests/c").display()))
-        .arg(&src)
-        .arg(repo().join("tests/c/urma_fixture.c"))
-        .arg("-o")
-        .arg(&exe)
-        .arg(format!("-L{}", legacy_dir.display()))
-        .arg("-los_transport")
-        .arg(format!("-L{}", ud.display()))
-        // The file by its SONAME: the loopback's directory holds only `liburma.so.0`.
-        .arg("-l:liburma.so.0")
-        .arg("-ldl")
-        .output()
-        .map_err(|e| format!("running {cc}: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "compiling compat-tests/c/runner.c failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
+    let exe = Build::urma_program(&repo(), Flavour::Plain, src, dir.join("runner"))
+        .lib(Lib::OsTransport(legacy_dir.clone()))
+        .lib(Lib::Urma(urma_dir(opts)))
+        .compile()
+        .map_err(|e| format!("compiling compat-tests/c/runner.c failed: {e}"))?;
     Ok((exe, legacy_dir, rust_dir))
 }
 
