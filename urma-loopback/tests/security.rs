@@ -155,17 +155,85 @@ fn host() -> Option<Host> {
         base,
         _serial: serial,
     };
-    // Both users must be able to run this binary and load the provider.
-    let mut p = Proc::start("hello", Some(&h.victim), &[]);
-    assert_eq!(
-        p.hear(),
-        ["hello"],
-        "a process run as {} cannot start this test binary or load liburma.so.0: \
-         every directory on their paths must be searchable by other users",
-        h.victim.name
-    );
-    p.finish();
+    // Both users must be able to run this binary and load the provider: in place, or else
+    // (a checkout under a private home directory) as copies in this test's directory.
+    *lock_image() = Some(Image::in_place());
+    if !says_hello(&h.victim) {
+        *lock_image() = Some(Image::copied_into(&h.base.join("image")));
+        assert!(
+            says_hello(&h.victim),
+            "a process run as {} cannot start this test binary or load liburma.so.0, \
+             in place or copied to {}",
+            h.victim.name,
+            h.base.join("image").display()
+        );
+    }
     Some(h)
+}
+
+/// What the role processes run: this test binary and the loader path of the provider.
+#[derive(Clone)]
+struct Image {
+    exe: PathBuf,
+    /// `LD_LIBRARY_PATH` for them (`None`: this process's).
+    ld_path: Option<std::ffi::OsString>,
+}
+
+impl Image {
+    fn in_place() -> Image {
+        Image {
+            exe: std::env::current_exe().unwrap(),
+            ld_path: None,
+        }
+    }
+
+    /// Copies of this binary and of the loopback `liburma.so.0` in `dir` (mode 0755), which
+    /// every user can reach.
+    fn copied_into(dir: &Path) -> Image {
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let exe = dir.join("security");
+        std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let lib = testkit::target::loopback_dir()
+            .expect("the loopback's liburma.so.0 on LD_LIBRARY_PATH")
+            .join("liburma.so.0");
+        std::fs::copy(&lib, dir.join("liburma.so.0")).unwrap();
+        let mut path = vec![dir.to_path_buf()];
+        if let Some(p) = std::env::var_os("LD_LIBRARY_PATH") {
+            path.extend(std::env::split_paths(&p));
+        }
+        Image {
+            exe,
+            ld_path: Some(std::env::join_paths(path).unwrap()),
+        }
+    }
+}
+
+/// The image the role processes run (set by [`host`]; in place until then).
+fn lock_image() -> std::sync::MutexGuard<'static, Option<Image>> {
+    static IMAGE: Mutex<Option<Image>> = Mutex::new(None);
+    IMAGE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn image() -> Image {
+    lock_image().clone().unwrap_or_else(Image::in_place)
+}
+
+/// Whether a role process run as `who` starts and answers.
+fn says_hello(who: &Account) -> bool {
+    let img = image();
+    let mut cmd = testkit::target::command(&img.exe);
+    cmd.args(["--exact", "role_entry", "--nocapture"])
+        .env("SEC_ROLE", "hello")
+        .uid(who.uid)
+        .gid(who.gid);
+    if let Some(p) = &img.ld_path {
+        cmd.env("LD_LIBRARY_PATH", p);
+    }
+    cmd.output().is_ok_and(|o| {
+        o.status.success() && String::from_utf8_lossy(&o.stdout).contains("SEC hello")
+    })
 }
 
 impl Host {
@@ -211,7 +279,11 @@ struct Proc {
 
 impl Proc {
     fn start(role: &str, who: Option<&Account>, env: &[(&str, String)]) -> Proc {
-        let mut cmd = testkit::target::command(std::env::current_exe().unwrap());
+        let img = image();
+        let mut cmd = testkit::target::command(&img.exe);
+        if let Some(p) = &img.ld_path {
+            cmd.env("LD_LIBRARY_PATH", p);
+        }
         cmd.args(["--exact", "role_entry", "--nocapture"])
             .env("SEC_ROLE", role)
             .env_remove("URMA_LOOPBACK_DIR")
