@@ -59,7 +59,8 @@ pub mod rank {
     /// The log backend (`log`), which writes to a file or syslog while held.
     pub const LOG: u8 = 10;
 
-    /// The name of the locks of rank `r`.
+    /// The name of the locks of rank `r` (for the order check of debug builds).
+    #[cfg_attr(not(debug_assertions), allow(dead_code))]
     pub const fn name(r: u8) -> &'static str {
         match r {
             INSTANCE => "instance",
