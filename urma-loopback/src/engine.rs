@@ -435,6 +435,14 @@ mod tests {
             lock(&SEEN2).push((n, on_engine));
         }
         static E: Engine<u32> = Engine::new("engine-test-2", record2);
+        // The engine thread exists and sleeps (a combining post does not wake it): it cannot
+        // take the next batch, however the host schedules the two threads.
+        E.submit(one(0));
+        E.settle();
+        while !lock(&E.st).sleeping {
+            std::thread::yield_now();
+        }
+        lock(&SEEN2).clear();
         // Idle: the batch runs before the call returns, on this thread.
         E.submit_and_run(one(1));
         assert!(!E.busy());
@@ -448,7 +456,7 @@ mod tests {
         }
         E.submit(one(3));
         let poster = std::thread::spawn(|| E.submit_and_run(one(4)));
-        while E.submitted.load(Ordering::SeqCst) < 4 {
+        while E.submitted.load(Ordering::SeqCst) < 5 {
             std::thread::yield_now();
         }
         std::thread::sleep(Duration::from_millis(20));
