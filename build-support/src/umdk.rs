@@ -359,7 +359,9 @@ mod tests {
         let u = built(&src, &dir.join("build"));
         assert_eq!(u.plugin_dir, u.core_dir.join("urma"));
         assert!(u.core().ends_with("build/urma/lib/urma/core/liburma.so.0"));
-        assert!(u.common().ends_with("build/urma/common/liburma_common.so.0"));
+        assert!(u
+            .common()
+            .ends_with("build/urma/common/liburma_common.so.0"));
 
         // A private view of a core: a link to it and an empty plugin directory.
         std::fs::create_dir_all(&u.core_dir).expect("mkdir");
@@ -372,7 +374,10 @@ mod tests {
             std::fs::canonicalize(view.core()).expect("resolves"),
             std::fs::canonicalize(u.core_dir.join("liburma.so.0.0.3")).expect("real")
         );
-        assert_eq!(view.library_dirs(), vec![view.core_dir.clone(), u.common_dir.clone()]);
+        assert_eq!(
+            view.library_dirs(),
+            vec![view.core_dir.clone(), u.common_dir.clone()]
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

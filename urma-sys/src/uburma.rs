@@ -177,28 +177,68 @@ pub static QUERY_DEVICE_OUT: [DevAttrField; 51] = [
     cap!(O + 3, "QUERY_DEVICE_OUT_DEV_CAP_MAX_JFS", max_jfs),
     cap!(O + 4, "QUERY_DEVICE_OUT_DEV_CAP_MAX_JFR", max_jfr),
     cap!(O + 5, "QUERY_DEVICE_OUT_DEV_CAP_MAX_JETTY", max_jetty),
-    cap!(O + 6, "QUERY_DEVICE_OUT_DEV_CAP_MAX_JETTY_GRP", max_jetty_grp),
+    cap!(
+        O + 6,
+        "QUERY_DEVICE_OUT_DEV_CAP_MAX_JETTY_GRP",
+        max_jetty_grp
+    ),
     cap!(
         O + 7,
         "QUERY_DEVICE_OUT_DEV_CAP_MAX_JETTY_IN_JETTY_GRP",
         max_jetty_in_jetty_grp
     ),
-    cap!(O + 8, "QUERY_DEVICE_OUT_DEV_CAP_MAX_JFC_DEPTH", max_jfc_depth),
-    cap!(O + 9, "QUERY_DEVICE_OUT_DEV_CAP_MAX_JFS_DEPTH", max_jfs_depth),
-    cap!(O + 10, "QUERY_DEVICE_OUT_DEV_CAP_MAX_JFR_DEPTH", max_jfr_depth),
+    cap!(
+        O + 8,
+        "QUERY_DEVICE_OUT_DEV_CAP_MAX_JFC_DEPTH",
+        max_jfc_depth
+    ),
+    cap!(
+        O + 9,
+        "QUERY_DEVICE_OUT_DEV_CAP_MAX_JFS_DEPTH",
+        max_jfs_depth
+    ),
+    cap!(
+        O + 10,
+        "QUERY_DEVICE_OUT_DEV_CAP_MAX_JFR_DEPTH",
+        max_jfr_depth
+    ),
     cap!(
         O + 11,
         "QUERY_DEVICE_OUT_DEV_CAP_MAX_JFS_INLINE_LEN",
         max_jfs_inline_len
     ),
     cap!(O + 12, "QUERY_DEVICE_OUT_DEV_CAP_MAX_JFS_SGE", max_jfs_sge),
-    cap!(O + 13, "QUERY_DEVICE_OUT_DEV_CAP_MAX_JFS_RSGE", max_jfs_rsge),
+    cap!(
+        O + 13,
+        "QUERY_DEVICE_OUT_DEV_CAP_MAX_JFS_RSGE",
+        max_jfs_rsge
+    ),
     cap!(O + 14, "QUERY_DEVICE_OUT_DEV_CAP_MAX_JFR_SGE", max_jfr_sge),
-    cap!(O + 15, "QUERY_DEVICE_OUT_DEV_CAP_MAX_MSG_SIZE", max_msg_size),
-    cap!(O + 16, "QUERY_DEVICE_OUT_DEV_CAP_MAX_READ_SIZE", max_read_size),
-    cap!(O + 17, "QUERY_DEVICE_OUT_DEV_CAP_MAX_WRITE_SIZE", max_write_size),
-    cap!(O + 18, "QUERY_DEVICE_OUT_DEV_CAP_MAX_CAS_SIZE", max_cas_size),
-    cap!(O + 19, "QUERY_DEVICE_OUT_DEV_CAP_MAX_SWAP_SIZE", max_swap_size),
+    cap!(
+        O + 15,
+        "QUERY_DEVICE_OUT_DEV_CAP_MAX_MSG_SIZE",
+        max_msg_size
+    ),
+    cap!(
+        O + 16,
+        "QUERY_DEVICE_OUT_DEV_CAP_MAX_READ_SIZE",
+        max_read_size
+    ),
+    cap!(
+        O + 17,
+        "QUERY_DEVICE_OUT_DEV_CAP_MAX_WRITE_SIZE",
+        max_write_size
+    ),
+    cap!(
+        O + 18,
+        "QUERY_DEVICE_OUT_DEV_CAP_MAX_CAS_SIZE",
+        max_cas_size
+    ),
+    cap!(
+        O + 19,
+        "QUERY_DEVICE_OUT_DEV_CAP_MAX_SWAP_SIZE",
+        max_swap_size
+    ),
     cap!(
         O + 20,
         "QUERY_DEVICE_OUT_DEV_CAP_MAX_FETCH_AND_ADD_SIZE",
@@ -233,17 +273,37 @@ pub static QUERY_DEVICE_OUT: [DevAttrField; 51] = [
         congestion_ctrl_alg
     ),
     cap!(O + 29, "QUERY_DEVICE_OUT_DEV_CAP_CEQ_CNT", ceq_cnt),
-    cap!(O + 30, "QUERY_DEVICE_OUT_DEV_CAP_MAX_TP_IN_TPG", max_tp_in_tpg),
+    cap!(
+        O + 30,
+        "QUERY_DEVICE_OUT_DEV_CAP_MAX_TP_IN_TPG",
+        max_tp_in_tpg
+    ),
     cap!(O + 31, "QUERY_DEVICE_OUT_DEV_CAP_MAX_EID_CNT", max_eid_cnt),
-    cap!(O + 32, "QUERY_DEVICE_OUT_DEV_CAP_PAGE_SIZE_CAP", page_size_cap),
+    cap!(
+        O + 32,
+        "QUERY_DEVICE_OUT_DEV_CAP_PAGE_SIZE_CAP",
+        page_size_cap
+    ),
     cap!(O + 33, "QUERY_DEVICE_OUT_DEV_CAP_MAX_OOR_CNT", max_oor_cnt),
     cap!(O + 34, "QUERY_DEVICE_OUT_DEV_CAP_MN", mn),
-    cap!(O + 35, "QUERY_DEVICE_OUT_DEV_CAP_MAX_NETADDR_CN", max_netaddr_cnt),
+    cap!(
+        O + 35,
+        "QUERY_DEVICE_OUT_DEV_CAP_MAX_NETADDR_CN",
+        max_netaddr_cnt
+    ),
     top!(O + 36, "QUERY_DEVICE_OUT_PORT_CNT", port_cnt),
     port!(O + 37, "QUERY_DEVICE_OUT_PORT_ATTR_MAX_MTU", max_mtu),
     port!(O + 38, "QUERY_DEVICE_OUT_PORT_ATTR_STATE", state),
-    port!(O + 39, "QUERY_DEVICE_OUT_PORT_ATTR_ACTIVE_WIDTH", active_width),
-    port!(O + 40, "QUERY_DEVICE_OUT_PORT_ATTR_ACTIVE_SPEED", active_speed),
+    port!(
+        O + 39,
+        "QUERY_DEVICE_OUT_PORT_ATTR_ACTIVE_WIDTH",
+        active_width
+    ),
+    port!(
+        O + 40,
+        "QUERY_DEVICE_OUT_PORT_ATTR_ACTIVE_SPEED",
+        active_speed
+    ),
     port!(O + 41, "QUERY_DEVICE_OUT_PORT_ATTR_ACTIVE_MTU", active_mtu),
     top!(
         O + 42,
@@ -255,13 +315,25 @@ pub static QUERY_DEVICE_OUT: [DevAttrField; 51] = [
         "QUERY_DEVICE_OUT_RESERVED_JETTY_ID_MAX",
         reserved_jetty_id_max
     ),
-    cap!(O + 44, "QUERY_DEVICE_OUT_DEV_CAP_RM_ORDER_CAP", rm_order_cap),
-    cap!(O + 45, "QUERY_DEVICE_OUT_DEV_CAP_RC_ORDER_CAP", rc_order_cap),
+    cap!(
+        O + 44,
+        "QUERY_DEVICE_OUT_DEV_CAP_RM_ORDER_CAP",
+        rm_order_cap
+    ),
+    cap!(
+        O + 45,
+        "QUERY_DEVICE_OUT_DEV_CAP_RC_ORDER_CAP",
+        rc_order_cap
+    ),
     cap!(O + 46, "QUERY_DEVICE_OUT_DEV_CAP_RM_TP_CAP", rm_tp_cap),
     cap!(O + 47, "QUERY_DEVICE_OUT_DEV_CAP_RC_TP_CAP", rc_tp_cap),
     cap!(O + 48, "QUERY_DEVICE_OUT_DEV_CAP_UM_TP_CAP", um_tp_cap),
     cap!(O + 49, "QUERY_DEVICE_OUT_DEV_CAP_TP_FEATURE", tp_feature),
-    cap!(O + 50, "QUERY_DEVICE_OUT_DEV_CAP_PRIORITY_INFO", priority_info),
+    cap!(
+        O + 50,
+        "QUERY_DEVICE_OUT_DEV_CAP_PRIORITY_INFO",
+        priority_info
+    ),
 ];
 
 /// The field of output type `type_` of the device query.

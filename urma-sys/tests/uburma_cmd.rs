@@ -70,7 +70,10 @@ fn rust_facts(table: &[DevAttrField]) -> Facts {
         "const URMA_MAX_DEV_NAME".into(),
         URMA_MAX_DEV_NAME.to_string(),
     );
-    put("const URMA_MAX_EID_CNT".into(), URMA_MAX_EID_CNT.to_string());
+    put(
+        "const URMA_MAX_EID_CNT".into(),
+        URMA_MAX_EID_CNT.to_string(),
+    );
     put(
         "size urma_eid_info_t".into(),
         size_of::<urma_eid_info_t>().to_string(),
@@ -84,7 +87,10 @@ fn rust_facts(table: &[DevAttrField]) -> Facts {
         size_of::<urma_cmd_attr_t>().to_string(),
     );
     for (k, v) in [
-        ("urma_cmd_hdr_t.command", offset_of!(urma_cmd_hdr_t, command)),
+        (
+            "urma_cmd_hdr_t.command",
+            offset_of!(urma_cmd_hdr_t, command),
+        ),
         (
             "urma_cmd_hdr_t.args_len",
             offset_of!(urma_cmd_hdr_t, args_len),
@@ -134,9 +140,21 @@ fn probe_source(table: &[DevAttrField]) -> String {
     let consts = [
         ("URMA_CMD", "(unsigned long long)URMA_CMD", "%llu"),
         ("URMA_CMD_GET_EID_LIST", "(int)URMA_CMD_GET_EID_LIST", "%d"),
-        ("URMA_CMD_QUERY_DEV_ATTR", "(int)URMA_CMD_QUERY_DEV_ATTR", "%d"),
-        ("URMA_CMD_OUT_TYPE_INIT", "(int)URMA_CMD_OUT_TYPE_INIT", "%d"),
-        ("URMA_CMD_MAX_ARGS_SIZE", "(int)URMA_CMD_MAX_ARGS_SIZE", "%d"),
+        (
+            "URMA_CMD_QUERY_DEV_ATTR",
+            "(int)URMA_CMD_QUERY_DEV_ATTR",
+            "%d",
+        ),
+        (
+            "URMA_CMD_OUT_TYPE_INIT",
+            "(int)URMA_CMD_OUT_TYPE_INIT",
+            "%d",
+        ),
+        (
+            "URMA_CMD_MAX_ARGS_SIZE",
+            "(int)URMA_CMD_MAX_ARGS_SIZE",
+            "%d",
+        ),
         (
             "GET_EID_LIST_IN_MAX_EID_CNT",
             "(int)GET_EID_LIST_IN_MAX_EID_CNT",
@@ -223,11 +241,15 @@ fn differences(left: &Facts, right: &Facts) -> Vec<String> {
 #[test]
 fn the_rendering_is_the_genuine_headers() {
     let Some(root) = std::env::var_os("UMDK_SRC").filter(|v| !v.is_empty()) else {
-        println!("UMDK_SRC not set: skipped the comparison of urma_sys::uburma with the genuine headers");
+        println!(
+            "UMDK_SRC not set: skipped the comparison of urma_sys::uburma with the genuine headers"
+        );
         return;
     };
     if target::emulated() {
-        println!("under emulation: skipped the comparison of urma_sys::uburma with the genuine headers");
+        println!(
+            "under emulation: skipped the comparison of urma_sys::uburma with the genuine headers"
+        );
         return;
     }
     let core = PathBuf::from(root).join("src/urma/lib/urma/core");
