@@ -4,6 +4,8 @@
 #   make compat   the C-vs-Rust conformance report (target/compat/report.md)
 #   make test     every test: Rust, C, layout, conformance, reliability, quick bench, packaging,
 #                 and the quick aarch64 part (cross-built, under qemu)
+#   make test-umdk  the genuine-core lane alone: the loopback as a plugin of the genuine URMA core
+#                 (the system's UMDK, or built from UMDK_SRC), UMDK's programs and our suites over it
 #   make test-aarch64  the workspace cross-built for aarch64, its tests and `make compat` under qemu
 #   make msrv     build and test with the minimum supported Rust (1.82, openEuler 24.03 LTS SP1)
 #   make lint     no import circle between module files (make imports), cargo fmt --check and
@@ -19,7 +21,7 @@ ifneq ($(TARGET_DIR),)
 export CARGO_TARGET_DIR := $(abspath $(TARGET_DIR))
 endif
 
-GOALS := build test compat compat-device legacy-asan-suite reliability-check reliability-memcheck \
+GOALS := build test test-umdk compat compat-device legacy-asan-suite reliability-check reliability-memcheck \
   reliability-helgrind stress fuzz fuzz-smoke bench bench-quick dist rpm rpm-test rpm-clean \
   test-aarch64 test-aarch64-quick msrv lint imports fmt deps clean help
 

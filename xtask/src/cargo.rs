@@ -22,6 +22,8 @@ pub struct Built {
     pub urma: Option<(PathBuf, PathBuf)>,
     /// Executables, by target name (test binaries from `--tests`/`--no-run`, binaries).
     pub executables: Vec<(String, PathBuf)>,
+    /// The shared library of each cdylib built, by package name.
+    pub cdylibs: Vec<(String, PathBuf)>,
 }
 
 impl Built {
@@ -33,6 +35,16 @@ impl Built {
             .find(|(n, _)| n == name)
             .map(|(_, p)| p.as_path())
             .unwrap_or_else(|| fail(format!("cargo built no executable {name:?}")))
+    }
+
+    /// The shared library of package `package`'s cdylib (the last one cargo reported).
+    pub fn cdylib(&self, package: &str) -> &Path {
+        self.cdylibs
+            .iter()
+            .rev()
+            .find(|(n, _)| n == package)
+            .map(|(_, p)| p.as_path())
+            .unwrap_or_else(|| fail(format!("cargo built no cdylib of {package:?}")))
     }
 }
 
@@ -64,6 +76,7 @@ pub fn build(mut cmd: Command) -> Built {
     let mut urma = None;
     let mut profile_dir = None;
     let mut executables = Vec::new();
+    let mut cdylibs = Vec::new();
     for line in BufReader::new(out).lines() {
         let line = line.unwrap_or_else(|e| fail(format!("reading cargo's output: {e}")));
         let Ok(msg) = serde_json::from_str::<Value>(&line) else {
@@ -106,6 +119,19 @@ pub fn build(mut cmd: Command) -> Built {
                 if let Some(exe) = msg["executable"].as_str().filter(|_| !bin_tests) {
                     executables.push((name.to_string(), PathBuf::from(exe)));
                 }
+                let is_cdylib = msg["target"]["kind"]
+                    .as_array()
+                    .is_some_and(|k| k.iter().any(|k| k == "cdylib"));
+                if is_cdylib {
+                    let so = msg["filenames"].as_array().and_then(|f| {
+                        f.iter()
+                            .filter_map(Value::as_str)
+                            .find(|f| f.ends_with(".so"))
+                    });
+                    if let Some(so) = so {
+                        cdylibs.push((package.to_string(), PathBuf::from(so)));
+                    }
+                }
                 if package == "urma-loopback" {
                     // <profile dir>/liburma.so, or <profile dir>/deps/liburma.so when the
                     // loopback was built as a dependency only.
@@ -145,6 +171,7 @@ pub fn build(mut cmd: Command) -> Built {
         legacy_dir,
         urma,
         executables,
+        cdylibs,
     }
 }
 

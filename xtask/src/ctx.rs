@@ -17,8 +17,14 @@ pub const GOALS: &[(&str, &str, &str)] = &[
     ),
     (
         "test",
-        "base rpm bench fuzz aarch64",
+        "base rpm bench fuzz aarch64 umdk",
         "everything a change must pass",
+    ),
+    (
+        "test-umdk",
+        "base umdk",
+        "the genuine-core lane: the loopback as a plugin of the genuine URMA core (system's, or \
+         built from UMDK_SRC), urma_sample, urma_perftest, the loopback's suites and compat over it",
     ),
     (
         "compat",

@@ -1,11 +1,12 @@
 //! The goals (see [`crate::ctx::GOALS`]). Knobs come from the environment, so `make GOAL VAR=value`
 //! and `VAR=value cargo xtask GOAL` are the same: COMPAT_ARGS, COMPAT_DEVICE_RANDOM, BENCH_ARGS, BENCH_OUT,
 //! HELGRIND_STRICT, STRESS_REQS, STRESS_FUZZ_CRS, FUZZ_TIME, FUZZ_SMOKE_RUNS, CLANG, REL_CC,
-//! VALGRIND, RPMBUILD_OPTS, DIST_TREE.
+//! VALGRIND, RPMBUILD_OPTS, DIST_TREE, UMDK_SRC, UMDK_LAT_ITERS, UMDK_BW_ITERS.
 
 use crate::cargo::{self, Built};
 use crate::cmd::{cargo as cargo_cmd, env_or, fail, run, show, try_run};
 use crate::ctx::Ctx;
+use crate::reports;
 use ost_build_support::cprog::{self, Build, Compiler, Lib};
 use ost_build_support::legacy::{self, Flavour, Inputs};
 use std::path::{Path, PathBuf};
@@ -20,6 +21,14 @@ pub fn dispatch(ctx: &mut Ctx, goal: &str, args: &[String]) {
             build(ctx, goal);
         }
         "test" => test(ctx),
+        "test-umdk" => {
+            let built = build(ctx, goal);
+            let standalone = ctx.target.join("umdk/compat-standalone");
+            let s = standalone.to_string_lossy().to_string();
+            compat(ctx, goal, &["--out".to_string(), s.clone()]);
+            compat(ctx, goal, &["--split".to_string(), "--out".to_string(), s]);
+            crate::umdk_lane::run(ctx, &built, &standalone, &compat_args(&[]));
+        }
         "compat" => compat(ctx, goal, args),
         "compat-device" => compat_device(ctx, goal, args),
         "legacy-asan-suite" => legacy_asan_suite(ctx, goal),
@@ -88,7 +97,7 @@ fn loopback_in_process_only(ctx: &Ctx) {
 
 /// Everything a change must pass, in this order; stops at the first failing step.
 fn test(ctx: &mut Ctx) {
-    build(ctx, "test");
+    let built = build(ctx, "test");
     run(security_required(cargo_cmd().args([
         "test",
         "--workspace",
@@ -99,6 +108,8 @@ fn test(ctx: &mut Ctx) {
     compat_device(ctx, "test", &[]);
     // The same scenarios with sender and receiver in two processes (docs/compat.md).
     compat(ctx, "test", &["--split".to_string()]);
+    // Over the genuine URMA core, compared with the two runs above.
+    crate::umdk_lane::run(ctx, &built, &ctx.target.join("compat"), &compat_args(&[]));
     legacy_asan_suite(ctx, "test");
     reliability_memcheck(ctx, "test");
     reliability_helgrind(ctx, "test");
@@ -228,10 +239,7 @@ fn compat_device(ctx: &mut Ctx, goal: &str, args: &[String]) {
         &out_s,
     ])
     .args(args));
-    let report: serde_json::Value = std::fs::read_to_string(out.join("report.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or_else(|| fail("compat --device wrote no readable report.json"));
+    let report = reports::read(&out, "report.json");
     if report["backend"] != "hardware" || report["loopback_control_calls"] != 0 {
         fail(format!(
             "compat --device: backend {}, loopback control calls {}",
@@ -270,14 +278,6 @@ fn compat_device(ctx: &mut Ctx, goal: &str, args: &[String]) {
     compat_device_split(ctx, &built, &no_ctl, &out);
 }
 
-/// The verdict of each scenario, the interop column and the totals of a `report-split.json`.
-fn split_report(dir: &Path) -> serde_json::Value {
-    std::fs::read_to_string(dir.join("report-split.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or_else(|| fail(format!("no readable {}/report-split.json", dir.display())))
-}
-
 /// Hardware mode with sender and receiver in two processes, first as one command
 /// (`compat --split --device loopback0`), then as two nodes: `--serve` and `--peer` started as
 /// two separate invocations on 127.0.0.1. Both must have no FAIL, no `urma_loopback_*` call and
@@ -313,7 +313,7 @@ fn compat_device_split(ctx: &Ctx, built: &Built, no_ctl: &Path, out: &Path) {
     };
     let one_dir = out.join("split-one-command");
     run(&mut compat(&[], &one_dir));
-    let one = split_report(&one_dir);
+    let one = reports::read(&one_dir, "report-split.json");
     check("compat --split --device", &one);
     // Two nodes: the serving node in a process tree of its own, the driver in another.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -337,19 +337,9 @@ fn compat_device_split(ctx: &Ctx, built: &Built, no_ctl: &Path, out: &Path) {
             if served { "passed" } else { "failed" }
         ));
     }
-    let two = split_report(&two_dir);
+    let two = reports::read(&two_dir, "report-split.json");
     check("compat --split --device --peer", &two);
-    let verdicts = |r: &serde_json::Value| -> Vec<(String, String)> {
-        r["scenarios"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .map(|s| (s["id"].to_string(), s["verdict"].to_string()))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let (v1, v2) = (verdicts(&one), verdicts(&two));
+    let (v1, v2) = (reports::verdicts(&one), reports::verdicts(&two));
     if v1.is_empty() || v1 != v2 || one["interop"] != two["interop"] {
         fail(format!(
             "two nodes judged otherwise than one command:\n one: {v1:?}\n two: {v2:?}\n interop one: {}\n interop two: {}",

@@ -9,8 +9,10 @@
 //! checks that read tool output (Helgrind's report, [`helgrind`]).
 //!
 //! Layering: [`cmd`] (running a command, failing the goal) uses nothing of the crate; [`cargo`]
-//! uses `cmd`; [`ctx`] (the goal table, the repository, the target directory, the loader path)
-//! uses both; [`goals`] uses all three; this file only picks the goal and hands it to `goals`.
+//! and [`reports`] (reading compat's reports) use `cmd`; [`ctx`] (the goal table, the
+//! repository, the target directory, the loader path) uses `cmd` and `cargo`; [`umdk_lane`] (the
+//! genuine-core lane) uses those four; [`goals`] uses all of them; this file only picks the goal
+//! and hands it to `goals`.
 
 mod cargo;
 mod cmd;
@@ -18,6 +20,8 @@ mod ctx;
 mod goals;
 mod helgrind;
 mod imports;
+mod reports;
+mod umdk_lane;
 
 use std::process::ExitCode;
 

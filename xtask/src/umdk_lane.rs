@@ -1,0 +1,705 @@
+//! The genuine-core lane (`cargo xtask test-umdk`, and part of `test`): the loopback as a
+//! provider plugin of the genuine UMDK URMA core, and what runs over it.
+//!
+//! 1. The core (`ost_build_support::umdk`: the system's, else built from `$UMDK_SRC` into
+//!    `<target>/umdk/build`). Without either the lane says so and skips; with `CI` set it fails.
+//! 2. The plugin face (`cargo build -p urma-loopback --features plugin` in
+//!    `<target>/xtask/plugin`), copied into the core's plugin directory as
+//!    [`PLUGIN_FILE_NAME`] (a copy: the core loads its plugins by their resolved path, and the
+//!    plugin is found in the process by that file name); the helper (`urma-loopback-preload`)
+//!    copied to `<target>/umdk/` as [`PRELOAD_FILE_NAME`], never into the plugin directory.
+//! 3. Over the core (`LD_LIBRARY_PATH=<core dir>:<common dir>:...`, `LD_PRELOAD=<helper>`):
+//!    the helper's own test; `urma_sample` as two processes (RC, RM, RC in event mode);
+//!    `urma_perftest` as two processes (the three latency and the three bandwidth tests, results
+//!    kept in `<target>/umdk/perftest.json`); the loopback's behaviour suites and C program pair;
+//!    `compat` (its verdicts the standalone run's, scenario by scenario), `compat --device
+//!    loopback0` (the interposition layer in front of the genuine core) and `compat --split`,
+//!    each with no FAIL.
+//!
+//! Every program runs with a deadline; every step runs, and the lane fails at the end with the
+//! list of the steps that failed. Knobs: `UMDK_LAT_ITERS` (default 1000), `UMDK_BW_ITERS`
+//! (default 2000), `COMPAT_DEVICE_RANDOM` (default 10).
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use ost_build_support::umdk::{self, Umdk};
+use serde_json::{json, Value};
+
+use crate::cargo::{self, Built};
+use crate::cmd::{cargo as cargo_cmd, env_or, fail, show};
+use crate::ctx::Ctx;
+use crate::reports;
+
+/// The plugin's file name in the plugin directory (`urma_loopback_ctl::plugin::FILE_NAME`).
+pub const PLUGIN_FILE_NAME: &str = "liburma-loopback.so";
+/// The helper's file name (`urma_loopback_ctl::plugin::PRELOAD_FILE_NAME`).
+pub const PRELOAD_FILE_NAME: &str = "liburma-loopback-preload.so";
+/// The device of the plugin.
+const DEVICE: &str = "loopback0";
+
+/// What the lane runs over.
+struct Lane<'a> {
+    ctx: &'a Ctx,
+    built: &'a Built,
+    umdk: Umdk,
+    /// `<target>/umdk`.
+    out: PathBuf,
+    /// `<out>/logs`: every program's output.
+    logs: PathBuf,
+    plugin: PathBuf,
+    preload: PathBuf,
+    /// Name and outcome of every step.
+    steps: Vec<(String, Result<String, String>)>,
+}
+
+/// The lane; `standalone` is the directory of the standalone `compat` run with `compat_args`
+/// to compare with (its `report.json`, and its `report-split.json` if there is one). Returns
+/// without running when there is no core (failing with `CI` set).
+pub fn run(ctx: &Ctx, built: &Built, standalone: &Path, compat_args: &[String]) {
+    let started = Instant::now();
+    let out = ctx.target.join("umdk");
+    let umdk = match umdk::get(&out) {
+        Ok(u) => u,
+        Err(why) if std::env::var_os("CI").is_some() => {
+            fail(format!("genuine-core lane: {why}; CI must run it"))
+        }
+        Err(why) => {
+            println!("genuine-core lane: skipped: {why}");
+            return;
+        }
+    };
+    println!(
+        "genuine-core lane: core {} ({:?}), plugins in {}",
+        umdk.core().display(),
+        umdk.origin,
+        umdk.plugin_dir.display()
+    );
+    let (plugin, preload) = install(ctx, built, &umdk, &out);
+    let logs = out.join("logs");
+    let _ = std::fs::remove_dir_all(&logs);
+    std::fs::create_dir_all(&logs).unwrap_or_else(|e| fail(format!("{}: {e}", logs.display())));
+    let mut lane = Lane {
+        ctx,
+        built,
+        umdk,
+        out,
+        logs,
+        plugin,
+        preload,
+        steps: Vec::new(),
+    };
+    lane.preload_test();
+    lane.samples();
+    lane.perftests();
+    lane.suites();
+    lane.compat(standalone, compat_args);
+    let failed: Vec<&(String, Result<String, String>)> =
+        lane.steps.iter().filter(|s| s.1.is_err()).collect();
+    println!("\ngenuine-core lane ({:.0?}):", started.elapsed());
+    for (name, r) in &lane.steps {
+        match r {
+            Ok(what) => println!("  ok    {name}: {what}"),
+            Err(why) => println!("  FAIL  {name}: {why}"),
+        }
+    }
+    if !failed.is_empty() {
+        fail(format!(
+            "genuine-core lane: {} of {} steps failed (logs in {})",
+            failed.len(),
+            lane.steps.len(),
+            lane.logs.display()
+        ));
+    }
+}
+
+/// Builds the plugin face, installs it in the plugin directory and the helper beside it;
+/// returns both installed files.
+fn install(ctx: &Ctx, built: &Built, umdk: &Umdk, out: &Path) -> (PathBuf, PathBuf) {
+    let mut cmd = cargo_cmd();
+    cmd.args(["build", "-p", "urma-loopback", "--features", "plugin"])
+        .arg("--target-dir")
+        .arg(ctx.target.join("xtask/plugin"));
+    let face = cargo::build(cmd);
+    let plugin = umdk.plugin_dir.join(PLUGIN_FILE_NAME);
+    copy_replacing(face.cdylib("urma-loopback"), &plugin);
+    let preload = out.join(PRELOAD_FILE_NAME);
+    copy_replacing(built.cdylib("urma-loopback-preload"), &preload);
+    (plugin, preload)
+}
+
+/// Copies `from` to `to` through a temporary file renamed over it (a process that has the old
+/// file loaded keeps its mapping; the temporary's name does not start with `liburma`, so the
+/// core never loads it).
+fn copy_replacing(from: &Path, to: &Path) {
+    let dir = to.parent().expect("a directory");
+    let tmp = dir.join(format!(
+        ".{}.tmp",
+        to.file_name().expect("a name").to_string_lossy()
+    ));
+    std::fs::copy(from, &tmp)
+        .and_then(|_| std::fs::rename(&tmp, to))
+        .unwrap_or_else(|e| fail(format!("copy {} to {}: {e}", from.display(), to.display())));
+}
+
+/// A free TCP port on 127.0.0.1 (bound, read, released).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or_else(|e| fail(format!("no free port on 127.0.0.1: {e}")))
+}
+
+/// Whether some socket listens on TCP port `port` (`/proc/net/tcp` and `tcp6`: state 0A).
+fn listening(port: u16) -> bool {
+    let want = format!(":{port:04X}");
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
+        std::fs::read_to_string(f).is_ok_and(|t| {
+            t.lines().skip(1).any(|l| {
+                let cols: Vec<&str> = l.split_whitespace().collect();
+                cols.len() > 3 && cols[1].ends_with(&want) && cols[3] == "0A"
+            })
+        })
+    })
+}
+
+/// Waits for `child` until `deadline`; kills it (its own pid) when the deadline passes.
+fn wait_until(child: &mut Child, deadline: Instant) -> Option<ExitStatus> {
+    loop {
+        if let Ok(Some(st)) = child.try_wait() {
+            return Some(st);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A program started over the core, its output going to `<logs>/<name>.out` and `.err`.
+struct Started {
+    name: String,
+    child: Child,
+}
+
+impl Started {
+    /// Waits for the program until `deadline`: its stdout, or why it failed (with its output).
+    fn finish(mut self, lane: &Lane, deadline: Instant) -> Result<String, String> {
+        let st = wait_until(&mut self.child, deadline);
+        let (out, err) = lane.output(&self.name);
+        match st {
+            Some(s) if s.success() => Ok(out),
+            Some(s) => Err(format!("{} exited with {s}:\n{out}{err}", self.name)),
+            None => Err(format!(
+                "{} did not finish in time (killed):\n{out}{err}",
+                self.name
+            )),
+        }
+    }
+}
+
+impl Lane<'_> {
+    /// The loader path of programs over the core: the core's directories first.
+    fn loader_path(&self) -> OsString {
+        let dirs = self.umdk.library_dirs();
+        let first: Vec<&Path> = dirs.iter().map(PathBuf::as_path).collect();
+        self.ctx.loader_path(self.built, &first)
+    }
+
+    /// `cmd` over the core, with the helper preloaded.
+    fn over_core<'c>(&self, cmd: &'c mut Command) -> &'c mut Command {
+        cmd.env("LD_LIBRARY_PATH", self.loader_path())
+            .env("LD_PRELOAD", &self.preload)
+    }
+
+    fn output(&self, name: &str) -> (String, String) {
+        let read = |ext: &str| {
+            std::fs::read_to_string(self.logs.join(format!("{name}.{ext}"))).unwrap_or_default()
+        };
+        (read("out"), read("err"))
+    }
+
+    /// Starts `cmd` over the core, stdin piped, output to the log files of `name`.
+    fn start(&self, name: &str, cmd: &mut Command) -> Result<Started, String> {
+        let file = |ext: &str| {
+            std::fs::File::create(self.logs.join(format!("{name}.{ext}")))
+                .map_err(|e| format!("{name}: log file: {e}"))
+        };
+        self.over_core(cmd)
+            .stdin(Stdio::piped())
+            .stdout(file("out")?)
+            .stderr(file("err")?);
+        eprintln!("+ {} &", show(cmd));
+        let child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot start {name}: {e}"))?;
+        Ok(Started {
+            name: name.to_string(),
+            child,
+        })
+    }
+
+    /// Runs `cmd` over the core to completion within `limit`: its stdout, or why it failed.
+    fn run_over_core(
+        &self,
+        name: &str,
+        cmd: &mut Command,
+        limit: Duration,
+    ) -> Result<String, String> {
+        let p = self.start(name, cmd)?;
+        p.finish(self, Instant::now() + limit)
+    }
+
+    fn step(&mut self, name: &str, r: Result<String, String>) {
+        match &r {
+            Ok(what) => println!("genuine-core lane: ok: {name}: {what}"),
+            Err(why) => println!("genuine-core lane: FAIL: {name}: {why}"),
+        }
+        self.steps.push((name.to_string(), r));
+    }
+
+    /// The helper's test under the core with this plugin.
+    fn preload_test(&mut self) {
+        let mut cmd = cargo_cmd();
+        cmd.args([
+            "test",
+            "-p",
+            "urma-loopback-preload",
+            "--test",
+            "genuine_core",
+        ])
+        .env("URMA_LOOPBACK_PLUGIN", &self.plugin);
+        let r = cmd_status(&mut cmd).map(|_| {
+            "urma_query_device and urma_get_eid_list of loopback0 are the plugin's".to_string()
+        });
+        self.step("urma-loopback-preload genuine_core", r);
+    }
+}
+
+/// Runs `cmd` (inheriting the terminal); `Err` with its command line when it fails.
+fn cmd_status(cmd: &mut Command) -> Result<(), String> {
+    eprintln!("+ {}", show(cmd));
+    match cmd.status() {
+        Ok(st) if st.success() => Ok(()),
+        Ok(st) => Err(format!("{} exited with {st}", show(cmd))),
+        Err(e) => Err(format!("cannot start {}: {e}", show(cmd))),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// urma_sample
+
+impl Lane<'_> {
+    fn samples(&mut self) {
+        for (label, mode, event) in [
+            ("RC", "1", false),
+            ("RM", "0", false),
+            ("RC event", "1", true),
+        ] {
+            let r = self.sample(mode, event);
+            self.step(&format!("urma_sample {label}"), r);
+        }
+    }
+
+    /// `urma_sample` as a server and a client on a free port: the client WRITEs, READs back
+    /// and SENDs; the server answers the SEND and exits on a key.
+    fn sample(&self, mode: &str, event: bool) -> Result<String, String> {
+        let exe = self
+            .umdk
+            .sample
+            .clone()
+            .ok_or("no urma_sample (not installed with the system's UMDK)")?;
+        let port = free_port().to_string();
+        let mut args = vec!["-m", mode, "-d", DEVICE, "-p", port.as_str()];
+        if event {
+            args.push("-e");
+        }
+        let tag = format!("sample-m{mode}{}", if event { "e" } else { "" });
+        let mut server = self.start(&format!("{tag}-server"), Command::new(&exe).args(&args))?;
+        let ready = Instant::now() + Duration::from_secs(30);
+        while !listening(port.parse().unwrap_or(0)) {
+            if Instant::now() >= ready || matches!(server.child.try_wait(), Ok(Some(_))) {
+                let _ = server.child.kill();
+                return server
+                    .finish(self, Instant::now())
+                    .and_then(|_| Err("the server did not listen".to_string()));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let client = self.run_over_core(
+            &format!("{tag}-client"),
+            Command::new(&exe).args(&args).args(["-i", "127.0.0.1"]),
+            Duration::from_secs(60),
+        );
+        // A key ends the server.
+        if let Some(mut stdin) = server.child.stdin.take() {
+            let _ = stdin.write_all(b"q\n");
+        }
+        let served = server.finish(self, Instant::now() + Duration::from_secs(20));
+        let client = client?;
+        let served = served?;
+        let line = |text: &str, prefix: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(prefix))
+                .map(str::to_string)
+        };
+        let written = line(&client, "Msg write: ").ok_or("client: no \"Msg write\"")?;
+        let read = line(&client, "Msg read: ").ok_or("client: no \"Msg read\"")?;
+        if written.is_empty() || read != written {
+            return Err(format!(
+                "client: READ gave {read:?}, WRITE wrote {written:?}"
+            ));
+        }
+        let sent = line(&client, "Msg sent: ").ok_or("client: no \"Msg sent\"")?;
+        let reply =
+            line(&client, "Response received: ").ok_or("client: no \"Response received\"")?;
+        if !reply.starts_with("Send response from server") {
+            return Err(format!("client: the response was {reply:?}"));
+        }
+        let got = line(&served, "Msg received: ").ok_or("server: no \"Msg received\"")?;
+        if !got.starts_with(&sent) {
+            return Err(format!(
+                "server: received {got:?}, the client sent {sent:?}"
+            ));
+        }
+        Ok(format!(
+            "WRITE/READ {written:?}, SEND {sent:?}, reply {reply:?}"
+        ))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// urma_perftest
+
+/// The tests run, each with the default transport mode (RM) and sizes.
+const PERFTESTS: &[&str] = &[
+    "write_lat",
+    "send_lat",
+    "read_lat",
+    "write_bw",
+    "send_bw",
+    "read_bw",
+];
+
+impl Lane<'_> {
+    fn perftests(&mut self) {
+        let mut results = Vec::new();
+        for test in PERFTESTS {
+            let r = self.perftest(test);
+            let summary = r.as_ref().map(|rows| {
+                rows.iter()
+                    .map(|(side, row)| format!("{side}: {row}"))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            });
+            if let Ok(rows) = &r {
+                for (side, row) in rows {
+                    results.push(json!({ "test": test, "side": side, "result": row }));
+                }
+            }
+            self.step(
+                &format!("urma_perftest {test}"),
+                summary.map_err(|e| e.to_string()),
+            );
+        }
+        let file = self.out.join("perftest.json");
+        let doc = json!({
+            "core": self.umdk.core().display().to_string(),
+            "device": DEVICE,
+            "lat_iters": lat_iters(),
+            "bw_iters": bw_iters(),
+            "results": results,
+        });
+        if let Err(e) = std::fs::write(
+            &file,
+            serde_json::to_string_pretty(&doc).unwrap_or_default(),
+        ) {
+            println!("genuine-core lane: cannot write {}: {e}", file.display());
+        } else {
+            println!(
+                "genuine-core lane: urma_perftest results in {}",
+                file.display()
+            );
+        }
+    }
+
+    /// One test as a server and a client: the result rows each side printed (column name to
+    /// value).
+    fn perftest(&self, test: &str) -> Result<Vec<(String, Value)>, String> {
+        let exe = self
+            .umdk
+            .perftest
+            .clone()
+            .ok_or("no urma_perftest (not installed with the system's UMDK)")?;
+        let port = free_port();
+        let iters = if test.ends_with("_bw") {
+            bw_iters()
+        } else {
+            lat_iters()
+        };
+        let (port_s, iters_s) = (port.to_string(), iters.to_string());
+        let args = [
+            test,
+            "-d",
+            DEVICE,
+            "-P",
+            port_s.as_str(),
+            "-n",
+            iters_s.as_str(),
+        ];
+        let server = self.start(
+            &format!("perftest-{test}-server"),
+            Command::new(&exe).args(args),
+        )?;
+        let ready = Instant::now() + Duration::from_secs(30);
+        while !listening(port) && Instant::now() < ready {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let client = self
+            .start(
+                &format!("perftest-{test}-client"),
+                Command::new(&exe).args(args).args(["-S", "127.0.0.1"]),
+            )
+            .and_then(|c| c.finish(self, deadline));
+        let served = server.finish(self, deadline);
+        let (client, served) = (client?, served?);
+        // urma_perftest exits 0 after a failed post too (with a result of zeros): its messages
+        // and the measured values decide.
+        for side in ["client", "server"] {
+            let (out, err) = self.output(&format!("perftest-{test}-{side}"));
+            if let Some(l) = out
+                .lines()
+                .chain(err.lines())
+                .find(|l| l.contains("Failed") || l.contains("Couldn't"))
+            {
+                return Err(format!("{side}: {l}"));
+            }
+        }
+        let measure = if test.ends_with("_bw") {
+            "BW average[MB/sec]"
+        } else {
+            "t_avg[us]"
+        };
+        let mut rows = Vec::new();
+        for (side, text) in [("client", &client), ("server", &served)] {
+            if let Some(row) = result_row(text) {
+                if row[measure].as_f64().is_none_or(|v| v.is_nan() || v <= 0.0) {
+                    return Err(format!("{side}: {measure} is not positive: {row}"));
+                }
+                rows.push((side.to_string(), row));
+            }
+        }
+        if rows.is_empty() {
+            return Err(format!("no result line:\n{client}"));
+        }
+        Ok(rows)
+    }
+}
+
+fn lat_iters() -> u64 {
+    env_or("UMDK_LAT_ITERS", "1000").parse().unwrap_or(1000)
+}
+
+fn bw_iters() -> u64 {
+    env_or("UMDK_BW_ITERS", "2000").parse().unwrap_or(2000)
+}
+
+/// The result of a perftest output: the line after the header (` bytes   iterations ...`), its
+/// numbers under the header's column names.
+fn result_row(text: &str) -> Option<Value> {
+    let lines: Vec<&str> = text.lines().collect();
+    let at = lines
+        .iter()
+        .rposition(|l| l.trim_start().starts_with("bytes") && l.contains("iterations"))?;
+    // Column names hold no spaces (`t_min[us]`), except the bandwidth ones (`BW peak[MB/sec]`):
+    // split the header on runs of two or more spaces.
+    let names: Vec<&str> = lines[at]
+        .split("  ")
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
+    let values: Vec<f64> = lines
+        .get(at + 1)?
+        .split_whitespace()
+        .map(|v| v.parse().ok())
+        .collect::<Option<Vec<f64>>>()?;
+    if values.len() != names.len() {
+        return None;
+    }
+    Some(Value::Object(
+        names
+            .iter()
+            .zip(values)
+            .map(|(n, v)| (n.to_string(), json!(v)))
+            .collect(),
+    ))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The project's suites over the core
+
+/// The loopback's test binaries run over the core: its behaviour suite (one process) and the
+/// ones with a second process (the C program pair, processes joining the host).
+const SUITES: &[&str] = &["loopback", "c_program", "xproc"];
+
+impl Lane<'_> {
+    fn suites(&mut self) {
+        let mut cmd = cargo_cmd();
+        cmd.args(["test", "-p", "urma-loopback", "--no-run"]);
+        for t in SUITES {
+            cmd.args(["--test", t]);
+        }
+        let tests = cargo::build(cmd);
+        for t in SUITES {
+            let exe = tests.executable(t).to_path_buf();
+            let r = self.run_over_core(
+                &format!("suite-{t}"),
+                &mut Command::new(&exe),
+                Duration::from_secs(300),
+            );
+            let r = r.map(|out| {
+                out.lines()
+                    .rev()
+                    .find(|l| l.starts_with("test result:"))
+                    .unwrap_or("")
+                    .to_string()
+            });
+            self.step(&format!("urma-loopback --test {t}"), r);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// compat over the core
+
+impl Lane<'_> {
+    fn compat(&mut self, standalone: &Path, args: &[String]) {
+        let exe = self.built.executable("compat").to_path_buf();
+        let limit = Duration::from_secs(900);
+        let base = self.out.clone();
+        let dir = |d: &str| base.join(d);
+
+        let out = dir("compat");
+        let r = self
+            .run_over_core(
+                "compat",
+                Command::new(&exe).args(args).arg("--out").arg(&out),
+                limit,
+            )
+            .and_then(|_| {
+                same_verdicts(
+                    &reports::read(standalone, "report.json"),
+                    &reports::read(&out, "report.json"),
+                )
+            });
+        self.step("compat (catalogue, random, interop)", r);
+
+        let out = dir("compat-device");
+        let random = env_or("COMPAT_DEVICE_RANDOM", "10");
+        let r = self
+            .run_over_core(
+                "compat-device",
+                Command::new(&exe)
+                    .args(["--device", DEVICE, "--random", &random, "--out"])
+                    .arg(&out)
+                    .env("URMA_INTERPOSE_REAL", self.umdk.core()),
+                limit,
+            )
+            .and_then(|_| {
+                let r = reports::read(&out, "report.json");
+                if r["backend"] != "hardware" || r["loopback_control_calls"] != 0 {
+                    return Err(format!(
+                        "backend {}, loopback control calls {}",
+                        r["backend"], r["loopback_control_calls"]
+                    ));
+                }
+                no_fail(&r)
+            });
+        self.step("compat --device loopback0 (interposition layer)", r);
+
+        let out = dir("compat-split");
+        let r = self
+            .run_over_core(
+                "compat-split",
+                Command::new(&exe)
+                    .args(args)
+                    .arg("--split")
+                    .arg("--out")
+                    .arg(&out),
+                limit,
+            )
+            .and_then(|_| {
+                let ours = reports::read(&out, "report-split.json");
+                if standalone.join("report-split.json").exists() {
+                    same_verdicts(&reports::read(standalone, "report-split.json"), &ours)
+                } else {
+                    no_fail(&ours)
+                }
+            });
+        self.step("compat --split", r);
+    }
+}
+
+/// No FAIL (and nothing not run) in a report's totals.
+fn no_fail(report: &Value) -> Result<String, String> {
+    let t = &report["totals"];
+    if t["fail"] != 0 || t["not_run"].as_u64().unwrap_or(0) != 0 {
+        return Err(format!("totals {t}"));
+    }
+    Ok(format!("totals {t}"))
+}
+
+/// The verdict of every scenario the same in both reports, and no FAIL in `ours`.
+fn same_verdicts(standalone: &Value, ours: &Value) -> Result<String, String> {
+    let (a, b) = (reports::verdicts(standalone), reports::verdicts(ours));
+    if a.is_empty() || a != b {
+        let differ: Vec<String> = a
+            .iter()
+            .zip(&b)
+            .filter(|(x, y)| x != y)
+            .map(|(x, y)| format!("{} {} (standalone) vs {} {}", x.0, x.1, y.0, y.1))
+            .collect();
+        return Err(format!(
+            "{} scenarios standalone, {} over the core; differing: {differ:?}",
+            a.len(),
+            b.len()
+        ));
+    }
+    no_fail(ours).map(|t| format!("{} scenarios, the standalone verdicts; {t}", a.len()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_file_names_are_the_control_planes() {
+        assert_eq!(PLUGIN_FILE_NAME, urma_loopback_ctl::plugin::FILE_NAME);
+        assert_eq!(
+            PRELOAD_FILE_NAME,
+            urma_loopback_ctl::plugin::PRELOAD_FILE_NAME
+        );
+    }
+
+    #[test]
+    fn a_perftest_result_row_is_read_under_its_header() {
+        let lat = "junk\n bytes   iterations  t_min[us]  t_max[us]  t_median[us]  t_avg[us]  \
+                   t_stdev[us]  99%[us]  99.9%[us]  99.99%[us]  99.999%[us]\n 2       1000        \
+                   1.00       9.00       2.00          2.50       0.50         8.00     9.00       \
+                   9.00        9.00\n";
+        let row = result_row(lat).expect("row");
+        assert_eq!(row["t_median[us]"], json!(2.0));
+        assert_eq!(row["iterations"], json!(1000.0));
+        let bw = " bytes   iterations  BW peak[MB/sec]  BW average[MB/sec]  MsgRate[Mpps]\n \
+                  65536   2000        0.00             1234.50             0.018836\n";
+        let row = result_row(bw).expect("row");
+        assert_eq!(row["BW average[MB/sec]"], json!(1234.5));
+        assert_eq!(result_row("no header\n"), None);
+    }
+}
