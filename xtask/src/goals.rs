@@ -24,9 +24,14 @@ pub fn dispatch(ctx: &mut Ctx, goal: &str, args: &[String]) {
         "test-umdk" => {
             let built = build(ctx, goal);
             let standalone = ctx.target.join("umdk/compat-standalone");
-            let s = standalone.to_string_lossy().to_string();
-            compat(ctx, goal, &["--out".to_string(), s.clone()]);
-            compat(ctx, goal, &["--split".to_string(), "--out".to_string(), s]);
+            // The standalone run to compare with, of the scenarios the lane runs.
+            let args = [
+                "--random".to_string(),
+                crate::umdk_lane::compat_random(),
+                "--out".to_string(),
+                standalone.to_string_lossy().to_string(),
+            ];
+            compat(ctx, goal, &args);
             crate::umdk_lane::run(ctx, &built, &standalone, &compat_args(&[]));
         }
         "compat" => compat(ctx, goal, args),
