@@ -2,6 +2,7 @@
 //! the [`answer::Device`] of the answers.
 
 use std::ffi::{c_char, c_int, c_void, CStr};
+use std::mem::size_of;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use urma_loopback_ctl::plugin;
@@ -94,20 +95,58 @@ unsafe fn plugin_device<'a>(path: *const c_char) -> Option<&'a CStr> {
     answer::Device::attributes(&Plugin, name).map(|_| name)
 }
 
-/// The C library's `name` (the next definition after this library), looked up once.
-macro_rules! next {
-    ($name:literal, $ty:ty) => {{
-        static ADDR: AtomicUsize = AtomicUsize::new(0);
-        let mut a = ADDR.load(Ordering::Relaxed);
+/// A function of the C library (the next definition after this library's): looked up when the
+/// library is loaded ([`RESOLVE`]), or on first use.
+struct Next {
+    name: &'static CStr,
+    addr: AtomicUsize,
+}
+
+impl Next {
+    const fn new(name: &'static CStr) -> Next {
+        Next {
+            name,
+            addr: AtomicUsize::new(0),
+        }
+    }
+
+    fn resolve(&self) -> usize {
+        let mut a = self.addr.load(Ordering::Relaxed);
         if a == 0 {
             // SAFETY: dlsym with a NUL-terminated name.
-            a = unsafe { libc::dlsym(libc::RTLD_NEXT, concat!($name, "\0").as_ptr().cast()) }
-                as usize;
-            ADDR.store(a, Ordering::Relaxed);
+            a = unsafe { libc::dlsym(libc::RTLD_NEXT, self.name.as_ptr()) } as usize;
+            self.addr.store(a, Ordering::Relaxed);
         }
-        // SAFETY: the C library's function of that name has the type $ty (or it is missing).
-        (a != 0).then(|| unsafe { std::mem::transmute::<usize, $ty>(a) })
-    }};
+        a
+    }
+
+    /// The function as `F`, the type of the C library's function of that name.
+    fn get<F: Copy>(&self) -> Option<F> {
+        assert_eq!(size_of::<F>(), size_of::<usize>());
+        let a = self.resolve();
+        // SAFETY: `a` is the address of the C library's function `name`, whose type `F` is
+        // (the callers name the type of each).
+        (a != 0).then(|| unsafe { std::mem::transmute_copy::<usize, F>(&a) })
+    }
+}
+
+static REALPATH: Next = Next::new(c"realpath");
+static OPEN: Next = Next::new(c"open");
+static OPEN64: Next = Next::new(c"open64");
+static CLOSE: Next = Next::new(c"close");
+static IOCTL: Next = Next::new(c"ioctl");
+
+/// Looks up every C-library function when the library is loaded (an ELF constructor, before the
+/// program's threads exist), so that later calls never enter the dynamic loader (e.g. in a child
+/// between `fork` and `exec`).
+#[used]
+#[link_section = ".init_array"]
+static RESOLVE: extern "C" fn() = resolve_all;
+
+extern "C" fn resolve_all() {
+    for n in [&REALPATH, &OPEN, &OPEN64, &CLOSE, &IOCTL] {
+        n.resolve();
+    }
 }
 
 type RealpathFn = unsafe extern "C" fn(*const c_char, *mut c_char) -> *mut c_char;
@@ -120,7 +159,7 @@ fn open_virtual(real: OpenFn, dev: &CStr) -> c_int {
     // SAFETY: a NUL-terminated path and valid flags.
     let fd = unsafe { real(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC, 0) };
     if fd >= 0 && !vfd::add(fd, dev) {
-        if let Some(close) = next!("close", CloseFn) {
+        if let Some(close) = CLOSE.get::<CloseFn>() {
             // SAFETY: the descriptor just opened here.
             unsafe { close(fd) };
         }
@@ -155,7 +194,7 @@ fn open_common(
 #[no_mangle]
 pub unsafe extern "C" fn realpath(path: *const c_char, resolved: *mut c_char) -> *mut c_char {
     guard(std::ptr::null_mut(), || {
-        let Some(real) = next!("realpath", RealpathFn) else {
+        let Some(real) = REALPATH.get::<RealpathFn>() else {
             set_errno(libc::ENOSYS);
             return std::ptr::null_mut();
         };
@@ -183,7 +222,7 @@ pub unsafe extern "C" fn realpath(path: *const c_char, resolved: *mut c_char) ->
 /// The C library's contract.
 #[no_mangle]
 pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: libc::mode_t) -> c_int {
-    guard(-1, || open_common(next!("open", OpenFn), path, flags, mode))
+    guard(-1, || open_common(OPEN.get::<OpenFn>(), path, flags, mode))
 }
 
 /// `open64`: as [`open`].
@@ -193,7 +232,7 @@ pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: libc::mod
 #[no_mangle]
 pub unsafe extern "C" fn open64(path: *const c_char, flags: c_int, mode: libc::mode_t) -> c_int {
     guard(-1, || {
-        open_common(next!("open64", OpenFn), path, flags, mode)
+        open_common(OPEN64.get::<OpenFn>(), path, flags, mode)
     })
 }
 
@@ -205,7 +244,7 @@ pub unsafe extern "C" fn open64(path: *const c_char, flags: c_int, mode: libc::m
 pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     guard(-1, || {
         vfd::remove(fd);
-        match next!("close", CloseFn) {
+        match CLOSE.get::<CloseFn>() {
             // SAFETY: the caller's descriptor.
             Some(real) => unsafe { real(fd) },
             None => {
@@ -225,7 +264,7 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
 pub unsafe extern "C" fn ioctl(fd: c_int, request: libc::c_ulong, arg: *mut c_void) -> c_int {
     guard(-1, || {
         let Some(name) = vfd::device_of(fd) else {
-            return match next!("ioctl", IoctlFn) {
+            return match IOCTL.get::<IoctlFn>() {
                 // SAFETY: the caller's arguments, unchanged.
                 Some(real) => unsafe { real(fd, request, arg) },
                 None => {
