@@ -57,6 +57,8 @@ pub fn slowdown() -> u32 {
 /// The directory of the loopback `liburma.so.0` that programs started from here load: the first
 /// entry of `LD_LIBRARY_PATH` holding a `liburma.so.0`. `cargo test` and `cargo run` put the
 /// loopback's `$OUT_DIR/lib` there (urma-loopback/build.rs), `cargo xtask` the same directory.
+/// The genuine-core lane of the xtask puts a genuine URMA core's directory first instead (the
+/// loopback is then its plugin): programs built and started from here use that core.
 pub fn loopback_dir() -> Option<std::path::PathBuf> {
     let path = std::env::var_os("LD_LIBRARY_PATH")?;
     std::env::split_paths(&path).find(|d| d.join("liburma.so.0").exists())
