@@ -78,12 +78,26 @@ urma_jfr_cfg_t ufx_jfr_cfg(uint32_t depth, urma_jfc_t *jfc)
 
 urma_jetty_t *ufx_jetty(urma_context_t *ctx, const urma_jfs_cfg_t *jfs_cfg, urma_jfr_cfg_t *jfr_cfg)
 {
-    urma_jetty_cfg_t c;
-    memset(&c, 0, sizeof(c));
-    c.flag.bs.share_jfr = URMA_NO_SHARE_JFR;
-    c.jfs_cfg = *jfs_cfg;
-    c.jfr_cfg = jfr_cfg;
-    return urma_create_jetty(ctx, &c);
+    urma_jfr_t *jfr = urma_create_jfr(ctx, jfr_cfg);
+    urma_jetty_t *jetty;
+    if (jfr == NULL) {
+        return NULL;
+    }
+    jetty = ufx_jetty_shared(ctx, jfs_cfg, jfr, jfr_cfg->jfc);
+    if (jetty == NULL) {
+        (void)urma_delete_jfr(jfr);
+    }
+    return jetty;
+}
+
+urma_status_t ufx_delete_jetty(urma_jetty_t *jetty)
+{
+    urma_jfr_t *jfr = jetty == NULL ? NULL : jetty->jetty_cfg.shared.jfr;
+    urma_status_t s = urma_delete_jetty(jetty);
+    if (s != URMA_SUCCESS || jfr == NULL) {
+        return s;
+    }
+    return urma_delete_jfr(jfr);
 }
 
 urma_jetty_t *ufx_jetty_shared(urma_context_t *ctx, const urma_jfs_cfg_t *jfs_cfg, urma_jfr_t *jfr,
