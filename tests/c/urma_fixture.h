@@ -26,6 +26,12 @@
  * caller's urma_init (which the caller pairs with urma_uninit). */
 urma_context_t *ufx_open(const char *dev_name);
 
+/* The loopback's control function `name` (urma_loopback_*), wherever the loopback is: the
+ * liburma.so.0 of the process (standalone face), or liburma-loopback.so, the plugin a genuine
+ * URMA core loaded (with RTLD_LOCAL, so not in the global scope). NULL if neither has it.
+ * Call it after urma_init (the core loads its plugins there). Link with -ldl. */
+void *ufx_loopback_symbol(const char *name);
+
 /* A JFC of `depth` entries; in event mode when `jfce` is not NULL. */
 urma_jfc_t *ufx_jfc(urma_context_t *ctx, uint32_t depth, urma_jfce_t *jfce);
 
