@@ -123,7 +123,7 @@ static DEVICE: AtomicPtr<u::urma_device_t> = AtomicPtr::new(ptr::null_mut());
 static SYSFS_DIR: Mutex<Option<PathBuf>> = Mutex::new(None);
 
 /// loopback0's `urma_device_t` in the core, or NULL.
-pub fn device() -> *mut u::urma_device_t {
+pub fn registered_device() -> *mut u::urma_device_t {
     DEVICE.load(Ordering::Acquire)
 }
 

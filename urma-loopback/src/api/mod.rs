@@ -77,7 +77,7 @@ fn device_ptr() -> *mut u::urma_device_t {
 
 #[cfg(feature = "plugin")]
 fn device_ptr() -> *mut u::urma_device_t {
-    crate::plugin::device()
+    crate::plugin::registered_device()
 }
 
 fn dev_ok(dev: *const u::urma_device_t) -> bool {
