@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use compat_tests::harness::{crunner, ledger, scenario};
+use compat_tests::harness::{aspect, crunner, ledger, scenario};
 
 #[test]
 fn ledger_twin_matches_divergences_md() {
@@ -35,6 +35,13 @@ fn ledger_names_existing_scenarios_and_explains_observable_entries() {
             );
         }
         assert!(!e.title.is_empty(), "{}: no title", e.id);
+        for a in &e.aspects {
+            assert!(
+                aspect::Aspect::from_key(a).is_some(),
+                "{}: unknown aspect {a}",
+                e.id
+            );
+        }
         if e.observable {
             assert!(
                 !e.scenarios.is_empty(),
