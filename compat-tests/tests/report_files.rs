@@ -216,14 +216,7 @@ fn expected_numbers(report: &Value) -> BTreeMap<String, u64> {
             bump("run_failures".into());
         }
     }
-    for k in [
-        "scenarios",
-        "pass",
-        "diverges",
-        "fail",
-        "skipped",
-        "run_failures",
-    ] {
+    for k in TOTALS {
         m.entry(k.into()).or_default();
     }
     // Every aspect of a compared scenario has all four counts, and every suite all six.
@@ -249,6 +242,16 @@ fn expected_numbers(report: &Value) -> BTreeMap<String, u64> {
     }
     m
 }
+
+/// The scenario counts of the page and of `report.json`'s `summary`.
+const TOTALS: [&str; 6] = [
+    "scenarios",
+    "pass",
+    "diverges",
+    "fail",
+    "skipped",
+    "run_failures",
+];
 
 /// The start tags of the matrix's scenario rows.
 fn rows(dom: &str) -> Vec<&str> {
@@ -292,14 +295,7 @@ fn page_problems(dom: &str, report: &Value) -> Vec<String> {
     }
     // The report's own summary and totals agree with its scenarios.
     let sum = &report["summary"];
-    for k in [
-        "scenarios",
-        "pass",
-        "diverges",
-        "fail",
-        "skipped",
-        "run_failures",
-    ] {
+    for k in TOTALS {
         if sum[k].as_u64() != want.get(k).copied() {
             p.push(format!(
                 "summary.{k} = {}, the scenarios give {:?}",

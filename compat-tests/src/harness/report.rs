@@ -210,7 +210,11 @@ pub fn run(opts: &Options) -> i32 {
         if o.diff.is_some() && o.kind != "random" {
             diverging_ids.insert(o.id.clone());
         }
-        progress.done(&line(&o), matches!(o.verdict, Verdict::Fail(_)));
+        match o.verdict {
+            // Why a scenario did not run is always shown, as a FAIL is.
+            Verdict::Skipped(_) => progress.done_shown(&line(&o)),
+            _ => progress.done(&line(&o), matches!(o.verdict, Verdict::Fail(_))),
+        }
         outcomes.push(o);
     };
     for s in &cat {
@@ -472,7 +476,7 @@ fn write_reports(opts: &Options, doc: &Doc, sum: &Summary) -> std::io::Result<()
         doc.path(&opts.out, "json"),
         serde_json::to_string_pretty(&j).unwrap_or_default(),
     )?;
-    doc.write(&opts.out)
+    present::write(doc, &opts.out)
 }
 
 /// Default for `--random`: `$COMPAT_RANDOM`, else 200.

@@ -14,9 +14,9 @@ use serde_json::{json, Map, Value};
 
 use super::super::aspect::{Aspect, AspectVerdict};
 use super::super::outcome::{Outcome, Verdict};
+use super::model::{escape, Doc, Status};
 use super::sidebyside;
-use super::summary::{meaning, verdict_of, Summary};
-use super::{escape, Doc, Status};
+use super::summary::{meaning, verdict_of, AspectCount, Summary};
 
 const CSS: &str = include_str!("page.css");
 const JS: &str = include_str!("page.js");
@@ -142,6 +142,23 @@ fn scenario_data(o: &Outcome) -> Value {
     })
 }
 
+/// The ledger entries behind an aspect's differences, each with its count of scenarios and a
+/// link to the matrix filtered to them: `D1 (70), D3 (13)`.
+fn entry_links(doc: &Doc, a: &AspectCount) -> String {
+    let k = a.aspect.key();
+    a.by_entry
+        .iter()
+        .map(|(e, c)| {
+            format!(
+                "<a class=\"entry\" href=\"#aspect={k}&amp;verdict=differs&amp;entry={e}\" title=\"{}\">{e} ({})</a>",
+                escape(meaning(doc.ledger, e)),
+                n(&format!("aspect.{k}.entry.{e}"), *c)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The ledger's entries (only those seen, with `seen_only`): id, scenarios, meaning (and why
 /// an entry cannot be observed), the aspects it may show in.
 fn ledger_table(doc: &Doc, s: &Summary, seen_only: bool) -> String {
@@ -196,18 +213,7 @@ pub fn render(doc: &Doc) -> String {
     ));
     if !wire.by_entry.is_empty() {
         h.push_str("; where it differs: ");
-        let parts: Vec<String> = wire
-            .by_entry
-            .iter()
-            .map(|(e, c)| {
-                format!(
-                    "<a class=\"entry\" href=\"#aspect=wire&amp;verdict=differs&amp;entry={e}\" title=\"{}\">{e} ({})</a>",
-                    escape(meaning(doc.ledger, e)),
-                    n(&format!("aspect.wire.entry.{e}"), *c)
-                )
-            })
-            .collect();
-        h.push_str(&parts.join(", "));
+        h.push_str(&entry_links(doc, wire));
     }
     if wire.fail > 0 {
         h.push_str(&format!("; FAIL in {}", n("aspect.wire.fail", wire.fail)));
@@ -230,17 +236,7 @@ pub fn render(doc: &Doc) -> String {
     h.push_str("<h2>Aspects</h2>\n<table class=\"aspects\"><tr><th>aspect</th><th>compares</th><th>identical</th><th>differs as documented (ledger entry: scenarios)</th><th>FAIL</th></tr>\n");
     for a in &s.aspects {
         let k = a.aspect.key();
-        let by: Vec<String> = a
-            .by_entry
-            .iter()
-            .map(|(e, c)| {
-                format!(
-                    "<a class=\"entry\" href=\"#aspect={k}&amp;verdict=differs&amp;entry={e}\" title=\"{}\">{e}: {}</a>",
-                    escape(meaning(doc.ledger, e)),
-                    n(&format!("aspect.{k}.entry.{e}"), *c)
-                )
-            })
-            .collect();
+        let by = entry_links(doc, a);
         h.push_str(&format!(
             "<tr><td><a href=\"#aspect={k}&amp;verdict=differs\">{}</a></td><td>{}</td><td class=\"same\">{} of {}</td><td class=\"{}\">{} {}</td><td class=\"{}\">{}</td></tr>\n",
             escape(a.aspect.title()),
@@ -249,7 +245,7 @@ pub fn render(doc: &Doc) -> String {
             n(&format!("aspect.{k}.compared"), a.compared),
             if a.differs > 0 { "differs" } else { "" },
             n(&format!("aspect.{k}.differs"), a.differs),
-            if by.is_empty() { String::new() } else { format!("({})", by.join(", ")) },
+            if by.is_empty() { String::new() } else { format!("({by})") },
             if a.fail > 0 { "fail" } else { "" },
             n(&format!("aspect.{k}.fail"), a.fail)
         ));

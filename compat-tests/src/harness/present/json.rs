@@ -4,8 +4,8 @@
 use serde_json::{json, Map, Value};
 
 use super::super::outcome::{Outcome, Verdict};
+use super::model::Doc;
 use super::summary::{meaning, Summary};
-use super::Doc;
 
 /// One scenario: id, kind, description, verdict word, ledger entries, reason (FAIL, SKIPPED),
 /// differing trace sections, seed, time, the verdict of each aspect (`{}` when the traces were

@@ -9,8 +9,8 @@
 
 use super::super::outcome::strip_ansi;
 use super::super::outcome::{Outcome, Verdict};
+use super::model::{escape, Check, Doc, Status};
 use super::summary::meaning;
-use super::{escape, Check, Doc, Status};
 
 /// One test case being written.
 struct Case {

@@ -3,8 +3,8 @@
 
 use super::super::aspect::{Aspect, AspectVerdict};
 use super::super::outcome::Verdict;
+use super::model::{Doc, Status};
 use super::summary::{meaning, verdict_of, Summary};
-use super::{Doc, Status};
 
 fn cell(s: &str) -> String {
     s.replace('|', "\\|").replace('\n', " ")

@@ -7,7 +7,7 @@ use std::path::Path;
 use super::super::aspect::{Aspect, AspectVerdict};
 use super::super::ledger::Ledger;
 use super::super::outcome::{Outcome, Verdict};
-use super::{Doc, Status, RUN};
+use super::model::{Doc, Status, RUN};
 
 /// PASS, DIVERGES-AS-DOCUMENTED and FAIL counts of `outcomes`.
 pub fn counts(outcomes: &[Outcome]) -> (usize, usize, usize) {
@@ -224,7 +224,7 @@ pub fn migration(doc: &Doc, dir: &Path) -> String {
         s.scenarios, s.pass, s.diverges, s.fail, s.skipped
     );
     for a in &s.aspects {
-        t.push_str(&format!("  {:<17}{}\n", a.aspect.title(), a.sentence()));
+        t.push_str(&format!("  {:<20}{}\n", a.aspect.title(), a.sentence()));
     }
     for c in s.suites.iter().filter(|c| c.suite != RUN) {
         let mut parts = vec![format!("{} of {} OK", c.ok, c.total)];
@@ -238,7 +238,7 @@ pub fn migration(doc: &Doc, dir: &Path) -> String {
                 parts.push(format!("{n} {w}"));
             }
         }
-        t.push_str(&format!("  {:<17}{}\n", c.suite, parts.join(", ")));
+        t.push_str(&format!("  {:<20}{}\n", c.suite, parts.join(", ")));
     }
     if !s.entries.is_empty() {
         t.push_str("Documented differences seen (docs/divergences.md):\n");

@@ -21,7 +21,7 @@ use super::wire::{
 use crate::harness::ledger::Ledger;
 use crate::harness::outcome::{judge, Options, Verdict};
 use crate::harness::present::progress::Progress;
-use crate::harness::present::{meta, summary};
+use crate::harness::present::{self, meta, summary};
 use crate::harness::{backend, interop, report};
 
 /// Where the children of a run start: here ([`Launch`]), and in two-node mode every receiver on
@@ -509,7 +509,7 @@ impl Run<'_> {
             eprintln!("compat: {}: {e}", jpath.display());
             return 2;
         }
-        if let Err(e) = doc.write(&self.opts.out) {
+        if let Err(e) = present::write(&doc, &self.opts.out) {
             eprintln!("compat: {}: {e}", self.opts.out.display());
             return 2;
         }
