@@ -64,10 +64,18 @@ fn backend_text(b: &str) -> String {
     }
 }
 
-/// `path (N bytes)`, or `path (missing)`.
+/// `path (N bytes, built YYYY-MM-DD HH:MM:SS UTC)`, or `path (missing)`: which build ran.
 fn file_text(p: &Path) -> String {
     match std::fs::metadata(p) {
-        Ok(m) => format!("{} ({} bytes)", p.display(), m.len()),
+        Ok(m) => {
+            let built = m
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+                .map(|d| format!(", built {} UTC", utc(d.as_secs())))
+                .unwrap_or_default();
+            format!("{} ({} bytes{built})", p.display(), m.len())
+        }
         Err(_) => format!("{} (missing)", p.display()),
     }
 }
