@@ -416,6 +416,37 @@ fn page_shows_the_reports_numbers_and_filters_in_chromium() {
             "{}{hash}: the count shown",
             page.display()
         );
+        // Another filter: a ledger entry (of the scenario verdicts) and a kind.
+        let scenarios = report["scenarios"].as_array().cloned().unwrap_or_default();
+        let has = |s: &Value, e: &str| {
+            s["ledger"]
+                .as_array()
+                .is_some_and(|l| l.iter().any(|x| x == e))
+        };
+        let pick = scenarios.iter().find_map(|s| {
+            let l = s["ledger"].as_array()?;
+            let e = l.iter().find(|x| *x != "D13").or(l.first())?.as_str()?;
+            Some((e.to_string(), s["kind"].as_str()?.to_string()))
+        });
+        if let Some((entry, kind)) = pick {
+            let want = scenarios
+                .iter()
+                .filter(|s| has(s, &entry) && s["kind"] == kind.as_str())
+                .count();
+            let hash = format!("#entry={entry}&kind={kind}");
+            let dom = chromium(&exe, &page, &hash, &["--dump-dom".into()]);
+            let visible = rows(&dom)
+                .iter()
+                .filter(|r| attr(r, "hidden").is_none())
+                .count();
+            assert_eq!(visible, want, "{}{hash}: visible rows", page.display());
+            assert_eq!(
+                shown_count(&dom),
+                Some(want),
+                "{}{hash}: the count shown",
+                page.display()
+            );
+        }
         // The screenshot: the filtered matrix with the first selected scenario's traces open.
         let first = report["scenarios"]
             .as_array()

@@ -206,7 +206,7 @@ pub fn render(doc: &Doc) -> String {
     let wire = &s.aspects[0];
     let bad = s.failed();
     h.push_str(&format!(
-        "<p class=\"answer{}\" id=\"answer\"><b>Wire</b> (WRs: opcodes, flags, user_data encoding, immediates, SGEs; the chunk sequence): identical in {} of {} compared scenarios",
+        "<div class=\"answer{}\" id=\"answer\"><b>Wire</b> (WRs: opcodes, flags, user_data encoding, immediates, SGEs; the chunk sequence): identical in {} of {} compared scenarios",
         if bad { " bad" } else { "" },
         n("aspect.wire.same", wire.same),
         n("aspect.wire.compared", wire.compared)
@@ -218,7 +218,19 @@ pub fn render(doc: &Doc) -> String {
     if wire.fail > 0 {
         h.push_str(&format!("; FAIL in {}", n("aspect.wire.fail", wire.fail)));
     }
-    h.push_str(".</p>\n");
+    h.push('.');
+    if !wire.by_entry.is_empty() {
+        h.push_str("<ul class=\"why\">");
+        for (e, _) in &wire.by_entry {
+            h.push_str(&format!(
+                "<li><b>{}</b>: {}</li>",
+                escape(e),
+                escape(meaning(doc.ledger, e))
+            ));
+        }
+        h.push_str("</ul>");
+    }
+    h.push_str("</div>\n");
     h.push_str(&format!(
         "<p>{} scenarios: <span class=\"badge pass\">{}</span> PASS <span class=\"badge diverges\">{}</span> DIVERGES-AS-DOCUMENTED <span class=\"badge fail\">{}</span> FAIL <span class=\"badge skipped\">{}</span> SKIPPED",
         n("scenarios", s.scenarios),

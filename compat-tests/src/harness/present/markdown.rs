@@ -30,6 +30,12 @@ pub fn render(doc: &Doc) -> String {
          SGEs, i.e. the chunk sequence): {}.\n\n",
         wire.sentence()
     ));
+    for (e, _) in &wire.by_entry {
+        md.push_str(&format!("* {e}: {}\n", cell(meaning(doc.ledger, e))));
+    }
+    if !wire.by_entry.is_empty() {
+        md.push('\n');
+    }
     md.push_str(&format!(
         "Scenarios: {} — {} PASS, {} DIVERGES-AS-DOCUMENTED, {} FAIL, {} SKIPPED{}. \
          Side-by-side traces: `{}.html`; everything machine-readable: `{}.json`, \

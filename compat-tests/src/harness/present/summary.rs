@@ -273,3 +273,90 @@ pub fn migration(doc: &Doc, dir: &Path) -> String {
     ));
     t
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::model::Check;
+    use super::*;
+
+    fn outcome(id: &str, verdict: Verdict, aspects: &[(Aspect, AspectVerdict)]) -> Outcome {
+        let mut o = Outcome::new(id, "catalogue", "d", verdict);
+        o.aspects = aspects.to_vec();
+        o
+    }
+
+    #[test]
+    fn counts_per_aspect_and_entry() {
+        let ledger = Ledger::parse(
+            r#"{"entries":[{"id":"D1","title":"one chunk","scenarios":["a"]},{"id":"D13","title":"logs","scenarios":["*"],"aspects":["log"]}]}"#,
+            Path::new("x"),
+        )
+        .unwrap();
+        let same = |a| (a, AspectVerdict::Same);
+        let outcomes = vec![
+            outcome(
+                "a",
+                Verdict::Diverges(vec!["D1".into(), "D13".into()]),
+                &[
+                    (Aspect::Wire, AspectVerdict::Differs(vec!["D1".into()])),
+                    (
+                        Aspect::Log,
+                        AspectVerdict::Differs(vec!["D1".into(), "D13".into()]),
+                    ),
+                ],
+            ),
+            outcome(
+                "b",
+                Verdict::Diverges(vec!["D13".into()]),
+                &[
+                    same(Aspect::Wire),
+                    (Aspect::Log, AspectVerdict::Differs(vec!["D13".into()])),
+                ],
+            ),
+            outcome(
+                "c",
+                Verdict::Fail("x".into()),
+                &[(Aspect::Wire, AspectVerdict::Fail)],
+            ),
+            outcome("d", Verdict::Skipped("y".into()), &[]),
+        ];
+        let doc = Doc {
+            title: "t".into(),
+            stem: "report",
+            meta: vec![],
+            outcomes: &outcomes,
+            ledger: &ledger,
+            checks: vec![Check {
+                suite: RUN,
+                name: "ledger".into(),
+                status: Status::Fail("stale".into()),
+                detail: String::new(),
+            }],
+            tables: vec![],
+            seconds: 1.0,
+        };
+        let s = Summary::of(&doc);
+        assert_eq!(
+            (s.scenarios, s.pass, s.diverges, s.fail, s.skipped),
+            (4, 0, 2, 1, 1)
+        );
+        assert_eq!(s.run_failures, 1);
+        assert!(s.failed());
+        let wire = &s.aspects[0];
+        assert_eq!(
+            (wire.compared, wire.same, wire.differs, wire.fail),
+            (3, 1, 1, 1)
+        );
+        assert_eq!(
+            wire.sentence(),
+            "identical in 1 of 3; differs as documented: D1 (1); FAIL in 1"
+        );
+        let log = s.aspects.iter().find(|a| a.aspect == Aspect::Log).unwrap();
+        assert_eq!(log.by_entry, vec![("D1".into(), 1), ("D13".into(), 2)]);
+        assert_eq!(s.entries, vec![("D1".into(), 1), ("D13".into(), 2)]);
+        let m = migration(&doc, Path::new("/out"));
+        assert!(m.contains("wire                identical in 1 of 3"), "{m}");
+        assert!(m.contains("D13     2 x  logs"), "{m}");
+        assert!(m.contains("FAIL: c, run ledger"), "{m}");
+    }
+}
