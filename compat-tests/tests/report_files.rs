@@ -363,6 +363,23 @@ fn shown_count(dom: &str) -> Option<usize> {
     dom[i..i + dom[i..].find('<')?].parse().ok()
 }
 
+/// Opens `page` with the filter `hash`: exactly `want` rows must stay visible, and the page must
+/// say so.
+fn filtered(exe: &str, page: &Path, hash: &str, want: usize) {
+    let dom = chromium(exe, page, hash, &["--dump-dom".into()]);
+    let visible = rows(&dom)
+        .iter()
+        .filter(|r| attr(r, "hidden").is_none())
+        .count();
+    assert_eq!(visible, want, "{}{hash}: visible rows", page.display());
+    assert_eq!(
+        shown_count(&dom),
+        Some(want),
+        "{}{hash}: the count shown",
+        page.display()
+    );
+}
+
 #[test]
 fn page_shows_the_reports_numbers_and_filters_in_chromium() {
     if target::emulated() {
@@ -405,18 +422,7 @@ fn page_shows_the_reports_numbers_and_filters_in_chromium() {
             .unwrap_or(("log", "same"));
         let want = selected(&report, aspect, verdict);
         let hash = format!("#aspect={aspect}&verdict={verdict}");
-        let dom = chromium(&exe, &page, &hash, &["--dump-dom".into()]);
-        let visible = rows(&dom)
-            .iter()
-            .filter(|r| attr(r, "hidden").is_none())
-            .count();
-        assert_eq!(visible, want, "{}{hash}: visible rows", page.display());
-        assert_eq!(
-            shown_count(&dom),
-            Some(want),
-            "{}{hash}: the count shown",
-            page.display()
-        );
+        filtered(&exe, &page, &hash, want);
         // Another filter: a ledger entry (of the scenario verdicts) and a kind.
         let scenarios = report["scenarios"].as_array().cloned().unwrap_or_default();
         let has = |s: &Value, e: &str| {
@@ -435,18 +441,7 @@ fn page_shows_the_reports_numbers_and_filters_in_chromium() {
                 .filter(|s| has(s, &entry) && s["kind"] == kind.as_str())
                 .count();
             let hash = format!("#entry={entry}&kind={kind}");
-            let dom = chromium(&exe, &page, &hash, &["--dump-dom".into()]);
-            let visible = rows(&dom)
-                .iter()
-                .filter(|r| attr(r, "hidden").is_none())
-                .count();
-            assert_eq!(visible, want, "{}{hash}: visible rows", page.display());
-            assert_eq!(
-                shown_count(&dom),
-                Some(want),
-                "{}{hash}: the count shown",
-                page.display()
-            );
+            filtered(&exe, &page, &hash, want);
         }
         // The screenshot: the filtered matrix with the first selected scenario's traces open.
         let first = report["scenarios"]
