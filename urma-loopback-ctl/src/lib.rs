@@ -275,7 +275,8 @@ binding! {
 }
 
 /// Finds `name` in the process: first in the global scope, else in `liburma.so.0` loaded (or
-/// already present) with `RTLD_GLOBAL` (a binary linked with `--as-needed` may not have it yet).
+/// already present) with `RTLD_GLOBAL` (a binary linked with `--as-needed` may not have it yet),
+/// else in the loopback plugin of a genuine core ([`plugin::symbol`]).
 /// `None` if neither has it. Shared with the interposition layer's binding (same lookup).
 pub fn symbol(name: &str) -> Option<*mut c_void> {
     let n = CString::new(name).ok()?;
@@ -290,7 +291,11 @@ pub fn symbol(name: &str) -> Option<*mut c_void> {
             p = unsafe { libc::dlsym(h, n.as_ptr()) };
         }
     }
-    (!p.is_null()).then_some(p)
+    if p.is_null() {
+        // The loopback as a plugin of the genuine core: not in the global scope.
+        return plugin::symbol(name);
+    }
+    Some(p)
 }
 
 fn find(name: &str) -> Result<*mut c_void, String> {
@@ -543,6 +548,7 @@ pub fn capture_trace<R>(f: impl FnOnce() -> R) -> (R, Vec<String>) {
 }
 
 pub mod opcode;
+pub mod plugin;
 pub mod stripe;
 pub mod trace_line;
 pub mod wire;

@@ -48,6 +48,8 @@ pub mod faults;
 pub mod knobs;
 pub mod objects;
 pub mod peer;
+#[cfg(feature = "plugin")]
+pub mod plugin;
 pub mod queues;
 pub mod registry;
 pub mod stats;

@@ -217,6 +217,14 @@ fn receiver_not_ready_and_recv_queue_full() {
 #[test]
 fn bad_handles_never_crash() {
     let _g = serial();
+    if urma_loopback_ctl::plugin::loaded().is_some() {
+        // Over the genuine core a handle reaches the provider only after the core dereferenced
+        // it (`<object>->urma_ctx->ops`): this robustness is the standalone face's own.
+        println!(
+            "bad_handles_never_crash: the loopback runs as a plugin of the genuine core, skipped"
+        );
+        return;
+    }
     let p = Pair::new(16, 4);
     let bogus = 0x1000usize as *mut std::ffi::c_void;
     // SAFETY: `bogus`, NULL and deleted handles are only passed to liburma, which looks every
@@ -653,7 +661,7 @@ fn event_mode_wait_rearm_ack_and_delete() {
         assert_eq!(counters().events_reported, 2);
         (ctl().set_delete_timeout)(50);
         assert_eq!(u::urma_unimport_jetty(tj), 0);
-        assert_eq!(u::urma_delete_jetty(rj), 0);
+        assert_eq!(delete_jetty(rj), 0);
         let t0 = Instant::now();
         assert_eq!(u::urma_delete_jfc(rjfc), u::URMA_EAGAIN);
         assert!(t0.elapsed() >= Duration::from_millis(45));
@@ -680,7 +688,7 @@ fn event_mode_wait_rearm_ack_and_delete() {
         assert_eq!(post(jfs, &mut wr).0, 0);
         assert_eq!(u::urma_wait_jfc(jfce, 4, 1000, out.as_mut_ptr()), 1);
         u::urma_unimport_jetty(tj2);
-        u::urma_delete_jetty(rj2);
+        delete_jetty(rj2);
         // "At once": before the delete timeout a blocking delete would wait, made long here so
         // that the bound follows from it and not from the host's speed.
         (ctl().set_delete_timeout)(10_000);
@@ -1208,7 +1216,7 @@ fn event_mode_never_misses_a_cr_pushed_concurrently() {
         }
         u::urma_unimport_seg(rdst);
         u::urma_unimport_jetty(tj);
-        u::urma_delete_jetty(rj);
+        delete_jetty(rj);
         u::urma_delete_jfs(jfs);
         assert_eq!(u::urma_delete_jfc(sjfc), 0);
         assert_eq!(u::urma_delete_jfc(rjfc), 0);

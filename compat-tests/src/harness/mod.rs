@@ -11,6 +11,8 @@
 //! * [`aspect`]: the aspects of a comparison (wire, chunk delivery, completion, cancel and
 //!   destroy, API results, data, logs) and which trace lines belong to each;
 //! * [`ledger`]: the machine-readable twin of `docs/divergences.md`;
+//! * [`received`]: the CRs the libraries were handed (the evidence hardware mode judges error-CR
+//!   differences by);
 //! * [`outcome`]: the options of a run, and one scenario compared on both libraries and judged
 //!   against the ledger (its verdict);
 //! * [`crunner`]: the C consumer (`compat-tests/c/runner.c`) built and run against each library;
@@ -34,6 +36,7 @@ pub mod normalise;
 pub mod outcome;
 pub mod present;
 pub mod random;
+pub mod received;
 pub mod record;
 pub mod report;
 pub mod scenario;

@@ -11,8 +11,10 @@ use std::path::PathBuf;
 use serde_json::Value;
 
 use super::aspect::{self, Aspect, AspectVerdict};
+use super::backend;
 use super::ledger::Ledger;
 use super::normalise::{normalise, Normalised};
+use super::received;
 
 /// Command-line options of `compat`.
 #[derive(Debug, Clone)]
@@ -127,7 +129,9 @@ pub fn diff_text(left: &str, right: &str) -> String {
 
 /// Compares two runs and judges the difference against the ledger. `features` is given for
 /// random scenarios (ledger predicates); catalogue and C-runner scenarios match by id, and
-/// for them an entry that lists the id explicitly while the traces agree is stale.
+/// for them an entry that lists the id explicitly while the traces agree is stale. Over a
+/// provider the harness does not control (hardware mode), entries also apply by the CRs the two
+/// libraries were handed (the ledger's `received` predicates, [`received::evidence`]).
 #[allow(clippy::too_many_arguments)]
 pub fn judge(
     id: &str,
@@ -165,6 +169,31 @@ pub fn judge(
     o.legacy_trace = nl.render();
     o.rust_trace = nr.render();
     let differing = aspect::differing(&nl, &nr);
+    if differing.is_empty() {
+        o.aspects = Aspect::ALL
+            .into_iter()
+            .map(|a| (a, AspectVerdict::Same))
+            .collect();
+        if features.is_none() {
+            let stale = ledger.for_scenario(id);
+            if !stale.is_empty() {
+                o.verdict = Verdict::Fail(format!(
+                    "stale ledger: {} list(s) this scenario but the traces no longer differ",
+                    stale.join(",")
+                ));
+            }
+        }
+        return o;
+    }
+    o.sections = nl.differing_sections(&nr);
+    o.diff = Some(diff_text(&o.legacy_trace, &o.rust_trace));
+    let scoped;
+    let ledger = if backend::get().provider_known() {
+        ledger
+    } else {
+        scoped = ledger.with_received(id, &received::evidence(&l, &r));
+        &scoped
+    };
     o.aspects = Aspect::ALL
         .into_iter()
         .map(|a| {
@@ -179,20 +208,6 @@ pub fn judge(
             (a, v)
         })
         .collect();
-    if differing.is_empty() {
-        if features.is_none() {
-            let stale = ledger.for_scenario(id);
-            if !stale.is_empty() {
-                o.verdict = Verdict::Fail(format!(
-                    "stale ledger: {} list(s) this scenario but the traces no longer differ",
-                    stale.join(",")
-                ));
-            }
-        }
-        return o;
-    }
-    o.sections = nl.differing_sections(&nr);
-    o.diff = Some(diff_text(&o.legacy_trace, &o.rust_trace));
     let keys: Vec<String> = differing.iter().map(|a| a.key().to_string()).collect();
     o.verdict = match ledger.explain(id, features, &keys) {
         Ok(ids) => Verdict::Diverges(ids),

@@ -28,7 +28,7 @@ fn alloc_qid(want: u32) -> Option<u32> {
     }
 }
 
-#[no_mangle]
+#[cfg_attr(not(feature = "plugin"), no_mangle)]
 pub unsafe extern "C" fn urma_create_jfs(
     ctx: *mut u::urma_context_t,
     jfs_cfg: *mut u::urma_jfs_cfg_t,
@@ -97,7 +97,7 @@ fn wait_remote_wrs(sq: &SendQ) {
     }
 }
 
-#[no_mangle]
+#[cfg_attr(not(feature = "plugin"), no_mangle)]
 pub unsafe extern "C" fn urma_delete_jfs(jfs: *mut u::urma_jfs_t) -> u::urma_status_t {
     entry(u::URMA_FAIL, || {
         let Some(j) = get_jfs(jfs) else {
@@ -113,7 +113,7 @@ pub unsafe extern "C" fn urma_delete_jfs(jfs: *mut u::urma_jfs_t) -> u::urma_sta
     })
 }
 
-#[no_mangle]
+#[cfg_attr(not(feature = "plugin"), no_mangle)]
 pub unsafe extern "C" fn urma_query_jfs(
     jfs: *mut u::urma_jfs_t,
     cfg: *mut u::urma_jfs_cfg_t,
@@ -159,7 +159,7 @@ fn token_policy_of_jfr(cfg: &u::urma_jfr_cfg_t) -> u32 {
     (unsafe { cfg.flag.value } & flags::JFR_FLAG_TOKEN_POLICY) >> flags::JFR_FLAG_TOKEN_POLICY_SHIFT
 }
 
-#[no_mangle]
+#[cfg_attr(not(feature = "plugin"), no_mangle)]
 pub unsafe extern "C" fn urma_create_jfr(
     ctx: *mut u::urma_context_t,
     jfr_cfg: *mut u::urma_jfr_cfg_t,
@@ -216,7 +216,7 @@ pub unsafe extern "C" fn urma_create_jfr(
     })
 }
 
-#[no_mangle]
+#[cfg_attr(not(feature = "plugin"), no_mangle)]
 pub unsafe extern "C" fn urma_delete_jfr(jfr: *mut u::urma_jfr_t) -> u::urma_status_t {
     entry(u::URMA_FAIL, || {
         let Some(j) = get_jfr(jfr) else {
@@ -243,7 +243,7 @@ pub unsafe extern "C" fn urma_delete_jfr(jfr: *mut u::urma_jfr_t) -> u::urma_sta
     })
 }
 
-#[no_mangle]
+#[cfg_attr(not(feature = "plugin"), no_mangle)]
 pub unsafe extern "C" fn urma_create_jetty(
     ctx: *mut u::urma_context_t,
     jetty_cfg: *mut u::urma_jetty_cfg_t,
@@ -351,7 +351,7 @@ pub unsafe extern "C" fn urma_create_jetty(
     })
 }
 
-#[no_mangle]
+#[cfg_attr(not(feature = "plugin"), no_mangle)]
 pub unsafe extern "C" fn urma_delete_jetty(jetty: *mut u::urma_jetty_t) -> u::urma_status_t {
     entry(u::URMA_FAIL, || {
         let Some(j) = get_jetty(jetty) else {
@@ -383,7 +383,7 @@ pub unsafe extern "C" fn urma_delete_jetty(jetty: *mut u::urma_jetty_t) -> u::ur
     })
 }
 
-#[no_mangle]
+#[cfg_attr(not(feature = "plugin"), no_mangle)]
 pub unsafe extern "C" fn urma_query_jetty(
     jetty: *mut u::urma_jetty_t,
     cfg: *mut u::urma_jetty_cfg_t,
