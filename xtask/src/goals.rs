@@ -748,8 +748,20 @@ fn bench(ctx: &mut Ctx, goal: &str, mode: &str) {
         println!("bench: without gnuplot the chart is skipped (make deps)");
     }
     let out = env_or("BENCH_OUT", &ctx.target.join("bench").display().to_string());
-    run(Command::new(built.executable("ostbench"))
-        .env("LD_LIBRARY_PATH", ctx.loader_path(&built, &[]))
+    let mut cmd = Command::new(built.executable("ostbench"));
+    cmd.env("LD_LIBRARY_PATH", ctx.loader_path(&built, &[]));
+    // The genuine URMA stack the cells over the genuine core run over, when given (docs/bench.md,
+    // "Over the genuine URMA core"); set here, they show in the echoed command line.
+    for var in [
+        "MLCD_UMDK_LIBDIR",
+        "MLCD_UMDK_PRELOAD",
+        "MLCD_UMDK_PERFTEST",
+    ] {
+        if let Some(v) = std::env::var_os(var).filter(|v| !v.is_empty()) {
+            cmd.env(var, v);
+        }
+    }
+    run(cmd
         .args([mode, "--out", &out])
         .args(env_or("BENCH_ARGS", "").split_whitespace()));
 }
