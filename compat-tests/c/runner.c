@@ -153,6 +153,28 @@ typedef struct {
     urma_target_seg_t *src_seg, *dst_seg, *dst_imp;
 } env_t;
 
+/* The loopback's control functions the runner uses, found with ufx_loopback_symbol after
+ * urma_init (the loopback may be the liburma.so.0 of the process or a plugin of the genuine
+ * core, which is not in the global scope). */
+static struct {
+    __typeof__(urma_loopback_reset) *reset;
+    __typeof__(urma_loopback_trace_capture) *trace_capture;
+    __typeof__(urma_loopback_trace_take) *trace_take;
+    __typeof__(urma_loopback_free) *free;
+} lb;
+
+static void lb_resolve(void)
+{
+    *(void **)&lb.reset = ufx_loopback_symbol("urma_loopback_reset");
+    *(void **)&lb.trace_capture = ufx_loopback_symbol("urma_loopback_trace_capture");
+    *(void **)&lb.trace_take = ufx_loopback_symbol("urma_loopback_trace_take");
+    *(void **)&lb.free = ufx_loopback_symbol("urma_loopback_free");
+    if (lb.reset == NULL || lb.trace_capture == NULL || lb.trace_take == NULL || lb.free == NULL) {
+        fprintf(stderr, "runner: the loopback's control API (urma_loopback_*) was not found\n");
+        exit(3);
+    }
+}
+
 static void env_init(env_t *e, size_t len, int event_mode)
 {
     urma_jfs_cfg_t sc;
@@ -163,8 +185,9 @@ static void env_init(env_t *e, size_t len, int event_mode)
         fprintf(stderr, "runner: urma_init failed\n");
         exit(3);
     }
-    urma_loopback_reset();
-    urma_loopback_trace_capture(true);
+    lb_resolve();
+    lb.reset();
+    lb.trace_capture(true);
     e->ctx = ufx_open(NULL);
     if (e->ctx == NULL) {
         exit(3);
@@ -208,15 +231,15 @@ static void env_trace_dump(void)
 {
     size_t n = 0;
     char *all, *line, *save = NULL;
-    urma_loopback_trace_capture(false);
-    all = urma_loopback_trace_take(&n);
+    lb.trace_capture(false);
+    all = lb.trace_take(&n);
     if (all == NULL) {
         return;
     }
     for (line = strtok_r(all, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
         emit("{\"k\":\"urma\",\"raw\":%s}", line);
     }
-    urma_loopback_free(all);
+    lb.free(all);
 }
 
 static void *lib_init(env_t *e, uint32_t workers, uint32_t cap, int event_mode)

@@ -199,8 +199,8 @@ int main(void)
     CHECK(urma_unimport_seg(dst_imported) == URMA_SUCCESS);
     CHECK(urma_unregister_seg(src_seg) == URMA_SUCCESS);
     CHECK(urma_unregister_seg(dst_seg) == URMA_SUCCESS);
-    CHECK(urma_delete_jetty(tx) == URMA_SUCCESS);
-    CHECK(urma_delete_jetty(rx) == URMA_SUCCESS);
+    CHECK(ufx_delete_jetty(tx) == URMA_SUCCESS);
+    CHECK(ufx_delete_jetty(rx) == URMA_SUCCESS);
     CHECK(urma_delete_jfc(jfc) == URMA_SUCCESS);
     CHECK(urma_delete_context(ctx) == URMA_SUCCESS);
     CHECK(urma_uninit() == URMA_SUCCESS);

@@ -692,7 +692,7 @@ static int run_basic(void)
     CHECK(urma_unregister_seg(src_seg) == URMA_SUCCESS);
     CHECK(urma_unregister_seg(dst_seg) == URMA_SUCCESS);
     CHECK(urma_unimport_jetty(tjetty) == URMA_SUCCESS);
-    CHECK(urma_delete_jetty(rx) == URMA_SUCCESS);
+    CHECK(ufx_delete_jetty(rx) == URMA_SUCCESS);
     CHECK(urma_delete_jfs(jfs) == URMA_SUCCESS);
     CHECK(urma_delete_jfc(sp.jfc) == URMA_SUCCESS);
     CHECK(urma_delete_jfc(rp.jfc) == URMA_SUCCESS);
@@ -872,7 +872,7 @@ static int run_install(void)
     REQUIRE(urma_unregister_seg(dst_seg) == URMA_SUCCESS, "urma_unregister_seg dst");
     REQUIRE(urma_unregister_seg(src_seg) == URMA_SUCCESS, "urma_unregister_seg src");
     REQUIRE(urma_unimport_jetty(tjetty) == URMA_SUCCESS, "urma_unimport_jetty");
-    REQUIRE(urma_delete_jetty(jetty) == URMA_SUCCESS, "urma_delete_jetty");
+    REQUIRE(ufx_delete_jetty(jetty) == URMA_SUCCESS, "ufx_delete_jetty");
     REQUIRE(urma_delete_jfs(jfs) == URMA_SUCCESS, "urma_delete_jfs");
     REQUIRE(urma_delete_jfc(jfc) == URMA_SUCCESS, "urma_delete_jfc");
     REQUIRE(urma_delete_context(ctx) == URMA_SUCCESS, "urma_delete_context");

@@ -5,7 +5,9 @@
 #include "urma_fixture.h"
 
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <errno.h>
+#include <link.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
@@ -14,6 +16,46 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+
+/* dl_iterate_phdr callback: copies the path of the loaded plugin into `data` (PATH_MAX bytes). */
+static int ufx_find_plugin(struct dl_phdr_info *info, size_t size, void *data)
+{
+    const char *name = info->dlpi_name;
+    const char *base;
+    (void)size;
+    if (name == NULL) {
+        return 0;
+    }
+    base = strrchr(name, '/');
+    base = base == NULL ? name : base + 1;
+    if (strcmp(base, "liburma-loopback.so") != 0 || strlen(name) >= 4096) {
+        return 0;
+    }
+    strcpy((char *)data, name);
+    return 1;
+}
+
+void *ufx_loopback_symbol(const char *name)
+{
+    static void *plugin;
+    char path[4096];
+    void *p = dlsym(RTLD_DEFAULT, name);
+    if (p != NULL) {
+        return p;
+    }
+    if (plugin == NULL) {
+        path[0] = '\0';
+        if (dl_iterate_phdr(ufx_find_plugin, path) == 0) {
+            return NULL;
+        }
+        /* The handle is kept: the functions found in it stay valid. */
+        plugin = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+        if (plugin == NULL) {
+            return NULL;
+        }
+    }
+    return dlsym(plugin, name);
+}
 
 urma_context_t *ufx_open(const char *dev_name)
 {
@@ -78,12 +120,26 @@ urma_jfr_cfg_t ufx_jfr_cfg(uint32_t depth, urma_jfc_t *jfc)
 
 urma_jetty_t *ufx_jetty(urma_context_t *ctx, const urma_jfs_cfg_t *jfs_cfg, urma_jfr_cfg_t *jfr_cfg)
 {
-    urma_jetty_cfg_t c;
-    memset(&c, 0, sizeof(c));
-    c.flag.bs.share_jfr = URMA_NO_SHARE_JFR;
-    c.jfs_cfg = *jfs_cfg;
-    c.jfr_cfg = jfr_cfg;
-    return urma_create_jetty(ctx, &c);
+    urma_jfr_t *jfr = urma_create_jfr(ctx, jfr_cfg);
+    urma_jetty_t *jetty;
+    if (jfr == NULL) {
+        return NULL;
+    }
+    jetty = ufx_jetty_shared(ctx, jfs_cfg, jfr, jfr_cfg->jfc);
+    if (jetty == NULL) {
+        (void)urma_delete_jfr(jfr);
+    }
+    return jetty;
+}
+
+urma_status_t ufx_delete_jetty(urma_jetty_t *jetty)
+{
+    urma_jfr_t *jfr = jetty == NULL ? NULL : jetty->jetty_cfg.shared.jfr;
+    urma_status_t s = urma_delete_jetty(jetty);
+    if (s != URMA_SUCCESS || jfr == NULL) {
+        return s;
+    }
+    return urma_delete_jfr(jfr);
 }
 
 urma_jetty_t *ufx_jetty_shared(urma_context_t *ctx, const urma_jfs_cfg_t *jfs_cfg, urma_jfr_t *jfr,

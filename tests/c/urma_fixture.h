@@ -26,6 +26,12 @@
  * caller's urma_init (which the caller pairs with urma_uninit). */
 urma_context_t *ufx_open(const char *dev_name);
 
+/* The loopback's control function `name` (urma_loopback_*), wherever the loopback is: the
+ * liburma.so.0 of the process (standalone face), or liburma-loopback.so, the plugin a genuine
+ * URMA core loaded (with RTLD_LOCAL, so not in the global scope). NULL if neither has it.
+ * Call it after urma_init (the core loads its plugins there). Link with -ldl. */
+void *ufx_loopback_symbol(const char *name);
+
 /* A JFC of `depth` entries; in event mode when `jfce` is not NULL. */
 urma_jfc_t *ufx_jfc(urma_context_t *ctx, uint32_t depth, urma_jfce_t *jfce);
 
@@ -33,8 +39,13 @@ urma_jfc_t *ufx_jfc(urma_context_t *ctx, uint32_t depth, urma_jfce_t *jfce);
 urma_jfs_cfg_t ufx_jfs_cfg(uint32_t depth, urma_jfc_t *jfc);
 urma_jfr_cfg_t ufx_jfr_cfg(uint32_t depth, urma_jfc_t *jfc);
 
-/* A jetty with its own JFR: `*jfr_cfg` is referenced by the jetty and must outlive it. */
+/* A jetty receiving through a JFR of its own, made here from `*jfr_cfg` and shared by the jetty
+ * (on a UB device the URMA core refuses a jetty whose receive queue is not a shared JFR).
+ * Delete it with ufx_delete_jetty. */
 urma_jetty_t *ufx_jetty(urma_context_t *ctx, const urma_jfs_cfg_t *jfs_cfg, urma_jfr_cfg_t *jfr_cfg);
+
+/* Deletes a jetty made by ufx_jetty, then its JFR; the status of the first failing delete. */
+urma_status_t ufx_delete_jetty(urma_jetty_t *jetty);
 
 /* A jetty on the shared receive queue `jfr` (receive completions on `jfc`). */
 urma_jetty_t *ufx_jetty_shared(urma_context_t *ctx, const urma_jfs_cfg_t *jfs_cfg, urma_jfr_t *jfr,

@@ -99,7 +99,7 @@ static void close_side(struct side *s)
     CHECK(urma_unbind_jetty(s->jetty) == URMA_SUCCESS);
     CHECK(urma_unimport_jetty(s->peer) == URMA_SUCCESS);
     CHECK(urma_unregister_seg(s->seg) == URMA_SUCCESS);
-    CHECK(urma_delete_jetty(s->jetty) == URMA_SUCCESS);
+    CHECK(ufx_delete_jetty(s->jetty) == URMA_SUCCESS);
     CHECK(urma_delete_jfc(s->jfc) == URMA_SUCCESS);
     if (s->jfce != NULL) {
         CHECK(urma_delete_jfce(s->jfce) == URMA_SUCCESS);

@@ -273,7 +273,26 @@ with_getter!(with_jfs, Jfs, Jfs, urma_sys::urma_jfs_t);
 with_getter!(with_jfr, Jfr, Jfr, urma_sys::urma_jfr_t);
 with_getter!(with_jetty, Jetty, Jetty, urma_sys::urma_jetty_t);
 
-getter!(get_ctx, Ctx, Ctx, urma_sys::urma_context_t);
+getter!(lookup_ctx, Ctx, Ctx, urma_sys::urma_context_t);
+
+/// Looks up a context; `None` for NULL, unknown or deleted handles. In the plugin face it also
+/// gives the context its EID back: the genuine core zeroes `urma_context_t.eid` after the
+/// provider made the context (it reads EIDs of driver-created devices from nowhere), and the
+/// applications publish that field to their peers. Every call on a context after its creation
+/// passes here first, so the field holds the EID from the first object created on it.
+pub fn get_ctx(p: *const urma_sys::urma_context_t) -> Option<Arc<Ctx>> {
+    let c = lookup_ctx(p)?;
+    #[cfg(feature = "plugin")]
+    // SAFETY: the context is alive (in the registry) and is the loopback's allocation; the
+    // application does not write it, the core wrote it once after create_context returned.
+    unsafe {
+        let cp = c.c.ptr();
+        if (*cp).eid.raw != c.eid.raw {
+            (*cp).eid = c.eid;
+        }
+    }
+    Some(c)
+}
 getter!(get_jfce, Jfce, Jfce, urma_sys::urma_jfce_t);
 getter!(get_jfc, Jfc, Jfc, urma_sys::urma_jfc_t);
 getter!(get_jfs, Jfs, Jfs, urma_sys::urma_jfs_t);

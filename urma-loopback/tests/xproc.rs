@@ -396,7 +396,7 @@ fn two_processes(event_mode: bool) {
     child.finish();
     // SAFETY: handles created above, deleted once.
     unsafe {
-        assert_eq!(u::urma_delete_jetty(rjetty), 0);
+        assert_eq!(delete_jetty(rjetty), 0);
         assert_eq!(u::urma_delete_jfc(rjfc), 0);
         if event_mode {
             assert_eq!(u::urma_delete_jfce(cq.jfce), 0);
@@ -609,7 +609,7 @@ fn receiver_not_ready_across_processes_waits_for_the_owner_s_recv_wr() {
     child.finish();
     // SAFETY: handles created above, deleted once.
     unsafe {
-        assert_eq!(u::urma_delete_jetty(rjetty), 0);
+        assert_eq!(delete_jetty(rjetty), 0);
         assert_eq!(u::urma_delete_jfc(rjfc), 0);
     }
 }
@@ -722,7 +722,7 @@ fn an_owner_drops_a_waiting_message_of_a_killed_sender_and_keeps_its_recv_wr() {
     unsafe {
         assert_eq!(u::urma_unimport_jetty(tj), 0);
         assert_eq!(u::urma_delete_jfs(jfs), 0);
-        assert_eq!(u::urma_delete_jetty(rjetty), 0);
+        assert_eq!(delete_jetty(rjetty), 0);
         assert_eq!(u::urma_delete_jfc(rjfc), 0);
         assert_eq!(u::urma_delete_jfc(sjfc), 0);
     }

@@ -103,16 +103,19 @@ fn loopback_in_process_only(ctx: &Ctx) {
 /// Everything a change must pass, in this order; stops at the first failing step.
 fn test(ctx: &mut Ctx) {
     let built = build(ctx, "test");
-    run(security_required(cargo_cmd().args([
-        "test",
-        "--workspace",
-        "--no-fail-fast",
-    ])));
+    // deps.sh (base) installed Chromium and xmllint: the report test must not skip.
+    run(
+        security_required(cargo_cmd().args(["test", "--workspace", "--no-fail-fast"]))
+            .env(REPORT_TOOLS_REQUIRED, "1"),
+    );
     loopback_in_process_only(ctx);
     compat(ctx, "test", &[]);
     compat_device(ctx, "test", &[]);
     // The same scenarios with sender and receiver in two processes (docs/compat.md).
     compat(ctx, "test", &["--split".to_string()]);
+    // The pages and JUnit files of those runs (in-process and --split; hardware mode).
+    report_files(&ctx.target.join("compat"));
+    report_files(&ctx.target.join("compat-device"));
     // Over the genuine URMA core, compared with the two runs above.
     crate::umdk_lane::run(ctx, &built, &ctx.target.join("compat"), &compat_args(&[]));
     legacy_asan_suite(ctx, "test");
@@ -146,6 +149,30 @@ fn is_root() -> bool {
             uids.split_whitespace().nth(1).map(|e| e == "0")
         })
         .unwrap_or(false)
+}
+
+/// Set for the report test (compat-tests/tests/report_files.rs): a missing Chromium or xmllint
+/// fails it instead of skipping it.
+const REPORT_TOOLS_REQUIRED: &str = "COMPAT_REPORT_TOOLS_REQUIRED";
+
+/// The report test on the reports a run wrote into `dir` (`report.*`, `report-split.*`):
+/// `report.html` in headless Chromium (its numbers against `report.json`, a filter, the
+/// screenshot `report.png` beside it) and `report.xml` against the JUnit schema.
+fn report_files(dir: &Path) {
+    run(cargo_cmd()
+        .args(["test", "-q", "-p", "compat-tests", "--test", "report_files"])
+        .env("COMPAT_REPORT_DIR", dir)
+        .env(REPORT_TOOLS_REQUIRED, "1"));
+}
+
+/// Fails unless `dir` has the four renderings of the report `stem`.
+fn reports_written(dir: &Path, stem: &str) {
+    for ext in ["json", "md", "html", "xml"] {
+        let p = dir.join(format!("{stem}.{ext}"));
+        if !p.is_file() {
+            fail(format!("{} was not written", p.display()));
+        }
+    }
 }
 
 /// `COMPAT_ARGS` split on white space, then `args`.
@@ -244,13 +271,52 @@ fn compat_device(ctx: &mut Ctx, goal: &str, args: &[String]) {
         &out_s,
     ])
     .args(args));
-    let report = reports::read(&out, "report.json");
-    if report["backend"] != "hardware" || report["loopback_control_calls"] != 0 {
+    let hardware_report = |dir: &Path, what: &str| -> serde_json::Value {
+        let report = reports::read(dir, "report.json");
+        if report["backend"] != "hardware" || report["loopback_control_calls"] != 0 {
+            fail(format!(
+                "{what}: backend {}, loopback control calls {}",
+                report["backend"], report["loopback_control_calls"]
+            ));
+        }
+        report
+    };
+    hardware_report(&out, "compat --device");
+    // A strict provider, as real transports without receiver-not-ready retries are: a SEND_IMM
+    // finding no posted receive completes at once with an RNR error CR, which the libraries are
+    // handed. Only the scenarios where that happens or could: the prefill failures (no receive
+    // posted at all) and a receive queue of 4 WRs for 7 SEND_IMMs.
+    let strict = out.join("strict-provider");
+    let strict_s = strict.to_string_lossy().to_string();
+    let mut strict_cmd = compat(&["--device", "loopback0", "--no-interop", "--out", &strict_s]);
+    for id in STRICT_PROVIDER_SCENARIOS {
+        strict_cmd.args(["--scenario", id]);
+    }
+    run(strict_cmd.env("URMA_LOOPBACK_RNR_TIMEOUT_MS", "0"));
+    let report = hardware_report(&strict, "compat --device over a strict provider");
+    // Not blind: the provider really was strict, and the difference it caused was judged by
+    // the error CR both libraries received (D3), not by a list naming the scenario.
+    let d3 = report["scenarios"].as_array().is_some_and(|a| {
+        a.iter().any(|s| {
+            s["id"] == "recv-post-fail"
+                && s["ledger"]
+                    .as_array()
+                    .is_some_and(|l| l.iter().any(|x| x == "D3"))
+        })
+    });
+    if !d3 {
         fail(format!(
-            "compat --device: backend {}, loopback control calls {}",
-            report["backend"], report["loopback_control_calls"]
+            "compat --device over a strict provider: recv-post-fail is not D3 (the RNR error CR \
+             never came, or was not judged by what the libraries received); see {}",
+            strict.join("report.md").display()
         ));
     }
+    reports_written(&out, "report");
+    println!(
+        "compat-device: over a strict provider (URMA_LOOPBACK_RNR_TIMEOUT_MS=0) {} scenarios, 0 FAIL; \
+         recv-post-fail judged D3 by the RNR error CR both libraries received",
+        STRICT_PROVIDER_SCENARIOS.len()
+    );
     // Negative control: the backend that resets the loopback through urma_loopback_* between
     // scenarios fails over the same build.
     let neg = ctx.target.join("compat-device/negative-control");
@@ -282,6 +348,11 @@ fn compat_device(ctx: &mut Ctx, goal: &str, args: &[String]) {
     );
     compat_device_split(ctx, &built, &no_ctl, &out);
 }
+
+/// The scenarios `compat-device` also runs over the loopback made strict (no receiver-not-ready
+/// retries, `URMA_LOOPBACK_RNR_TIMEOUT_MS=0`).
+const STRICT_PROVIDER_SCENARIOS: &[&str] =
+    &["recv-post-fail", "recv-post-fail-retry", "recv-capacity-1"];
 
 /// Hardware mode with sender and receiver in two processes, first as one command
 /// (`compat --split --device loopback0`), then as two nodes: `--serve` and `--peer` started as
@@ -318,6 +389,7 @@ fn compat_device_split(ctx: &Ctx, built: &Built, no_ctl: &Path, out: &Path) {
     };
     let one_dir = out.join("split-one-command");
     run(&mut compat(&[], &one_dir));
+    reports_written(&one_dir, "report-split");
     let one = reports::read(&one_dir, "report-split.json");
     check("compat --split --device", &one);
     // Two nodes: the serving node in a process tree of its own, the driver in another.
@@ -342,6 +414,7 @@ fn compat_device_split(ctx: &Ctx, built: &Built, no_ctl: &Path, out: &Path) {
             if served { "passed" } else { "failed" }
         ));
     }
+    reports_written(&two_dir, "report-split");
     let two = reports::read(&two_dir, "report-split.json");
     check("compat --split --device --peer", &two);
     let (v1, v2) = (reports::verdicts(&one), reports::verdicts(&two));
@@ -668,8 +741,20 @@ fn bench(ctx: &mut Ctx, goal: &str, mode: &str) {
         println!("bench: without gnuplot the chart is skipped (make deps)");
     }
     let out = env_or("BENCH_OUT", &ctx.target.join("bench").display().to_string());
-    run(Command::new(built.executable("ostbench"))
-        .env("LD_LIBRARY_PATH", ctx.loader_path(&built, &[]))
+    let mut cmd = Command::new(built.executable("ostbench"));
+    cmd.env("LD_LIBRARY_PATH", ctx.loader_path(&built, &[]));
+    // The genuine URMA stack the cells over the genuine core run over, when given (docs/bench.md,
+    // "Over the genuine URMA core"); set here, they show in the echoed command line.
+    for var in [
+        "MLCD_UMDK_LIBDIR",
+        "MLCD_UMDK_PRELOAD",
+        "MLCD_UMDK_PERFTEST",
+    ] {
+        if let Some(v) = std::env::var_os(var).filter(|v| !v.is_empty()) {
+            cmd.env(var, v);
+        }
+    }
+    run(cmd
         .args([mode, "--out", &out])
         .args(env_or("BENCH_ARGS", "").split_whitespace()));
 }

@@ -5,27 +5,46 @@ use super::*;
 #[cfg(feature = "ctl")]
 static ENV_ONCE: std::sync::Once = std::sync::Once::new();
 
+// The genuine core implements this one itself in the plugin face.
+#[cfg(not(feature = "plugin"))]
 #[no_mangle]
 pub unsafe extern "C" fn urma_init(conf: *mut u::urma_init_attr_t) -> u::urma_status_t {
     entry(u::URMA_FAIL, || {
-        #[cfg(feature = "ctl")]
-        ENV_ONCE.call_once(crate::ctl::apply_env);
-        if !conf.is_null() {
-            // SAFETY: non-NULL conf points to a caller-owned urma_init_attr_t.
-            let uasid = unsafe { (*conf).uasid };
-            reg::UASID.store(uasid, Ordering::Release);
-        }
-        reg::INIT_COUNT.fetch_add(1, Ordering::AcqRel);
+        // SAFETY: conf is NULL or points to a caller-owned urma_init_attr_t (the prototype).
+        unsafe { init(conf) };
         u::URMA_SUCCESS
     })
 }
 
+/// What `urma_init` does, in both faces (the plugin's `init` op gets the application's `conf`):
+/// the control plane's environment once, the uasid asked for, one more initialisation.
+///
+/// # Safety
+/// `conf` is NULL or points to a readable `urma_init_attr_t`.
+pub(crate) unsafe fn init(conf: *const u::urma_init_attr_t) {
+    #[cfg(feature = "ctl")]
+    ENV_ONCE.call_once(crate::ctl::apply_env);
+    if !conf.is_null() {
+        // SAFETY: non-NULL conf is readable (the caller's promise).
+        let uasid = unsafe { (*conf).uasid };
+        reg::UASID.store(uasid, Ordering::Release);
+    }
+    reg::INIT_COUNT.fetch_add(1, Ordering::AcqRel);
+}
+
+/// What `urma_uninit` does, in both faces: one initialisation less; false if there was none.
+pub(crate) fn uninit() -> bool {
+    reg::INIT_COUNT
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| v.checked_sub(1))
+        .is_ok()
+}
+
+// The genuine core implements this one itself in the plugin face.
+#[cfg(not(feature = "plugin"))]
 #[no_mangle]
 pub extern "C" fn urma_uninit() -> u::urma_status_t {
     entry(u::URMA_FAIL, || {
-        let r =
-            reg::INIT_COUNT.fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| v.checked_sub(1));
-        if r.is_ok() {
+        if uninit() {
             u::URMA_SUCCESS
         } else {
             log_err("urma_uninit without urma_init");
@@ -34,6 +53,8 @@ pub extern "C" fn urma_uninit() -> u::urma_status_t {
     })
 }
 
+// The genuine core implements this one itself in the plugin face.
+#[cfg(not(feature = "plugin"))]
 #[no_mangle]
 pub unsafe extern "C" fn urma_register_log_func(func: u::urma_log_cb_t) -> u::urma_status_t {
     entry(u::URMA_FAIL, || {
@@ -45,6 +66,8 @@ pub unsafe extern "C" fn urma_register_log_func(func: u::urma_log_cb_t) -> u::ur
     })
 }
 
+// The genuine core implements this one itself in the plugin face.
+#[cfg(not(feature = "plugin"))]
 #[no_mangle]
 pub unsafe extern "C" fn urma_get_device_list(
     num_devices: *mut c_int,
@@ -66,7 +89,7 @@ pub unsafe extern "C" fn urma_get_device_list(
         }
         // SAFETY: list has 2 slots; slot 1 stays NULL (terminator).
         unsafe {
-            *list = device().0.ptr();
+            *list = device_ptr();
             *num_devices = 1;
         }
         reg::insert(list as usize, Obj::DevList);
@@ -74,6 +97,8 @@ pub unsafe extern "C" fn urma_get_device_list(
     })
 }
 
+// The genuine core implements this one itself in the plugin face.
+#[cfg(not(feature = "plugin"))]
 #[no_mangle]
 pub unsafe extern "C" fn urma_free_device_list(device_list: *mut *mut u::urma_device_t) {
     entry((), || {
@@ -92,6 +117,8 @@ pub unsafe extern "C" fn urma_free_device_list(device_list: *mut *mut u::urma_de
     })
 }
 
+// The genuine core implements this one itself in the plugin face.
+#[cfg(not(feature = "plugin"))]
 #[no_mangle]
 pub unsafe extern "C" fn urma_get_device_by_name(dev_name: *mut c_char) -> *mut u::urma_device_t {
     entry(std::ptr::null_mut(), || {
@@ -101,13 +128,15 @@ pub unsafe extern "C" fn urma_get_device_by_name(dev_name: *mut c_char) -> *mut 
         // SAFETY: non-NULL NUL-terminated string per the prototype.
         let name = unsafe { CStr::from_ptr(dev_name) };
         if name.to_bytes() == DEV_NAME.as_bytes() {
-            device().0.ptr()
+            device_ptr()
         } else {
             null("urma_get_device_by_name: no such device")
         }
     })
 }
 
+// The genuine core implements this one itself in the plugin face.
+#[cfg(not(feature = "plugin"))]
 #[no_mangle]
 pub unsafe extern "C" fn urma_get_eid_list(
     dev: *mut u::urma_device_t,
@@ -134,6 +163,8 @@ pub unsafe extern "C" fn urma_get_eid_list(
     })
 }
 
+// The genuine core implements this one itself in the plugin face.
+#[cfg(not(feature = "plugin"))]
 #[no_mangle]
 pub unsafe extern "C" fn urma_free_eid_list(eid_list: *mut u::urma_eid_info_t) {
     entry((), || {
@@ -152,6 +183,8 @@ pub unsafe extern "C" fn urma_free_eid_list(eid_list: *mut u::urma_eid_info_t) {
     })
 }
 
+// The genuine core implements this one itself in the plugin face.
+#[cfg(not(feature = "plugin"))]
 #[no_mangle]
 pub unsafe extern "C" fn urma_query_device(
     dev: *mut u::urma_device_t,
@@ -161,6 +194,16 @@ pub unsafe extern "C" fn urma_query_device(
         if !dev_ok(dev) || dev_attr.is_null() {
             return einval("urma_query_device");
         }
+        // SAFETY: dev_attr is non-NULL and points to a caller-owned urma_device_attr_t.
+        unsafe { dev_attr.write(device_attr()) };
+        u::URMA_SUCCESS
+    })
+}
+
+/// loopback0's attributes: what `urma_query_device` returns, and in the plugin face what the
+/// device is registered with and what the preload helper answers the core's query with.
+pub(crate) fn device_attr() -> u::urma_device_attr_t {
+    {
         let mut a: u::urma_device_attr_t = zeroed();
         // SAFETY: every member of the EID union is plain bytes of the same size.
         a.guid.raw = unsafe { eid().raw };
@@ -190,25 +233,38 @@ pub unsafe extern "C" fn urma_query_device(
         a.port_attr[0].max_mtu = u::URMA_MTU_4096;
         a.port_attr[0].state = u::URMA_PORT_ACTIVE;
         a.port_attr[0].active_mtu = u::URMA_MTU_4096;
-        // SAFETY: dev_attr is non-NULL and points to a caller-owned urma_device_attr_t.
-        unsafe { dev_attr.write(a) };
-        u::URMA_SUCCESS
-    })
+        a
+    }
 }
 
 // ------------------------------------------------------------------ context
 
+// The genuine core implements this one itself in the plugin face.
+#[cfg(not(feature = "plugin"))]
 #[no_mangle]
 pub unsafe extern "C" fn urma_create_context(
     dev: *mut u::urma_device_t,
     eid_index: u32,
 ) -> *mut u::urma_context_t {
     entry(std::ptr::null_mut(), || {
+        new_context(dev, eid_index, std::ptr::null_mut())
+    })
+}
+
+/// A context of loopback0 with the per-context ops table `ops` (NULL in the standalone face,
+/// where the library's exports are the operations), or NULL.
+pub(crate) fn new_context(
+    dev: *mut u::urma_device_t,
+    eid_index: u32,
+    ops: *mut u::urma_ops_t,
+) -> *mut u::urma_context_t {
+    {
         if !initialized() || !dev_ok(dev) || eid_index != 0 {
             return null("urma_create_context");
         }
         let mut c: u::urma_context_t = zeroed();
         c.dev = dev;
+        c.ops = ops;
         c.dev_fd = -1;
         c.async_fd = -1;
         c.eid = eid();
@@ -227,10 +283,10 @@ pub unsafe extern "C" fn urma_create_context(
         next_name(Kind::Ctx);
         reg::insert(p as usize, Obj::Ctx(ctx));
         p
-    })
+    }
 }
 
-#[no_mangle]
+#[cfg_attr(not(feature = "plugin"), no_mangle)]
 pub unsafe extern "C" fn urma_delete_context(ctx: *mut u::urma_context_t) -> u::urma_status_t {
     entry(u::URMA_FAIL, || {
         let Some(c) = get_ctx(ctx) else {
@@ -250,7 +306,7 @@ pub unsafe extern "C" fn urma_delete_context(ctx: *mut u::urma_context_t) -> u::
 
 /// Non-blocking: returns the oldest queued event of `ctx`, or `URMA_EAGAIN` when none is queued
 /// (the loopback has no async fd to block on).
-#[no_mangle]
+#[cfg_attr(not(feature = "plugin"), no_mangle)]
 pub unsafe extern "C" fn urma_get_async_event(
     ctx: *mut u::urma_context_t,
     event: *mut u::urma_async_event_t,
@@ -271,7 +327,7 @@ pub unsafe extern "C" fn urma_get_async_event(
     })
 }
 
-#[no_mangle]
+#[cfg_attr(not(feature = "plugin"), no_mangle)]
 pub unsafe extern "C" fn urma_ack_async_event(event: *mut u::urma_async_event_t) {
     entry((), || {
         if event.is_null() {

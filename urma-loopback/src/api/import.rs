@@ -38,7 +38,7 @@ fn make_tjetty(
     p
 }
 
-#[no_mangle]
+#[cfg_attr(not(feature = "plugin"), no_mangle)]
 pub unsafe extern "C" fn urma_import_jetty(
     ctx: *mut u::urma_context_t,
     rjetty: *mut u::urma_rjetty_t,
@@ -102,14 +102,14 @@ fn unimport(t: *mut u::urma_target_jetty_t, what: &str) -> u::urma_status_t {
     u::URMA_SUCCESS
 }
 
-#[no_mangle]
+#[cfg_attr(not(feature = "plugin"), no_mangle)]
 pub unsafe extern "C" fn urma_unimport_jetty(
     tjetty: *mut u::urma_target_jetty_t,
 ) -> u::urma_status_t {
     entry(u::URMA_FAIL, || unimport(tjetty, "urma_unimport_jetty"))
 }
 
-#[no_mangle]
+#[cfg_attr(not(feature = "plugin"), no_mangle)]
 pub unsafe extern "C" fn urma_import_jfr(
     ctx: *mut u::urma_context_t,
     rjfr: *mut u::urma_rjfr_t,
@@ -165,7 +165,7 @@ pub unsafe extern "C" fn urma_import_jfr(
     })
 }
 
-#[no_mangle]
+#[cfg_attr(not(feature = "plugin"), no_mangle)]
 pub unsafe extern "C" fn urma_unimport_jfr(
     target_jfr: *mut u::urma_target_jetty_t,
 ) -> u::urma_status_t {
@@ -189,7 +189,7 @@ fn advise(list: &Mutex<Vec<usize>>, t: usize, on: bool) -> u::urma_status_t {
     }
 }
 
-#[no_mangle]
+#[cfg_attr(not(feature = "plugin"), no_mangle)]
 pub unsafe extern "C" fn urma_advise_jfr(
     jfs: *mut u::urma_jfs_t,
     tjfr: *mut u::urma_target_jetty_t,
@@ -200,7 +200,7 @@ pub unsafe extern "C" fn urma_advise_jfr(
     })
 }
 
-#[no_mangle]
+#[cfg_attr(not(feature = "plugin"), no_mangle)]
 pub unsafe extern "C" fn urma_unadvise_jfr(
     jfs: *mut u::urma_jfs_t,
     tjfr: *mut u::urma_target_jetty_t,
@@ -211,7 +211,7 @@ pub unsafe extern "C" fn urma_unadvise_jfr(
     })
 }
 
-#[no_mangle]
+#[cfg_attr(not(feature = "plugin"), no_mangle)]
 pub unsafe extern "C" fn urma_advise_jetty(
     jetty: *mut u::urma_jetty_t,
     tjetty: *mut u::urma_target_jetty_t,
@@ -224,7 +224,7 @@ pub unsafe extern "C" fn urma_advise_jetty(
     })
 }
 
-#[no_mangle]
+#[cfg_attr(not(feature = "plugin"), no_mangle)]
 pub unsafe extern "C" fn urma_unadvise_jetty(
     jetty: *mut u::urma_jetty_t,
     tjetty: *mut u::urma_target_jetty_t,
@@ -237,7 +237,7 @@ pub unsafe extern "C" fn urma_unadvise_jetty(
     })
 }
 
-#[no_mangle]
+#[cfg_attr(not(feature = "plugin"), no_mangle)]
 pub unsafe extern "C" fn urma_bind_jetty(
     jetty: *mut u::urma_jetty_t,
     tjetty: *mut u::urma_target_jetty_t,
@@ -257,7 +257,7 @@ pub unsafe extern "C" fn urma_bind_jetty(
     })
 }
 
-#[no_mangle]
+#[cfg_attr(not(feature = "plugin"), no_mangle)]
 pub unsafe extern "C" fn urma_unbind_jetty(jetty: *mut u::urma_jetty_t) -> u::urma_status_t {
     entry(u::URMA_FAIL, || {
         let Some(j) = get_jetty(jetty) else {

@@ -2,7 +2,7 @@
 
 use super::*;
 
-#[no_mangle]
+#[cfg_attr(not(feature = "plugin"), no_mangle)]
 pub unsafe extern "C" fn urma_create_jfce(ctx: *mut u::urma_context_t) -> *mut u::urma_jfce_t {
     entry(std::ptr::null_mut(), || {
         let Some(c) = get_ctx(ctx) else {
@@ -29,7 +29,7 @@ pub unsafe extern "C" fn urma_create_jfce(ctx: *mut u::urma_context_t) -> *mut u
     })
 }
 
-#[no_mangle]
+#[cfg_attr(not(feature = "plugin"), no_mangle)]
 pub unsafe extern "C" fn urma_delete_jfce(jfce: *mut u::urma_jfce_t) -> u::urma_status_t {
     entry(u::URMA_FAIL, || {
         let Some(j) = get_jfce(jfce) else {
@@ -45,7 +45,7 @@ pub unsafe extern "C" fn urma_delete_jfce(jfce: *mut u::urma_jfce_t) -> u::urma_
     })
 }
 
-#[no_mangle]
+#[cfg_attr(not(feature = "plugin"), no_mangle)]
 pub unsafe extern "C" fn urma_create_jfc(
     ctx: *mut u::urma_context_t,
     jfc_cfg: *mut u::urma_jfc_cfg_t,
@@ -112,7 +112,7 @@ pub unsafe extern "C" fn urma_create_jfc(
 /// `jfc_cfg.flag.bs.non_blocking` is set, and otherwise waits for the acks for at most the delete
 /// timeout (default 2000 ms, `urma_loopback_set_delete_timeout`) before returning `URMA_EAGAIN`
 /// (the JFC then stays alive and the call may be retried).
-#[no_mangle]
+#[cfg_attr(not(feature = "plugin"), no_mangle)]
 pub unsafe extern "C" fn urma_delete_jfc(jfc: *mut u::urma_jfc_t) -> u::urma_status_t {
     entry(u::URMA_FAIL, || {
         let Some(j) = get_jfc(jfc) else {
@@ -145,7 +145,7 @@ pub unsafe extern "C" fn urma_delete_jfc(jfc: *mut u::urma_jfc_t) -> u::urma_sta
     })
 }
 
-#[no_mangle]
+#[cfg_attr(not(feature = "plugin"), no_mangle)]
 pub unsafe extern "C" fn urma_poll_jfc(
     jfc: *mut u::urma_jfc_t,
     cr_cnt: c_int,
@@ -169,7 +169,7 @@ pub unsafe extern "C" fn urma_poll_jfc(
     })
 }
 
-#[no_mangle]
+#[cfg_attr(not(feature = "plugin"), no_mangle)]
 pub unsafe extern "C" fn urma_rearm_jfc(
     jfc: *mut u::urma_jfc_t,
     solicited_only: bool,
@@ -183,7 +183,7 @@ pub unsafe extern "C" fn urma_rearm_jfc(
     })
 }
 
-#[no_mangle]
+#[cfg_attr(not(feature = "plugin"), no_mangle)]
 pub unsafe extern "C" fn urma_wait_jfc(
     jfce: *mut u::urma_jfce_t,
     jfc_cnt: u32,
@@ -207,7 +207,7 @@ pub unsafe extern "C" fn urma_wait_jfc(
     })
 }
 
-#[no_mangle]
+#[cfg_attr(not(feature = "plugin"), no_mangle)]
 pub unsafe extern "C" fn urma_ack_jfc(
     jfc: *mut *mut u::urma_jfc_t,
     nevents: *mut u32,

@@ -9,7 +9,9 @@
 //! NULL (pointer functions), -1 (int functions) or nothing (void functions).
 
 use std::collections::VecDeque;
-use std::ffi::{c_char, c_int, CStr};
+use std::ffi::c_int;
+#[cfg(not(feature = "plugin"))]
+use std::ffi::{c_char, CStr};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
@@ -28,7 +30,9 @@ use crate::registry::{
     TJetty, Target, TokenIdObj,
 };
 use crate::trace;
-use crate::util::{guard, lock, log_err, set_log_func, zeroed};
+#[cfg(not(feature = "plugin"))]
+use crate::util::set_log_func;
+use crate::util::{guard, lock, log_err, zeroed};
 
 /// Device name.
 pub const DEV_NAME: &str = "loopback0";
@@ -44,9 +48,16 @@ pub fn eid() -> u::urma_eid_t {
     crate::cobj::loopback_eid()
 }
 
+/// The transport type of loopback0 (UB, as the hardware it stands in for).
+pub const TRANSPORT: u::urma_transport_type_t = u::URMA_TRANSPORT_UB;
+
+#[cfg(not(feature = "plugin"))]
 struct Device(CBox<u::urma_device_t>);
 
-fn device() -> &'static Device {
+/// loopback0's `urma_device_t`: in the standalone face a static of the library; in the plugin
+/// face the one the genuine core took at registration (NULL outside `urma_init`/`urma_uninit`).
+#[cfg(not(feature = "plugin"))]
+fn device_ptr() -> *mut u::urma_device_t {
     static DEV: std::sync::OnceLock<Device> = std::sync::OnceLock::new();
     DEV.get_or_init(|| {
         let mut d: u::urma_device_t = zeroed();
@@ -57,13 +68,26 @@ fn device() -> &'static Device {
         for (i, b) in path.bytes().enumerate() {
             d.path[i] = b as c_char;
         }
-        d.type_ = u::URMA_TRANSPORT_UB;
+        d.type_ = TRANSPORT;
         Device(CBox::new(d))
     })
+    .0
+    .ptr()
+}
+
+/// In the plugin face, loopback0 as the genuine core took it at registration: set by
+/// [`crate::plugin`] in the provider's `init`, NULL before it and after `uninit`.
+#[cfg(feature = "plugin")]
+pub(crate) static REGISTERED_DEVICE: std::sync::atomic::AtomicPtr<u::urma_device_t> =
+    std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+
+#[cfg(feature = "plugin")]
+fn device_ptr() -> *mut u::urma_device_t {
+    REGISTERED_DEVICE.load(Ordering::Acquire)
 }
 
 fn dev_ok(dev: *const u::urma_device_t) -> bool {
-    !dev.is_null() && std::ptr::eq(dev, device().0.ptr())
+    !dev.is_null() && std::ptr::eq(dev, device_ptr())
 }
 
 fn einval(what: &str) -> u::urma_status_t {
@@ -98,9 +122,9 @@ fn token_ok(checked: bool, expected: u32, given: *mut u::urma_token_t) -> bool {
     unsafe { (*given).token == expected }
 }
 
-mod device;
-mod import;
-mod jetty;
-mod jfc;
-mod post;
-mod seg;
+pub(crate) mod device;
+pub(crate) mod import;
+pub(crate) mod jetty;
+pub(crate) mod jfc;
+pub(crate) mod post;
+pub(crate) mod seg;

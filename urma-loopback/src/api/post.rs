@@ -2,7 +2,7 @@
 
 use super::*;
 
-#[no_mangle]
+#[cfg_attr(not(feature = "plugin"), no_mangle)]
 pub unsafe extern "C" fn urma_post_jfs_wr(
     jfs: *mut u::urma_jfs_t,
     wr: *mut u::urma_jfs_wr_t,
@@ -24,7 +24,7 @@ pub unsafe extern "C" fn urma_post_jfs_wr(
     })
 }
 
-#[no_mangle]
+#[cfg_attr(not(feature = "plugin"), no_mangle)]
 pub unsafe extern "C" fn urma_post_jetty_send_wr(
     jetty: *mut u::urma_jetty_t,
     wr: *mut u::urma_jfs_wr_t,
@@ -46,7 +46,7 @@ pub unsafe extern "C" fn urma_post_jetty_send_wr(
     })
 }
 
-#[no_mangle]
+#[cfg_attr(not(feature = "plugin"), no_mangle)]
 pub unsafe extern "C" fn urma_post_jetty_recv_wr(
     jetty: *mut u::urma_jetty_t,
     wr: *mut u::urma_jfr_wr_t,
@@ -68,7 +68,7 @@ pub unsafe extern "C" fn urma_post_jetty_recv_wr(
     })
 }
 
-#[no_mangle]
+#[cfg_attr(not(feature = "plugin"), no_mangle)]
 pub unsafe extern "C" fn urma_post_jfr_wr(
     jfr: *mut u::urma_jfr_t,
     wr: *mut u::urma_jfr_wr_t,

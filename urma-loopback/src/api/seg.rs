@@ -2,7 +2,7 @@
 
 use super::*;
 
-#[no_mangle]
+#[cfg_attr(not(feature = "plugin"), no_mangle)]
 pub unsafe extern "C" fn urma_alloc_token_id(
     ctx: *mut u::urma_context_t,
 ) -> *mut u::urma_token_id_t {
@@ -29,7 +29,7 @@ pub unsafe extern "C" fn urma_alloc_token_id(
     })
 }
 
-#[no_mangle]
+#[cfg_attr(not(feature = "plugin"), no_mangle)]
 pub unsafe extern "C" fn urma_free_token_id(token_id: *mut u::urma_token_id_t) -> u::urma_status_t {
     entry(u::URMA_FAIL, || {
         let Some(t) = get_token_id(token_id) else {
@@ -45,7 +45,7 @@ pub unsafe extern "C" fn urma_free_token_id(token_id: *mut u::urma_token_id_t) -
     })
 }
 
-#[no_mangle]
+#[cfg_attr(not(feature = "plugin"), no_mangle)]
 pub unsafe extern "C" fn urma_register_seg(
     ctx: *mut u::urma_context_t,
     seg_cfg: *mut u::urma_seg_cfg_t,
@@ -124,7 +124,7 @@ pub unsafe extern "C" fn urma_register_seg(
     })
 }
 
-#[no_mangle]
+#[cfg_attr(not(feature = "plugin"), no_mangle)]
 pub unsafe extern "C" fn urma_unregister_seg(
     target_seg: *mut u::urma_target_seg_t,
 ) -> u::urma_status_t {
@@ -159,7 +159,7 @@ pub unsafe extern "C" fn urma_unregister_seg(
 
 /// Imports a segment: it must match a live registered segment by token id and VA (and not be
 /// longer); the token must match unless the segment was registered with `URMA_TOKEN_NONE`.
-#[no_mangle]
+#[cfg_attr(not(feature = "plugin"), no_mangle)]
 pub unsafe extern "C" fn urma_import_seg(
     ctx: *mut u::urma_context_t,
     seg: *mut u::urma_seg_t,
@@ -273,7 +273,7 @@ fn import_remote_seg(
     p
 }
 
-#[no_mangle]
+#[cfg_attr(not(feature = "plugin"), no_mangle)]
 pub unsafe extern "C" fn urma_unimport_seg(tseg: *mut u::urma_target_seg_t) -> u::urma_status_t {
     entry(u::URMA_FAIL, || {
         let removed = reg::with_reg_mut(|r| match r.objs.get(&(tseg as usize)) {

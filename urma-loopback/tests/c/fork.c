@@ -81,7 +81,7 @@ int main(void)
     CHECK(write_once(jfs, sjfc, tj, ssrc, rdst, 0x44, 4) == 0);
 
     CHECK(urma_unimport_seg(rdst) == 0 && urma_unregister_seg(ssrc) == 0 && urma_unregister_seg(sdst) == 0);
-    CHECK(urma_unimport_jetty(tj) == 0 && urma_delete_jetty(jetty) == 0 && urma_delete_jfs(jfs) == 0);
+    CHECK(urma_unimport_jetty(tj) == 0 && ufx_delete_jetty(jetty) == 0 && urma_delete_jfs(jfs) == 0);
     CHECK(urma_delete_jfc(sjfc) == 0 && urma_delete_jfc(rjfc) == 0);
     CHECK(urma_delete_context(ctx) == 0);
     CHECK(urma_uninit() == 0);

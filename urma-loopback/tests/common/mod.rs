@@ -67,23 +67,44 @@ pub fn jfr_cfg(jfc: *mut u::urma_jfc_t, depth: u32) -> u::urma_jfr_cfg_t {
     c.depth = depth;
     c.max_sge = 2;
     c.jfc = jfc;
-    c.flag.value = u::URMA_TOKEN_PLAIN_TEXT;
+    c.trans_mode = u::URMA_TM_RM;
+    c.flag.value = u::URMA_TOKEN_PLAIN_TEXT << flags::JFR_FLAG_TOKEN_POLICY_SHIFT;
     c.token_value.token = TOKEN;
     c
 }
 
+/// A jetty receiving through a JFR of its own that it shares (on a UB device the URMA core
+/// refuses a jetty whose receive queue is not a shared JFR); [`delete_jetty`] deletes both.
 pub unsafe fn jetty(jfc: *mut u::urma_jfc_t, rq_depth: u32) -> *mut u::urma_jetty_t {
     let mut rc = jfr_cfg(jfc, rq_depth);
+    // SAFETY: the fixture context is live; `rc` is a local the call only reads.
+    let jfr = unsafe { u::urma_create_jfr(lb().ctx, &mut rc) };
+    assert!(!jfr.is_null());
     let mut c: u::urma_jetty_cfg_t = Default::default();
     c.jfs_cfg.depth = 256;
     c.jfs_cfg.jfc = jfc;
     c.jfs_cfg.max_sge = 4;
-    c.__bindgen_anon_1.jfr_cfg = &mut rc;
-    // SAFETY: the fixture context is live; `c` and the JFR config it points to are locals that
-    // outlive the call, which only reads them.
+    c.jfs_cfg.trans_mode = u::URMA_TM_RM;
+    c.flag.value = flags::JETTY_FLAG_SHARE_JFR;
+    c.__bindgen_anon_1.shared.jfr = jfr;
+    c.__bindgen_anon_1.shared.jfc = jfc;
+    // SAFETY: the fixture context is live; `c` is a local the call only reads.
     let j = unsafe { u::urma_create_jetty(lb().ctx, &mut c) };
     assert!(!j.is_null());
     j
+}
+
+/// Deletes a jetty made by [`jetty`], then its JFR: the first status other than success.
+pub unsafe fn delete_jetty(j: *mut u::urma_jetty_t) -> u::urma_status_t {
+    // SAFETY: the caller passes a live jetty made by `jetty`; its config copy names its JFR.
+    let jfr = unsafe { (*j).jetty_cfg.__bindgen_anon_1.shared.jfr };
+    // SAFETY: as above; the JFR is deleted only after the jetty that shares it.
+    unsafe {
+        match u::urma_delete_jetty(j) {
+            0 => u::urma_delete_jfr(jfr),
+            s => s,
+        }
+    }
 }
 
 pub unsafe fn import_jetty(j: *mut u::urma_jetty_t, token: u32) -> *mut u::urma_target_jetty_t {
@@ -151,7 +172,7 @@ impl Drop for Seg {
     }
 }
 
-/// A sender (JFS) and a receiver (jetty with own JFR) on separate JFCs, receiver imported.
+/// A sender (JFS) and a receiver (a jetty with its JFR, see [`jetty`]) on separate JFCs, receiver imported.
 pub struct Pair {
     pub sjfc: *mut u::urma_jfc_t,
     pub rjfc: *mut u::urma_jfc_t,
@@ -230,7 +251,7 @@ impl Drop for Pair {
         // once, importer before imported jetty and queues before the JFCs they complete to.
         unsafe {
             assert_eq!(u::urma_unimport_jetty(self.tjetty), 0);
-            assert_eq!(u::urma_delete_jetty(self.rjetty), 0);
+            assert_eq!(delete_jetty(self.rjetty), 0);
             assert_eq!(u::urma_delete_jfs(self.jfs), 0);
             assert_eq!(u::urma_delete_jfc(self.sjfc), 0);
             assert_eq!(u::urma_delete_jfc(self.rjfc), 0);
