@@ -151,7 +151,14 @@ fn with_helper() {
     for (i, want) in list.iter().take(n as usize).enumerate() {
         // SAFETY: the core returned `n` entries.
         let e = unsafe { &*core_list.add(i) };
-        assert_eq!(bytes_of(e), bytes_of(want), "EID entry {i}");
+        // The fields (the padding after eid_index is nobody's).
+        // SAFETY: every view of the EID union is plain bytes.
+        let (got_eid, want_eid) = unsafe { (e.eid.raw, want.eid.raw) };
+        assert_eq!(
+            (got_eid, e.eid_index),
+            (want_eid, want.eid_index),
+            "EID entry {i}"
+        );
     }
     // SAFETY: the list urma_get_eid_list returned.
     unsafe { (core.free_eid_list)(core_list) };

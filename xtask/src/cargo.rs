@@ -61,9 +61,56 @@ fn package_name(id: &str) -> &str {
     }
 }
 
+/// What a cargo run reported, before the checks of [`build`].
+struct Reported {
+    loopback_dir: Option<PathBuf>,
+    legacy_dir: Option<PathBuf>,
+    urma: Option<(PathBuf, PathBuf)>,
+    profile_dir: Option<PathBuf>,
+    executables: Vec<(String, PathBuf)>,
+    cdylibs: Vec<(String, PathBuf)>,
+}
+
 /// Runs `cmd` (a `cargo build`/`cargo test --no-run` with its arguments) with JSON messages and
 /// collects what [`Built`] holds. The loopback must be part of the build.
-pub fn build(mut cmd: Command) -> Built {
+pub fn build(cmd: Command) -> Built {
+    let r = report(cmd);
+    let loopback_dir = r
+        .loopback_dir
+        .unwrap_or_else(|| fail("the build did not run urma-loopback's build script"));
+    let profile_dir = r
+        .profile_dir
+        .unwrap_or_else(|| fail("the build did not build the loopback cdylib"));
+    if !loopback_dir.join("liburma.so.0").exists() {
+        fail(format!(
+            "{}/liburma.so.0 does not resolve to the loopback",
+            loopback_dir.display()
+        ));
+    }
+    Built {
+        profile_dir,
+        loopback_dir,
+        legacy_dir: r.legacy_dir,
+        urma: r.urma,
+        executables: r.executables,
+        cdylibs: r.cdylibs,
+    }
+}
+
+/// Runs `cmd` (a `cargo build` with its arguments) and returns the shared library of package
+/// `package`'s cdylib, as cargo reported it (e.g. the loopback's plugin face, which is not the
+/// loopback [`build`] checks for).
+pub fn build_cdylib(cmd: Command, package: &str) -> PathBuf {
+    report(cmd)
+        .cdylibs
+        .into_iter()
+        .rev()
+        .find(|(n, _)| n == package)
+        .map(|(_, p)| p)
+        .unwrap_or_else(|| fail(format!("cargo built no cdylib of {package:?}")))
+}
+
+fn report(mut cmd: Command) -> Reported {
     cmd.arg("--message-format=json-render-diagnostics")
         .stdout(Stdio::piped());
     eprintln!("+ {}", show(&cmd));
@@ -155,21 +202,11 @@ pub fn build(mut cmd: Command) -> Built {
     if !status.success() {
         fail(format!("cargo failed ({status}): {}", show(&cmd)));
     }
-    let loopback_dir =
-        loopback_dir.unwrap_or_else(|| fail("the build did not run urma-loopback's build script"));
-    let profile_dir =
-        profile_dir.unwrap_or_else(|| fail("the build did not build the loopback cdylib"));
-    if !loopback_dir.join("liburma.so.0").exists() {
-        fail(format!(
-            "{}/liburma.so.0 does not resolve to the loopback",
-            loopback_dir.display()
-        ));
-    }
-    Built {
-        profile_dir,
+    Reported {
         loopback_dir,
         legacy_dir,
         urma,
+        profile_dir,
         executables,
         cdylibs,
     }

@@ -125,9 +125,9 @@ fn install(ctx: &Ctx, built: &Built, umdk: &Umdk, out: &Path) -> (PathBuf, PathB
     cmd.args(["build", "-p", "urma-loopback", "--features", "plugin"])
         .arg("--target-dir")
         .arg(ctx.target.join("xtask/plugin"));
-    let face = cargo::build(cmd);
+    let face = cargo::build_cdylib(cmd, "urma-loopback");
     let plugin = umdk.plugin_dir.join(PLUGIN_FILE_NAME);
-    copy_replacing(face.cdylib("urma-loopback"), &plugin);
+    copy_replacing(&face, &plugin);
     let preload = out.join(PRELOAD_FILE_NAME);
     copy_replacing(built.cdylib("urma-loopback-preload"), &preload);
     (plugin, preload)
