@@ -2,8 +2,9 @@
 //! compiled at run time (`testkit::cprog`, with `$CC`, default `cc`) against
 //! `include/os_transport.h`, `urma-sys/include` and `urma-loopback/include`, linked with
 //! `-los_transport -l:liburma.so.0`, and run once per library with `LD_LIBRARY_PATH=<dir with
-//! that libos_transport.so.1>:<dir with the loopback liburma.so.0>`. It prints the raw trace
-//! format; both traces are normalised and compared like the in-process ones.
+//! that libos_transport.so.1>:<dir with the loopback liburma.so.0>:<the harness's path>`. It
+//! prints the raw trace format; both traces are normalised and compared like the in-process
+//! ones.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -91,14 +92,18 @@ pub fn build(opts: &Options) -> Result<(PathBuf, PathBuf, PathBuf), String> {
     Ok((exe, legacy_dir, rust_dir))
 }
 
-/// Runs `runner <id>` with `libdir` first on the library path; parses its JSON lines.
+/// Runs `runner <id>` with `libdir`, then `urma`, first on the library path (then this
+/// process's: a genuine URMA core there also needs its `liburma_common.so.0`); parses its JSON
+/// lines.
 pub fn run_one(exe: &Path, libdir: &Path, urma: &Path, id: &str) -> RunResult {
+    let mut path = std::ffi::OsString::from(format!("{}:{}", libdir.display(), urma.display()));
+    if let Some(rest) = std::env::var_os("LD_LIBRARY_PATH").filter(|p| !p.is_empty()) {
+        path.push(":");
+        path.push(rest);
+    }
     let mut child = crate::target::command(exe)
         .arg(id)
-        .env(
-            "LD_LIBRARY_PATH",
-            format!("{}:{}", libdir.display(), urma.display()),
-        )
+        .env("LD_LIBRARY_PATH", path)
         .env_remove("URMA_LOOPBACK_TRACE")
         .env_remove("URMA_LOOPBACK_KNOBS")
         .stdout(Stdio::piped())
