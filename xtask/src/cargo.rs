@@ -29,23 +29,24 @@ pub struct Built {
 impl Built {
     /// The executable of target `name` (the last one cargo reported).
     pub fn executable(&self, name: &str) -> &Path {
-        self.executables
-            .iter()
-            .rev()
-            .find(|(n, _)| n == name)
-            .map(|(_, p)| p.as_path())
+        last_named(&self.executables, name)
             .unwrap_or_else(|| fail(format!("cargo built no executable {name:?}")))
     }
 
     /// The shared library of package `package`'s cdylib (the last one cargo reported).
     pub fn cdylib(&self, package: &str) -> &Path {
-        self.cdylibs
-            .iter()
-            .rev()
-            .find(|(n, _)| n == package)
-            .map(|(_, p)| p.as_path())
+        last_named(&self.cdylibs, package)
             .unwrap_or_else(|| fail(format!("cargo built no cdylib of {package:?}")))
     }
+}
+
+/// The path of the last `(name, path)` named `name`.
+fn last_named<'a>(items: &'a [(String, PathBuf)], name: &str) -> Option<&'a Path> {
+    items
+        .iter()
+        .rev()
+        .find(|(n, _)| n == name)
+        .map(|(_, p)| p.as_path())
 }
 
 /// The package name in a `package_id` (`path+file:///…/loopback#urma-loopback@0.1.0`, or the
@@ -101,12 +102,9 @@ pub fn build(cmd: Command) -> Built {
 /// `package`'s cdylib, as cargo reported it (e.g. the loopback's plugin face, which is not the
 /// loopback [`build`] checks for).
 pub fn build_cdylib(cmd: Command, package: &str) -> PathBuf {
-    report(cmd)
-        .cdylibs
-        .into_iter()
-        .rev()
-        .find(|(n, _)| n == package)
-        .map(|(_, p)| p)
+    let cdylibs = report(cmd).cdylibs;
+    last_named(&cdylibs, package)
+        .map(Path::to_path_buf)
         .unwrap_or_else(|| fail(format!("cargo built no cdylib of {package:?}")))
 }
 

@@ -22,6 +22,11 @@ pub fn dispatch(ctx: &mut Ctx, goal: &str, args: &[String]) {
         }
         "test" => test(ctx),
         "test-umdk" => {
+            // cmake first, for a core built from UMDK_SRC; nothing else without a core.
+            ctx.deps(goal);
+            let Some(core) = crate::umdk_lane::core(ctx) else {
+                return;
+            };
             let built = build(ctx, goal);
             let standalone = ctx.target.join("umdk/compat-standalone");
             // The standalone run to compare with, of the scenarios the lane runs.
@@ -32,7 +37,7 @@ pub fn dispatch(ctx: &mut Ctx, goal: &str, args: &[String]) {
                 standalone.to_string_lossy().to_string(),
             ];
             compat(ctx, goal, &args);
-            crate::umdk_lane::run(ctx, &built, &standalone, &compat_args(&[]));
+            crate::umdk_lane::run(ctx, &built, core, &standalone, &compat_args(&[]));
         }
         "compat" => compat(ctx, goal, args),
         "compat-device" => compat_device(ctx, goal, args),
@@ -117,7 +122,10 @@ fn test(ctx: &mut Ctx) {
     report_files(&ctx.target.join("compat"));
     report_files(&ctx.target.join("compat-device"));
     // Over the genuine URMA core, compared with the two runs above.
-    crate::umdk_lane::run(ctx, &built, &ctx.target.join("compat"), &compat_args(&[]));
+    if let Some(core) = crate::umdk_lane::core(ctx) {
+        let standalone = ctx.target.join("compat");
+        crate::umdk_lane::run(ctx, &built, core, &standalone, &compat_args(&[]));
+    }
     legacy_asan_suite(ctx, "test");
     reliability_memcheck(ctx, "test");
     reliability_helgrind(ctx, "test");

@@ -58,22 +58,27 @@ struct Lane<'a> {
     steps: Vec<(String, Result<String, String>)>,
 }
 
-/// The lane; `standalone` is the directory of the standalone `compat` run with `compat_args`
-/// to compare with (its `report.json`, and its `report-split.json` if there is one). Returns
-/// without running when there is no core (failing with `CI` set).
-pub fn run(ctx: &Ctx, built: &Built, standalone: &Path, compat_args: &[String]) {
-    let started = Instant::now();
-    let out = ctx.target.join("umdk");
-    let umdk = match umdk::get(&out) {
-        Ok(u) => u,
+/// The genuine core to run the lane over (`<target>/umdk`), or `None` when there is none (the
+/// lane says so; with `CI` set it fails instead).
+pub fn core(ctx: &Ctx) -> Option<Umdk> {
+    match umdk::get(&ctx.target.join("umdk")) {
+        Ok(u) => Some(u),
         Err(why) if std::env::var_os("CI").is_some() => {
             fail(format!("genuine-core lane: {why}; CI must run it"))
         }
         Err(why) => {
             println!("genuine-core lane: skipped: {why}");
-            return;
+            None
         }
-    };
+    }
+}
+
+/// The lane over `umdk` (from [`core`]); `standalone` is the directory of the standalone
+/// `compat` run with `compat_args` to compare with (its `report.json`, and its
+/// `report-split.json` if there is one).
+pub fn run(ctx: &Ctx, built: &Built, umdk: Umdk, standalone: &Path, compat_args: &[String]) {
+    let started = Instant::now();
+    let out = ctx.target.join("umdk");
     println!(
         "genuine-core lane: core {} ({:?}), plugins in {}",
         umdk.core().display(),
