@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Usage: packaging/deps.sh check|install [group...|all]
 #   groups: base (always), rpm (make rpm / rpm-test), bench (valgrind, plotting), fuzz (libFuzzer),
-#           aarch64 (cross build + qemu: make test-aarch64), msrv (rust 1.82: make msrv)
+#           aarch64 (cross build + qemu: make test-aarch64), msrv (rust 1.82: make msrv),
+#           umdk (building the genuine UMDK URMA core from UMDK_SRC: make test-umdk)
 # The one list of what the build and the tests need; the Makefile (`make deps`, and every goal
 # before it builds anything) and .ci/run use it. Each probe tests the capability itself (links a
 # libFuzzer program, runs an aarch64 program, finds the 1.82 toolchain), not a command name.
@@ -12,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-check}
 shift || true
-all_groups=(base rpm bench fuzz aarch64 msrv)
+all_groups=(base rpm bench fuzz aarch64 msrv umdk)
 groups=(base "$@")
 [[ " $* " == *" all "* ]] && groups=("${all_groups[@]}")
 
@@ -52,6 +53,7 @@ reqs=(
   "aarch64@aarch64 C compiler and C library@$probe_a64_cc@gcc-aarch64-linux-gnu libc6-dev-arm64-cross@gcc-aarch64-linux-gnu sysroot-aarch64-linux-gnu@"
   "aarch64@running aarch64 programs (qemu user emulation)@$probe_a64_run@qemu-user-static@qemu-user-static@"
   "aarch64@Rust target $AARCH64_TRIPLE@$probe_a64_rust@@@target add $AARCH64_TRIPLE"
+  "umdk@cmake (builds the genuine UMDK URMA core from UMDK_SRC)@cmake --version@cmake@cmake@"
   "msrv@Rust $MSRV toolchain (minimum supported Rust version)@$probe_msrv@@@toolchain install $MSRV --profile minimal"
 )
 

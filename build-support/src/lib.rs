@@ -11,6 +11,8 @@
 //! * [`legacy`]: `legacy-c/`, the C reference implementation, built in one of its [`Flavour`]s
 //!   into its own directory (`<out>/<flavour dir>/libos_transport.so.1.0.0` plus the SONAME and
 //!   development symlinks).
+//! * [`umdk`]: the genuine UMDK URMA core and UMDK's programs (`urma_sample`, `urma_perftest`):
+//!   the system's, or built from `$UMDK_SRC` into the caller's output directory.
 //!
 //! Everything is written below the output directory the caller passes (a build script's
 //! `OUT_DIR`, or the xtask's directory under the target dir); nothing here writes elsewhere.
@@ -20,6 +22,7 @@
 
 pub mod cprog;
 pub mod legacy;
+pub mod umdk;
 pub mod urma;
 
 pub use legacy::Flavour;

@@ -11,6 +11,8 @@
 //! * [`provider`]: the provider interface of the URMA core (`urma_provider.h`, whose types and
 //!   functions are also at the crate root) and the core-private device-registration structure
 //!   pinned per core version.
+//! * [`uburma`]: the two commands the core sends to the character device of a device a provider
+//!   made itself (its EID list, its attributes), for what answers them in place of the kernel.
 //!
 //! The bindings come from the ABI-exact headers bundled in `include/`
 //! (see [`bundled_include_dir`]); see README.md for how headers, bindings
@@ -53,6 +55,7 @@ pub use bindings::*;
 
 pub mod flags;
 pub mod provider;
+pub mod uburma;
 
 /// Directory holding the bundled ABI-exact headers, i.e. the directory to pass
 /// as `-I` so that `#include <ub/umdk/urma/urma_api.h>` finds them.

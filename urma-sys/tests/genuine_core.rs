@@ -1,21 +1,25 @@
-//! With `UMDK_SRC` (a UMDK source tree): the genuine URMA core, built from it, registers a device
-//! made by `urma_sys::provider::sysfs_dev`, and the check after registration accepts what it
-//! wrote.
+//! With a genuine URMA core (the system's UMDK, or one built from `UMDK_SRC`, both through
+//! `ost_build_support::umdk`): it registers a device made by `urma_sys::provider::sysfs_dev`, and
+//! the check after registration accepts what it wrote.
 //!
-//! The test plays a provider without being a plugin: it loads the core (`dlopen`, global), puts
-//! an empty library in the core's plugin directory (`urma_init` fails unless one loads),
-//! registers its ops table with `urma_register_provider_ops`, and from its `init` op picks the
-//! layout of the loaded core, builds the device and registers it with `urma_register_sysfs_dev`.
-//! Then the core's own calls find it: `urma_get_device_by_name` walks the list through the
-//! structure's links, `urma_get_eid_list` reads the EID file under its sysfs path as its
+//! The test plays a provider without being a plugin: it loads the core (`dlopen`, global) through
+//! a view of its own (`umdk::Umdk::with_plugin_dir_in`), puts an empty library in that view's
+//! plugin directory (`urma_init` fails unless one loads), registers its ops table with
+//! `urma_register_provider_ops`, and from its `init` op picks the layout of the loaded core,
+//! builds the device and registers it with `urma_register_sysfs_dev`. Then the core's own calls
+//! find it: `urma_get_device_by_name` walks the list through the structure's links,
+//! `urma_get_eid_list` reads the EID file under its sysfs path as its
 //! `dev_attr.dev_cap.max_eid_cnt` allows, and `urma_uninit` frees both allocations.
 //!
-//! Native x86_64 or aarch64 only (not under emulation); needs cmake and make. Skipped with a
-//! message without `UMDK_SRC`, under emulation, or without cmake or make.
+//! Native x86_64 or aarch64 only (not under emulation). Skipped with a message under emulation
+//! or when there is no core to take (no system UMDK and no `UMDK_SRC`, or no cmake or make to
+//! build it).
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+use ost_build_support::umdk;
 use std::ptr::{self, NonNull};
 use std::sync::{Mutex, OnceLock};
 
@@ -146,61 +150,33 @@ fn dlopen_global(path: &Path) -> *mut c_void {
     lib
 }
 
-/// Builds the core (`liburma.so.0` and `liburma_common.so.0`) from `umdk` into `build`.
-fn build_core(umdk: &Path, build: &Path) {
-    target::run(
-        Command::new("cmake")
-            .arg("-S")
-            .arg(umdk.join("src"))
-            .arg("-B")
-            .arg(build)
-            .args([
-                "-DBUILD_ALL=disable",
-                "-DBUILD_URMA=enable",
-                "-DBUILD_UDMA=disable",
-            ]),
-    );
-    target::run(
-        Command::new("make")
-            .arg("-C")
-            .arg(build)
-            .args(["-j2", "urma"]),
-    );
-}
-
 #[test]
 fn the_genuine_core_registers_a_built_device_and_passes_the_check() {
-    let Some(umdk) = std::env::var_os("UMDK_SRC").filter(|v| !v.is_empty()) else {
-        println!("UMDK_SRC not set: skipped the registration with the genuine URMA core");
-        return;
-    };
     if target::emulated() {
         println!("under emulation: skipped the registration with the genuine URMA core");
         return;
     }
-    let found = |tool: &str| {
-        Command::new(tool)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    if let Some(missing) = ["cmake", "make"].into_iter().find(|t| !found(t)) {
-        println!(
-            "no {missing}: skipped the registration with the genuine URMA core (building it \
-             needs cmake and make)"
-        );
-        return;
-    }
-    let work = paths::profile_dir().join("urma-sys-genuine-core");
-    let build = work.join("build");
     let started = std::time::Instant::now();
-    build_core(Path::new(&umdk), &build);
-    println!("built the genuine core in {:.1?}", started.elapsed());
-    let core_dir = build.join("urma/lib/urma/core");
+    let umdk = match umdk::get(&paths::target_dir().join("umdk")) {
+        Ok(u) => u,
+        Err(why) => {
+            println!("{why}: skipped the registration with the genuine URMA core");
+            return;
+        }
+    };
+    println!(
+        "the genuine core ({:?}) ready in {:.1?}",
+        umdk.origin,
+        started.elapsed()
+    );
+    let work = paths::profile_dir().join("urma-sys-genuine-core");
+    // A view of the core with a plugin directory of this test's own.
+    let umdk = umdk
+        .with_plugin_dir_in(&work.join("core"))
+        .unwrap_or_else(|e| panic!("{e}"));
 
-    // urma_init fails unless some plugin in <core dir>/urma loads: an empty one.
-    let plugins = core_dir.join("urma");
-    std::fs::create_dir_all(&plugins).expect("plugin dir");
+    // urma_init fails unless some plugin in the plugin directory loads: an empty one.
+    let plugins = &umdk.plugin_dir;
     let empty = work.join("empty_plugin.c");
     std::fs::write(
         &empty,
@@ -219,8 +195,8 @@ fn the_genuine_core_registers_a_built_device_and_passes_the_check() {
     SYSFS_DIR.set(sysfs.clone()).expect("once");
 
     // The core's dependency first, so that the loader finds it by its SONAME.
-    dlopen_global(&build.join("urma/common/liburma_common.so.0"));
-    let lib = dlopen_global(&core_dir.join("liburma.so.0"));
+    dlopen_global(&umdk.common());
+    let lib = dlopen_global(&umdk.core());
     let core = Core {
         register_provider_ops: symbol(lib, "urma_register_provider_ops"),
         unregister_provider_ops: symbol(lib, "urma_unregister_provider_ops"),
