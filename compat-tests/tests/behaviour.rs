@@ -623,6 +623,11 @@ fn exp_send_seq(q: &str, sk: u64, ck: u64, len: u32) -> Vec<String> {
 }
 
 /// Expected prefill recv WR (§4.1): sge `{0, 0, host tseg}`, user_ctx `ck`.
+/// The trace name of the receiver jetty's receive queue: the trace names a recv post after the
+/// queue it lands in, and every fixture jetty shares a JFR of its own (the receiver's is the
+/// first JFR made).
+const RX_JETTY_QUEUE: &str = "jfr1";
+
 fn exp_prefill(q: &str, host: &Buffer, host_seg: &str, ck: u64) -> String {
     format!(
         "{q} uctx={ck:#018x} sge={} ret=0",
@@ -1020,9 +1025,9 @@ fn wr_trace_send_n2_n3_n7(which: Which) {
         let mut want = Vec::new();
         if i == 0 {
             // First recv on this jetty: recv_queue_capacity (2) × 4 prefill WRs.
-            want.extend((0..8).map(|_| exp_prefill("jetty1", &dst, "seg2", CK)));
+            want.extend((0..8).map(|_| exp_prefill(RX_JETTY_QUEUE, &dst, "seg2", CK)));
         }
-        want.extend((0..n).map(|_| exp_repost("jetty1")));
+        want.extend((0..n).map(|_| exp_repost(RX_JETTY_QUEUE)));
         assert_eq!(recv_posts(&lines), want, "N = {n}");
         // Exactly N WRITE completions and N SEND_IMM local completions fed back.
         let polled = events(&lines, "poll");
@@ -1126,7 +1131,7 @@ fn recv_queue_capacity(which: Which) {
         let ((r1, r2), lines) = capture_trace(|| (s.recv(&b, 4096, 1), s.recv(&b, 4096, 2)));
         assert_eq!((r1.0, r2.0), (0, 0), "capacity {cap}");
         let want: Vec<String> = (0..cap.wrapping_mul(4))
-            .map(|_| exp_prefill("jetty1", &b, "seg1", 1))
+            .map(|_| exp_prefill(RX_JETTY_QUEUE, &b, "seg1", 1))
             .collect();
         assert_eq!(recv_posts(&lines), want, "capacity {cap}");
         assert_eq!(s.cancel(r1.1, 1), (0, null_mut()));
@@ -1178,12 +1183,13 @@ fn recv_queue_switching(which: Which) {
     let prefill = |q: &str, ck: u64| -> Vec<String> {
         (0..8).map(|_| exp_prefill(q, &dst, "seg2", ck)).collect()
     };
-    // The loopback traces the receive queue of B's jetty (shared JFR) under the JFR's name.
-    let mut want = prefill("jetty1", 1);
-    want.extend(prefill("jfr1", 2));
-    want.extend((0..2).map(|_| exp_repost("jfr1")));
-    want.extend(prefill("jetty1", 4));
-    want.extend(prefill("jfr1", 6));
+    // A jetty's recv posts are traced under the JFR it shares: A's receiver jetty under jfr1
+    // (A's sender jetty has jfr2), B's jetty and B's JFR both under jfr3.
+    let mut want = prefill(RX_JETTY_QUEUE, 1);
+    want.extend(prefill("jfr3", 2));
+    want.extend((0..2).map(|_| exp_repost("jfr3")));
+    want.extend(prefill(RX_JETTY_QUEUE, 4));
+    want.extend(prefill("jfr3", 6));
     assert_eq!(recv_posts(&lines), want);
     for (ck, sy) in syncs {
         assert_eq!(s.cancel(sy, ck), (0, null_mut()));
@@ -1807,7 +1813,7 @@ fn prefill_failure(which: Which) {
     let ((r, sy), lines) = capture_trace(|| s.recv(&b, 4096, 0x81));
     assert_eq!((r, sy), (OST_ERR, null_mut()));
     let mut want: Vec<String> = (0..3)
-        .map(|_| exp_prefill("jetty1", &b, "seg1", 0x81))
+        .map(|_| exp_prefill(RX_JETTY_QUEUE, &b, "seg1", 0x81))
         .collect();
     want[2] = want[2].replace("ret=0", &format!("ret={}", u::URMA_EINVAL));
     assert_eq!(recv_posts(&lines), want);

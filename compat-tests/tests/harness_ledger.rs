@@ -3,7 +3,9 @@
 
 use std::collections::BTreeSet;
 
-use compat_tests::harness::{crunner, ledger, scenario};
+use compat_tests::harness::normalise::normalise;
+use compat_tests::harness::{crunner, ledger, received, scenario};
+use serde_json::Value;
 
 #[test]
 fn ledger_twin_matches_divergences_md() {
@@ -31,6 +33,13 @@ fn ledger_names_existing_scenarios_and_explains_observable_entries() {
             assert!(
                 s == "*" || ids.contains(s),
                 "{}: unknown scenario {s}",
+                e.id
+            );
+        }
+        for r in &e.received {
+            assert!(
+                received::NAMES.contains(&r.as_str()),
+                "{}: unknown evidence name {r}",
                 e.id
             );
         }
@@ -94,5 +103,77 @@ fn catalogue_ids_are_unique_and_described() {
         "event-mode",
     ] {
         assert!(ids.contains(required), "catalogue lacks {required}");
+    }
+}
+
+/// A raw trace recorded by `COMPAT_DUMP` (`tests/data/<name>.jsonl`).
+fn recorded(name: &str) -> Vec<Value> {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(format!("{name}.jsonl"));
+    std::fs::read_to_string(&p)
+        .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object a line"))
+        .collect()
+}
+
+/// `recv-post-fail` in hardware mode over the loopback without its control API and without
+/// receiver-not-ready retries (`URMA_LOOPBACK_RNR_TIMEOUT_MS=0`), as recorded: the prefill
+/// failed, so SEND_IMM 0 found no receive and the provider completed it at once with an RNR
+/// error CR, which both libraries were handed. Legacy ignored it and sent every chunk, Rust
+/// failed the send (D3). Judged by the ledger's lists alone (which name only scenarios whose
+/// error CR the harness injects) the difference was undocumented; judged by the CRs the
+/// libraries received it is D3. Without that common error CR it stays unexplained.
+#[test]
+fn hardware_mode_attributes_a_provider_made_error_cr_to_d3() {
+    let l = ledger::Ledger::load(&ledger::default_path()).expect("ledger.json");
+    let legacy = recorded("recv-post-fail-rnr0.legacy");
+    let rust = recorded("recv-post-fail-rnr0.rust");
+    let id = "recv-post-fail";
+    let differing =
+        normalise(&legacy, &[(0, "legacy")]).differing_sections(&normalise(&rust, &[(1, "rust")]));
+    assert_eq!(differing, ["api", "data", "log", "urma", "wake"]);
+    let unexplained: Vec<String> = ["api", "data", "urma", "wake"].map(String::from).into();
+    assert_eq!(
+        l.explain(id, None, &differing),
+        Err(unexplained.clone()),
+        "by the ledger's lists alone"
+    );
+    let common = received::common_error_cr(&legacy, &rust).expect("an error CR both received");
+    assert_eq!(common.cr, "send opc=0 status=10 uctx={rid=0x40,t=0,id=7}");
+    let ev = received::evidence(&legacy, &rust);
+    assert_eq!(
+        l.with_received(id, &ev).explain(id, None, &differing),
+        Ok(vec!["D3".to_string(), "D13".to_string()])
+    );
+    // Still strict: the same difference with the error CR handed to one library only, or to
+    // neither (its status read as success), is not explained.
+    let as_success = |t: &[Value]| -> Vec<Value> {
+        t.iter()
+            .map(|e| {
+                let mut e = e.clone();
+                if e["k"] == "wake" {
+                    let line = e["line"]
+                        .as_str()
+                        .unwrap_or("")
+                        .replace("status=10", "status=0");
+                    e["line"] = Value::String(line);
+                }
+                e
+            })
+            .collect()
+    };
+    for (a, b) in [
+        (as_success(&legacy), rust.clone()),
+        (legacy.clone(), as_success(&rust)),
+        (as_success(&legacy), as_success(&rust)),
+    ] {
+        let ev = received::evidence(&a, &b);
+        assert!(ev.is_empty(), "{ev:?}");
+        assert_eq!(
+            l.with_received(id, &ev).explain(id, None, &differing),
+            Err(unexplained.clone())
+        );
     }
 }

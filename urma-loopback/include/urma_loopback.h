@@ -108,7 +108,8 @@ void urma_loopback_set_delete_timeout(uint32_t ms);
 
 /* Receiver-not-ready retry: a SEND/SEND_IMM/WRITE_IMM finding no recv WR at its target is parked
  * (FIFO per receive queue) and delivered by the next recv post there; after ms milliseconds
- * (default 200) it fails with URMA_CR_RNR_RETRY_CNT_EXC_ERR at the sender. 0 = fail at once. */
+ * (default 200, or URMA_LOOPBACK_RNR_TIMEOUT_MS; urma_loopback_reset goes back to it) it fails
+ * with URMA_CR_RNR_RETRY_CNT_EXC_ERR at the sender. 0 = fail at once. */
 void urma_loopback_set_rnr_timeout(uint32_t ms);
 
 /* Applies a knob spec: comma-separated items

@@ -177,9 +177,7 @@ pub extern "C" fn urma_loopback_set_delete_timeout(ms: u32) {
 /// (parked) for one before failing with `URMA_CR_RNR_RETRY_CNT_EXC_ERR`. 0 = fail at once.
 #[no_mangle]
 pub extern "C" fn urma_loopback_set_rnr_timeout(ms: u32) {
-    entry((), || {
-        knobs::RNR_TIMEOUT_MS.store(ms as u64, Ordering::Release)
-    })
+    entry((), || knobs::set_rnr_timeout_ms(ms as u64))
 }
 
 /// Applies a knob spec (syntax of `URMA_LOOPBACK_KNOBS`). Returns the number of items applied,

@@ -448,7 +448,7 @@ pub fn any_parked() -> bool {
 /// The parking as a waiting JFCE needs it ([`crate::queues::Jfce::wait`]).
 pub const RNR_HOOKS: crate::queues::RnrHooks = crate::queues::RnrHooks {
     expire: expire_parked,
-    active: || any_parked() || knobs::RNR_TIMEOUT_MS.load(Ordering::Relaxed) > 0,
+    active: || any_parked() || knobs::rnr_timeout_ms() > 0,
 };
 
 /// Fails every parked message whose deadline has passed: the sender gets its
@@ -527,7 +527,7 @@ fn two_sided(sq: &Arc<SendQ>, p: &Plan, n: u64) -> Option<u32> {
         match w {
             Some(w) => w,
             None => {
-                let to = knobs::RNR_TIMEOUT_MS.load(Ordering::Acquire);
+                let to = knobs::rnr_timeout_ms();
                 if to == 0 {
                     drop(st);
                     COUNTERS.rnr_errors.fetch_add(1, Ordering::Relaxed);

@@ -381,7 +381,7 @@ fn wait_recv(end: &RecvEnd<'_>, t: &Target, fd: RawFd) -> Result<RecvWr, u32> {
         Target::Jfr(r) => r.alive.load(Ordering::Acquire),
         Target::Remote { .. } => false,
     };
-    let to = knobs::RNR_TIMEOUT_MS.load(Ordering::Acquire);
+    let to = knobs::rnr_timeout_ms();
     let deadline = Instant::now() + Duration::from_millis(to);
     let rq = end.rq;
     let mut st = lock(&rq.q);

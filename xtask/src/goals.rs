@@ -229,16 +229,51 @@ fn compat_device(ctx: &mut Ctx, goal: &str, args: &[String]) {
         &out_s,
     ])
     .args(args));
-    let report: serde_json::Value = std::fs::read_to_string(out.join("report.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or_else(|| fail("compat --device wrote no readable report.json"));
-    if report["backend"] != "hardware" || report["loopback_control_calls"] != 0 {
+    let hardware_report = |dir: &Path, what: &str| -> serde_json::Value {
+        let report = read_report(&dir.join("report.json"));
+        if report["backend"] != "hardware" || report["loopback_control_calls"] != 0 {
+            fail(format!(
+                "{what}: backend {}, loopback control calls {}",
+                report["backend"], report["loopback_control_calls"]
+            ));
+        }
+        report
+    };
+    hardware_report(&out, "compat --device");
+    // A strict provider, as real transports without receiver-not-ready retries are: a SEND_IMM
+    // finding no posted receive completes at once with an RNR error CR, which the libraries are
+    // handed. Only the scenarios where that happens or could: the prefill failures (no receive
+    // posted at all) and a receive queue of 4 WRs for 7 SEND_IMMs.
+    let strict = out.join("strict-provider");
+    let strict_s = strict.to_string_lossy().to_string();
+    let mut strict_cmd = compat(&["--device", "loopback0", "--no-interop", "--out", &strict_s]);
+    for id in STRICT_PROVIDER_SCENARIOS {
+        strict_cmd.args(["--scenario", id]);
+    }
+    run(strict_cmd.env("URMA_LOOPBACK_RNR_TIMEOUT_MS", "0"));
+    let report = hardware_report(&strict, "compat --device over a strict provider");
+    // Not blind: the provider really was strict, and the difference it caused was judged by
+    // the error CR both libraries received (D3), not by a list naming the scenario.
+    let d3 = report["scenarios"].as_array().is_some_and(|a| {
+        a.iter().any(|s| {
+            s["id"] == "recv-post-fail"
+                && s["ledger"]
+                    .as_array()
+                    .is_some_and(|l| l.iter().any(|x| x == "D3"))
+        })
+    });
+    if !d3 {
         fail(format!(
-            "compat --device: backend {}, loopback control calls {}",
-            report["backend"], report["loopback_control_calls"]
+            "compat --device over a strict provider: recv-post-fail is not D3 (the RNR error CR \
+             never came, or was not judged by what the libraries received); see {}",
+            strict.join("report.md").display()
         ));
     }
+    println!(
+        "compat-device: over a strict provider (URMA_LOOPBACK_RNR_TIMEOUT_MS=0) {} scenarios, 0 FAIL; \
+         recv-post-fail judged D3 by the RNR error CR both libraries received",
+        STRICT_PROVIDER_SCENARIOS.len()
+    );
     // Negative control: the backend that resets the loopback through urma_loopback_* between
     // scenarios fails over the same build.
     let neg = ctx.target.join("compat-device/negative-control");
@@ -271,12 +306,22 @@ fn compat_device(ctx: &mut Ctx, goal: &str, args: &[String]) {
     compat_device_split(ctx, &built, &no_ctl, &out);
 }
 
-/// The verdict of each scenario, the interop column and the totals of a `report-split.json`.
-fn split_report(dir: &Path) -> serde_json::Value {
-    std::fs::read_to_string(dir.join("report-split.json"))
+/// The scenarios `compat-device` also runs over the loopback made strict (no receiver-not-ready
+/// retries, `URMA_LOOPBACK_RNR_TIMEOUT_MS=0`).
+const STRICT_PROVIDER_SCENARIOS: &[&str] =
+    &["recv-post-fail", "recv-post-fail-retry", "recv-capacity-1"];
+
+/// A report `compat` wrote (`report.json`, `report-split.json`).
+fn read_report(path: &Path) -> serde_json::Value {
+    std::fs::read_to_string(path)
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or_else(|| fail(format!("no readable {}/report-split.json", dir.display())))
+        .unwrap_or_else(|| fail(format!("no readable {}", path.display())))
+}
+
+/// The verdict of each scenario, the interop column and the totals of a `report-split.json`.
+fn split_report(dir: &Path) -> serde_json::Value {
+    read_report(&dir.join("report-split.json"))
 }
 
 /// Hardware mode with sender and receiver in two processes, first as one command

@@ -58,6 +58,14 @@ pub trait TraceFaults: Send + Sync {
     fn skip(&self, _id: &str) -> Option<&'static str> {
         None
     }
+    /// Whether the provider is the harness's own (the loopback): its error CRs are the faults
+    /// the scenarios inject and the receiver-not-ready expiries the ledger lists, so a difference
+    /// is judged by the ledger's lists alone. False in hardware mode: the provider makes error
+    /// CRs of its own, and a difference is also judged by the error CRs the libraries were
+    /// handed ([`super::received`]).
+    fn provider_known(&self) -> bool {
+        true
+    }
     /// Applies a knob of the provider itself (the loopback's, e.g. `rnr_timeout_ms`, which no
     /// layer can set). None when the provider is treated as unknown (hardware mode).
     fn provider_knobs(&self, spec: &str) -> Option<Result<u32, String>> {
@@ -204,6 +212,9 @@ impl TraceFaults for Layer {
         }
         self.loopback_underneath
     }
+    fn provider_known(&self) -> bool {
+        self.loopback_underneath
+    }
     fn provider_knobs(&self, spec: &str) -> Option<Result<u32, String>> {
         self.loopback_underneath
             .then(|| lb::api().knobs().apply_knobs(spec))
@@ -289,6 +300,8 @@ mod tests {
         assert_eq!(INTERPOSE.skip("recv-capacity-0"), None);
         assert_eq!(HARDWARE.name(), "hardware");
         assert_eq!(INTERPOSE.name(), "interpose");
+        assert!(!HARDWARE.provider_known());
+        assert!(INTERPOSE.provider_known() && Loopback.provider_known());
     }
 
     #[test]

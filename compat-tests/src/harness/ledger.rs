@@ -3,9 +3,11 @@
 //!
 //! Each entry: `id` (`Dn`), `title`, `scenarios` (catalogue and C-runner scenario ids where the
 //! difference shows), `random` (feature names: the entry applies to a random scenario that has
-//! any of them) and, for entries the harness cannot observe, `observable: false` with a `note`
-//! saying why. A catalogue scenario whose traces differ must be listed by at least one entry;
-//! a listed scenario whose traces no longer differ is a stale entry (FAIL).
+//! any of them), `received` (evidence names of [`super::received`]: over a provider the harness
+//! does not control, the entry applies to a scenario whose traces give one of them) and, for
+//! entries the harness cannot observe, `observable: false` with a `note` saying why. A
+//! catalogue scenario whose traces differ must be listed by at least one entry; a listed
+//! scenario whose traces no longer differ is a stale entry (FAIL).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -19,6 +21,8 @@ pub struct Entry {
     pub title: String,
     pub scenarios: Vec<String>,
     pub random: Vec<String>,
+    /// Evidence names ([`super::received::NAMES`]) that make the entry apply in hardware mode.
+    pub received: Vec<String>,
     /// Trace sections this entry may explain (`api`, `urma`, `log`, ...; empty = all).
     pub sections: Vec<String>,
     pub observable: bool,
@@ -75,6 +79,7 @@ impl Ledger {
                     .to_string(),
                 scenarios: strs(e, "scenarios"),
                 random: strs(e, "random"),
+                received: strs(e, "received"),
                 sections: strs(e, "sections"),
                 observable: e
                     .get("observable")
@@ -110,6 +115,21 @@ impl Ledger {
                     || features.is_some_and(|f| e.random.iter().any(|r| f.contains(r)))
             })
             .collect()
+    }
+
+    /// The ledger for scenario `id` whose libraries were handed CRs giving the evidence names
+    /// `received` ([`super::received::evidence`], hardware mode): each entry whose `received`
+    /// predicate names one of them applies to `id` as if it listed it.
+    pub fn with_received(&self, id: &str, received: &BTreeSet<String>) -> Ledger {
+        let mut l = self.clone();
+        for e in &mut l.entries {
+            if e.received.iter().any(|r| received.contains(r))
+                && !e.scenarios.iter().any(|s| s == id)
+            {
+                e.scenarios.push(id.to_string());
+            }
+        }
+        l
     }
 
     /// Judges differing sections: `Ok(entry ids)` when every section is explained by an

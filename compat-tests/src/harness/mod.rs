@@ -9,6 +9,8 @@
 //! * [`random`]: the seeded random scenario generator;
 //! * [`normalise`]: raw trace -> comparable text;
 //! * [`ledger`]: the machine-readable twin of `docs/divergences.md`;
+//! * [`received`]: the CRs the libraries were handed (the evidence hardware mode judges error-CR
+//!   differences by);
 //! * [`outcome`]: the options of a run, and one scenario compared on both libraries and judged
 //!   against the ledger (its verdict);
 //! * [`crunner`]: the C consumer (`compat-tests/c/runner.c`) built and run against each library;
@@ -27,6 +29,7 @@ pub mod ledger;
 pub mod normalise;
 pub mod outcome;
 pub mod random;
+pub mod received;
 pub mod record;
 pub mod report;
 pub mod scenario;

@@ -9,8 +9,10 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
+use super::backend;
 use super::ledger::Ledger;
 use super::normalise::{normalise, Normalised};
+use super::received;
 
 /// Command-line options of `compat`.
 #[derive(Debug, Clone)]
@@ -98,7 +100,9 @@ pub fn diff_text(left: &str, right: &str) -> String {
 
 /// Compares two runs and judges the difference against the ledger. `features` is given for
 /// random scenarios (ledger predicates); catalogue and C-runner scenarios match by id, and
-/// for them an entry that lists the id explicitly while the traces agree is stale.
+/// for them an entry that lists the id explicitly while the traces agree is stale. Over a
+/// provider the harness does not control (hardware mode), entries also apply by the CRs the two
+/// libraries were handed (the ledger's `received` predicates, [`received::evidence`]).
 #[allow(clippy::too_many_arguments)]
 pub fn judge(
     id: &str,
@@ -149,6 +153,13 @@ pub fn judge(
     }
     o.sections = nl.differing_sections(&nr);
     o.diff = Some(diff_text(&o.legacy_trace, &o.rust_trace));
+    let scoped;
+    let ledger = if backend::get().provider_known() {
+        ledger
+    } else {
+        scoped = ledger.with_received(id, &received::evidence(&l, &r));
+        &scoped
+    };
     o.verdict = match ledger.explain(id, features, &o.sections) {
         Ok(ids) => Verdict::Diverges(ids),
         Err(missing) => Verdict::Fail(format!(
