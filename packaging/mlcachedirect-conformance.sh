@@ -78,12 +78,15 @@ if [ -n "$device" ]; then
         echo "mlcachedirect-conformance: --device: no $real (install umdk-urma-lib, or set URMA_INTERPOSE_REAL)" >&2
         exit 2
     }
-    # The loopback's devices exist inside a URMA core only with its plugin beside that core.
+    # In a URMA core that loads providers (UMDK's: it offers them urma_register_provider_ops),
+    # the loopback's devices exist only with its plugin in the core's providers' directory.
     case $device_name in
         loopback*)
             plugin=$(dirname "$real")/urma/liburma-loopback.so
-            [ -e "$plugin" ] || echo "mlcachedirect-conformance: note: no $plugin: the loopback's device" \
-                "$device_name needs it (install mlcachedirect-urma-loopback)" >&2 ;;
+            if [ ! -e "$plugin" ] && grep -q urma_register_provider_ops "$real"; then
+                echo "mlcachedirect-conformance: note: no $plugin: the loopback's device $device_name" \
+                    "needs it (install mlcachedirect-urma-loopback)" >&2
+            fi ;;
     esac
     LD_LIBRARY_PATH=$layerdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     URMA_INTERPOSE_REAL=$real
