@@ -1,7 +1,7 @@
 # mlcachedirect: every goal is an alias of `cargo xtask <goal>` (xtask/), which builds, installs
 # what the goal needs (packaging/deps.sh), sets the loader path and runs the steps.
 #
-#   make compat   the C-vs-Rust conformance report (target/compat/report.md)
+#   make compat   the C-vs-Rust conformance report (target/compat/report.html, .md, .json, .xml)
 #   make test     every test: Rust, C, layout, conformance, reliability, quick bench, packaging,
 #                 and the quick aarch64 part (cross-built, under qemu)
 #   make test-aarch64  the workspace cross-built for aarch64, its tests and `make compat` under qemu

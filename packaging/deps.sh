@@ -27,6 +27,11 @@ probe_a64_cc="$probe_tmp"' && printf "#include <pthread.h>\nint main(void) { ret
 # pthread_mutex_t is 48 bytes on aarch64 (40 on x86_64): the exit code proves it ran as aarch64.
 probe_a64_run="$probe_tmp"' && printf "#include <pthread.h>\nint main(void) { return (int)sizeof(pthread_mutex_t); }\n" > $d/t.c && .cargo/aarch64-linker -pthread $d/t.c -o $d/t && { .cargo/target-runner $d/t; test $? = 48; }'
 probe_a64_rust='test -d "$(rustc --print sysroot)/lib/rustlib/'"$AARCH64_TRIPLE"'/lib"'
+# Headless Chromium runs the compat report page's script (the report test reads the numbers and
+# the filtered rows back from the DOM it renders); xmllint validates report.xml against
+# compat-tests/junit.xsd.
+probe_chromium="$probe_tmp"' && printf "<p id=x></p><script>document.getElementById(\"x\").textContent=6*7</script>" > $d/p.html && chromium --headless --no-sandbox --disable-gpu --user-data-dir=$d/prof --dump-dom file://$d/p.html | grep -q ">42<"'
+probe_xmllint="$probe_tmp"' && printf "<xs:schema xmlns:xs=\"http://www.w3.org/2001/XMLSchema\"><xs:element name=\"a\" type=\"xs:integer\"/></xs:schema>" > $d/s.xsd && printf "<a>7</a>" > $d/ok.xml && printf "<a>x</a>" > $d/bad.xml && xmllint --noout --schema $d/s.xsd $d/ok.xml && ! xmllint --noout --schema $d/s.xsd $d/bad.xml'
 probe_msrv='rustup toolchain list | grep -q "^'"$MSRV"'[.-]" && RUSTUP_AUTO_INSTALL=0 rustup run '"$MSRV"' rustc --version'
 
 # Each requirement: group@description@probe@debian packages@rpm packages@rustup arguments
@@ -38,6 +43,8 @@ reqs=(
   "base@pkg-config@command -v pkg-config@pkg-config@pkgconf@"
   "base@python3@command -v python3@python3@python3@"
   "base@valgrind@command -v valgrind@valgrind@valgrind@"
+  "base@headless Chromium running a page's script (the compat report page test)@$probe_chromium@chromium@chromium@"
+  "base@xmllint validating against an XML schema (the compat JUnit report test)@$probe_xmllint@libxml2-utils@libxml2@"
   "base@useradd and userdel (the loopback's security suite runs processes as throw-away users)@command -v useradd && command -v userdel@passwd@shadow@"
   "rpm@rpmbuild@command -v rpmbuild@rpm@rpm-build@"
   "rpm@dnf@command -v dnf@dnf@dnf@"

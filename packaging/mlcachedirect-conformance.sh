@@ -5,7 +5,8 @@
 #
 # Usage: mlcachedirect-conformance [--out DIR] [--rust-lib PATH] [--legacy-lib PATH] [compat options...]
 #        mlcachedirect-conformance --device NAME [--eid EID] [options...]
-#   --out DIR          where report.md and the traces go (default: ./mlcachedirect-conformance-report)
+#   --out DIR          where the reports go: report.html (open it in a browser), report.md,
+#                      report.json, report.xml (JUnit) (default: ./mlcachedirect-conformance-report)
 #   --rust-lib PATH    library under test (default: the installed @LIBDIR@/libos_transport.so.1)
 #   --legacy-lib PATH  reference C library 1.0 (default: the copy shipped in @PRIVDIR@/legacy/)
 #   --device NAME      hardware mode: URMA device NAME of the system's liburma.so.0 (UMDK's
@@ -18,7 +19,7 @@
 #                      of mlcachedirect-urma-loopback (@PLUGINDIR@/liburma-loopback.so)
 #                      inside the system's URMA library.
 #   --split            sender and receiver of each scenario in two processes (with or without
-#                      --device), endpoint information over TCP; report report-split.md/.json
+#                      --device), endpoint information over TCP; report report-split.html/.md/.json/.xml
 #   --split --device NAME [--eid EID] --serve HOST:PORT
 #                      two UB nodes, node B: listens on HOST:PORT (an address node A reaches) and
 #                      runs the receiver side of every run node A asks for, until it says done

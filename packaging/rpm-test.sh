@@ -277,6 +277,9 @@ if [ -e "$root/usr/bin/$name-conformance" ]; then
     else
         tail -n 30 "$work/log/conformance.log"; fail "$name-conformance"
     fi
+    for f in report.html report.md report.json report.xml; do
+        [ -s "$work/conformance/$f" ] || fail "$name-conformance wrote no $f"
+    done
     summary=$(grep -E '^compat: [0-9]+ scenarios' "$work/log/conformance.log" | tail -n 1)
     c_runner=$(sed -E -n 's/.*, ([0-9]+) C runner,.*/\1/p' <<<"$summary")
     [ "${c_runner:-0}" -gt 0 ] || fail "$name-conformance ran no C runner scenario: $summary"

@@ -32,6 +32,10 @@ pub struct Attribution {
     pub callee_incl: HashMap<String, u64>,
     /// Per external callee: syscalls (the `sysCount` event when present).
     pub callee_sys: HashMap<String, u64>,
+    /// Per object of the process, as the dump names it: self cost (event 0), every caller.
+    pub ob_self: HashMap<String, u64>,
+    /// Per object: the calls into it from functions of other objects.
+    pub ob_calls_in: HashMap<String, u64>,
 }
 
 impl Attribution {
@@ -161,6 +165,8 @@ pub fn attribute(file: &Path, lib: &Path, bench_exe: &Path) -> Result<Attributio
                 }
             } else {
                 add(&mut a.total, &costs);
+                *a.ob_self.entry(cur_ob.clone()).or_default() +=
+                    costs.first().copied().unwrap_or(0);
                 if cur_class == ObClass::Lib {
                     add(&mut a.lib_self, &costs);
                     *a.fn_self.entry(cur_fn.clone()).or_default() +=
@@ -190,7 +196,14 @@ pub fn attribute(file: &Path, lib: &Path, bench_exe: &Path) -> Result<Attributio
             }
             "cob" => call_ob = Some(name(&mut obs, val)),
             "cfn" => call_fn = name(&mut fns, val),
-            "calls" => in_call = true,
+            "calls" => {
+                in_call = true;
+                let target = call_ob.as_ref().unwrap_or(&cur_ob);
+                if *target != cur_ob {
+                    let n = val.split_whitespace().next().and_then(|n| n.parse().ok());
+                    *a.ob_calls_in.entry(target.clone()).or_default() += n.unwrap_or(0);
+                }
+            }
             _ => {}
         }
     }
@@ -241,6 +254,13 @@ mod tests {
         assert_eq!(a.fn_self["lib_fn"], 100);
         assert_eq!(a.callee_incl["malloc (libc.so.6)"], 40);
         assert_eq!(a.total, vec![149]);
+        let lib_ob = lib.display().to_string();
+        assert_eq!(a.ob_self[&lib_ob], 109);
+        assert_eq!(a.ob_self["/x/libc.so.6"], 40);
+        assert_eq!(a.ob_calls_in["/x/libc.so.6"], 1);
+        assert_eq!(a.ob_calls_in["/y/liburma.so.0"], 2);
+        assert_eq!(a.ob_calls_in[&exe.display().to_string()], 1);
+        assert_eq!(a.ob_calls_in.get(&lib_ob), None);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

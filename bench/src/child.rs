@@ -774,7 +774,8 @@ impl Needs {
 }
 
 /// A one-process measurement: the common set-up (loopback, endpoints, buffers, library,
-/// instance, pollers, warm-up), its window, then the common result keys and checks
+/// instance, pollers, warm-up), its window, then the common result keys (the loopback's
+/// counters, and `plugin`: 1 when the loopback is the plugin of a genuine URMA core) and checks
 /// ([`one_process`]).
 #[derive(Clone, Copy)]
 pub struct OneProcess {
@@ -919,6 +920,12 @@ pub fn one_process(cfg: &CellCfg, m: &OneProcess) -> Result<String, String> {
     w.kv("bytes_copied", c.bytes_copied.to_string());
     w.kv("send_wrs", c.send_wrs.to_string());
     w.kv("recv_wrs", c.recv_wrs.to_string());
+    // Which liburma.so.0 the cell ran over: the loopback as the plugin of a genuine core, or the
+    // standalone loopback (checked against the one asked for by the orchestrator).
+    w.kv(
+        "plugin",
+        u8::from(ctl::plugin::loaded().is_some()).to_string(),
+    );
 
     // Copy mode: the data really arrived (first and last bytes of every destination).
     if !cfg.nocopy {

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 use compat_tests::harness::normalise::normalise;
-use compat_tests::harness::{crunner, ledger, received, scenario};
+use compat_tests::harness::{aspect, crunner, ledger, received, scenario};
 use serde_json::Value;
 
 #[test]
@@ -44,6 +44,13 @@ fn ledger_names_existing_scenarios_and_explains_observable_entries() {
             );
         }
         assert!(!e.title.is_empty(), "{}: no title", e.id);
+        for a in &e.aspects {
+            assert!(
+                aspect::Aspect::from_key(a).is_some(),
+                "{}: unknown aspect {a}",
+                e.id
+            );
+        }
         if e.observable {
             assert!(
                 !e.scenarios.is_empty(),
@@ -131,10 +138,15 @@ fn hardware_mode_attributes_a_provider_made_error_cr_to_d3() {
     let legacy = recorded("recv-post-fail-rnr0.legacy");
     let rust = recorded("recv-post-fail-rnr0.rust");
     let id = "recv-post-fail";
-    let differing =
-        normalise(&legacy, &[(0, "legacy")]).differing_sections(&normalise(&rust, &[(1, "rust")]));
-    assert_eq!(differing, ["api", "data", "log", "urma", "wake"]);
-    let unexplained: Vec<String> = ["api", "data", "urma", "wake"].map(String::from).into();
+    let differing: Vec<String> = aspect::differing(
+        &normalise(&legacy, &[(0, "legacy")]),
+        &normalise(&rust, &[(1, "rust")]),
+    )
+    .iter()
+    .map(|a| a.key().to_string())
+    .collect();
+    assert_eq!(differing, ["wire", "completion", "data", "log"]);
+    let unexplained: Vec<String> = ["wire", "completion", "data"].map(String::from).into();
     assert_eq!(
         l.explain(id, None, &differing),
         Err(unexplained.clone()),

@@ -25,7 +25,10 @@
 //! * [`boundary`]: the entry of every export (panic boundary, engine quiesce or settle);
 //! * [`ctl`] (the control exports, a thin shim; types from `urma-loopback-ctl`), then [`api`]
 //!   (the URMA exports, one file per object family; `urma_init` applies the control plane's
-//!   environment).
+//!   environment);
+//! * with the cargo feature `plugin`, `plugin`: the plugin face, a provider of the genuine URMA
+//!   core whose ops tables hold [`api`]'s functions (built as `liburma-loopback.so`; the URMA
+//!   functions are then not exported by name, docs/loopback.md, "The two faces").
 //!
 //! Locking (docs/loopback.md, "Locking", has the whole list): the registry is behind one
 //! `RwLock` taken only for lookups/inserts (never across a copy); each JFC and each recv queue has

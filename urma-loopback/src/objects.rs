@@ -255,9 +255,9 @@ pub struct Jetty {
     pub c: CBox<urma_sys::urma_jetty_t>,
     pub sq: Arc<SendQ>,
     pub rq: Arc<RecvQ>,
-    pub shared_jfr: Option<Arc<Jfr>>,
-    /// Private copy of the caller's `jfr_cfg` (the C object's `jetty_cfg.jfr_cfg` points here).
-    pub own_jfr_cfg: Option<CBox<urma_sys::urma_jfr_cfg_t>>,
+    /// The JFR whose receive queue (`rq`) the jetty shares: a UB device's jetties have no
+    /// receive queue of their own.
+    pub shared_jfr: Arc<Jfr>,
     pub token: u32,
     /// Whether imports must present `token`.
     pub token_checked: bool,

@@ -22,7 +22,7 @@
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::path::PathBuf;
 use std::ptr;
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 
 use urma_loopback_ctl::plugin as names;
@@ -115,17 +115,9 @@ fn ops_ptr() -> *mut urma_ops_t {
     ptr::from_ref(&OPS).cast_mut()
 }
 
-/// loopback0 as the core took it; NULL before `init` and after `uninit`.
-static DEVICE: AtomicPtr<u::urma_device_t> = AtomicPtr::new(ptr::null_mut());
-
 /// The directory given to the core as the device's sysfs path (`eids/eid0` holds the EID, so
 /// `urma_get_eid_list` works without the preload helper); removed at `uninit`.
 static SYSFS_DIR: Mutex<Option<PathBuf>> = Mutex::new(None);
-
-/// loopback0's `urma_device_t` in the core, or NULL.
-pub fn device() -> *mut u::urma_device_t {
-    DEVICE.load(Ordering::Acquire)
-}
 
 /// Registers the provider with the core while the core loads the plugin (ELF constructor).
 extern "C" fn on_load() {
@@ -162,7 +154,7 @@ unsafe extern "C" fn provider_init(conf: *mut u::urma_init_attr_t) -> u::urma_st
         unsafe { device::init(conf) };
         match register_device() {
             Ok(d) => {
-                DEVICE.store(d, Ordering::Release);
+                api::REGISTERED_DEVICE.store(d, Ordering::Release);
                 u::URMA_SUCCESS
             }
             Err(e) => {
@@ -177,7 +169,7 @@ unsafe extern "C" fn provider_init(conf: *mut u::urma_init_attr_t) -> u::urma_st
 unsafe extern "C" fn provider_uninit() -> u::urma_status_t {
     guard(u::URMA_FAIL, || {
         // The core frees the device right after this call.
-        DEVICE.store(ptr::null_mut(), Ordering::Release);
+        api::REGISTERED_DEVICE.store(ptr::null_mut(), Ordering::Release);
         if let Some(d) = SYSFS_DIR.lock().unwrap_or_else(|e| e.into_inner()).take() {
             let _ = std::fs::remove_dir_all(d);
         }

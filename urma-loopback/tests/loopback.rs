@@ -11,6 +11,53 @@ use testkit::target;
 
 const T: Duration = Duration::from_secs(5);
 
+/// loopback0 is a UB device and refuses what the URMA core refuses for one before a provider
+/// sees it: a jetty with a receive queue of its own, a queue whose transport mode is none of RM,
+/// RC and UM. Over the genuine core the same calls fail in the core.
+#[test]
+fn a_ub_device_refuses_an_unshared_jetty_and_a_queue_without_transport_mode() {
+    let _g = serial();
+    // SAFETY: fixture context; every config is a local the calls only read; the objects made
+    // are deleted before the test ends.
+    unsafe {
+        let jfc = jfc(16, std::ptr::null_mut());
+        let mut rc = jfr_cfg(jfc, 8);
+        let mut c: u::urma_jetty_cfg_t = Default::default();
+        c.jfs_cfg.depth = 16;
+        c.jfs_cfg.jfc = jfc;
+        c.jfs_cfg.max_sge = 1;
+        c.jfs_cfg.trans_mode = u::URMA_TM_RM;
+        c.__bindgen_anon_1.jfr_cfg = &mut rc;
+        assert!(
+            u::urma_create_jetty(lb().ctx, &mut c).is_null(),
+            "unshared jetty"
+        );
+
+        let mut sc: u::urma_jfs_cfg_t = Default::default();
+        sc.depth = 16;
+        sc.jfc = jfc;
+        sc.max_sge = 1;
+        assert!(
+            u::urma_create_jfs(lb().ctx, &mut sc).is_null(),
+            "JFS, mode 0"
+        );
+        rc.trans_mode = 0;
+        assert!(
+            u::urma_create_jfr(lb().ctx, &mut rc).is_null(),
+            "JFR, mode 0"
+        );
+
+        // The same configurations with a mode and a shared JFR are accepted.
+        sc.trans_mode = u::URMA_TM_RC;
+        let s = u::urma_create_jfs(lb().ctx, &mut sc);
+        assert!(!s.is_null());
+        let j = jetty(jfc, 8);
+        assert_eq!(delete_jetty(j), 0);
+        assert_eq!(u::urma_delete_jfs(s), 0);
+        assert_eq!(u::urma_delete_jfc(jfc), 0);
+    }
+}
+
 #[test]
 fn device_context_and_queries() {
     let _g = serial();

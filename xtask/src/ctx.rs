@@ -23,7 +23,7 @@ pub const GOALS: &[(&str, &str, &str)] = &[
     (
         "compat",
         "base",
-        "the C-vs-Rust conformance report (target/compat/report.md); args: compat's",
+        "the C-vs-Rust conformance report (target/compat/report.html, .md, .json, .xml); args: compat's",
     ),
     (
         "compat-device",

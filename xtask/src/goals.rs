@@ -90,16 +90,19 @@ fn loopback_in_process_only(ctx: &Ctx) {
 /// Everything a change must pass, in this order; stops at the first failing step.
 fn test(ctx: &mut Ctx) {
     build(ctx, "test");
-    run(security_required(cargo_cmd().args([
-        "test",
-        "--workspace",
-        "--no-fail-fast",
-    ])));
+    // deps.sh (base) installed Chromium and xmllint: the report test must not skip.
+    run(
+        security_required(cargo_cmd().args(["test", "--workspace", "--no-fail-fast"]))
+            .env(REPORT_TOOLS_REQUIRED, "1"),
+    );
     loopback_in_process_only(ctx);
     compat(ctx, "test", &[]);
     compat_device(ctx, "test", &[]);
     // The same scenarios with sender and receiver in two processes (docs/compat.md).
     compat(ctx, "test", &["--split".to_string()]);
+    // The pages and JUnit files of those runs (in-process and --split; hardware mode).
+    report_files(&ctx.target.join("compat"));
+    report_files(&ctx.target.join("compat-device"));
     legacy_asan_suite(ctx, "test");
     reliability_memcheck(ctx, "test");
     reliability_helgrind(ctx, "test");
@@ -131,6 +134,30 @@ fn is_root() -> bool {
             uids.split_whitespace().nth(1).map(|e| e == "0")
         })
         .unwrap_or(false)
+}
+
+/// Set for the report test (compat-tests/tests/report_files.rs): a missing Chromium or xmllint
+/// fails it instead of skipping it.
+const REPORT_TOOLS_REQUIRED: &str = "COMPAT_REPORT_TOOLS_REQUIRED";
+
+/// The report test on the reports a run wrote into `dir` (`report.*`, `report-split.*`):
+/// `report.html` in headless Chromium (its numbers against `report.json`, a filter, the
+/// screenshot `report.png` beside it) and `report.xml` against the JUnit schema.
+fn report_files(dir: &Path) {
+    run(cargo_cmd()
+        .args(["test", "-q", "-p", "compat-tests", "--test", "report_files"])
+        .env("COMPAT_REPORT_DIR", dir)
+        .env(REPORT_TOOLS_REQUIRED, "1"));
+}
+
+/// Fails unless `dir` has the four renderings of the report `stem`.
+fn reports_written(dir: &Path, stem: &str) {
+    for ext in ["json", "md", "html", "xml"] {
+        let p = dir.join(format!("{stem}.{ext}"));
+        if !p.is_file() {
+            fail(format!("{} was not written", p.display()));
+        }
+    }
 }
 
 /// `COMPAT_ARGS` split on white space, then `args`.
@@ -269,6 +296,7 @@ fn compat_device(ctx: &mut Ctx, goal: &str, args: &[String]) {
             strict.join("report.md").display()
         ));
     }
+    reports_written(&out, "report");
     println!(
         "compat-device: over a strict provider (URMA_LOOPBACK_RNR_TIMEOUT_MS=0) {} scenarios, 0 FAIL; \
          recv-post-fail judged D3 by the RNR error CR both libraries received",
@@ -359,6 +387,7 @@ fn compat_device_split(ctx: &Ctx, built: &Built, no_ctl: &Path, out: &Path) {
     };
     let one_dir = out.join("split-one-command");
     run(&mut compat(&[], &one_dir));
+    reports_written(&one_dir, "report-split");
     let one = split_report(&one_dir);
     check("compat --split --device", &one);
     // Two nodes: the serving node in a process tree of its own, the driver in another.
@@ -383,6 +412,7 @@ fn compat_device_split(ctx: &Ctx, built: &Built, no_ctl: &Path, out: &Path) {
             if served { "passed" } else { "failed" }
         ));
     }
+    reports_written(&two_dir, "report-split");
     let two = split_report(&two_dir);
     check("compat --split --device --peer", &two);
     let verdicts = |r: &serde_json::Value| -> Vec<(String, String)> {
@@ -719,8 +749,20 @@ fn bench(ctx: &mut Ctx, goal: &str, mode: &str) {
         println!("bench: without gnuplot the chart is skipped (make deps)");
     }
     let out = env_or("BENCH_OUT", &ctx.target.join("bench").display().to_string());
-    run(Command::new(built.executable("ostbench"))
-        .env("LD_LIBRARY_PATH", ctx.loader_path(&built, &[]))
+    let mut cmd = Command::new(built.executable("ostbench"));
+    cmd.env("LD_LIBRARY_PATH", ctx.loader_path(&built, &[]));
+    // The genuine URMA stack the cells over the genuine core run over, when given (docs/bench.md,
+    // "Over the genuine URMA core"); set here, they show in the echoed command line.
+    for var in [
+        "MLCD_UMDK_LIBDIR",
+        "MLCD_UMDK_PRELOAD",
+        "MLCD_UMDK_PERFTEST",
+    ] {
+        if let Some(v) = std::env::var_os(var).filter(|v| !v.is_empty()) {
+            cmd.env(var, v);
+        }
+    }
+    run(cmd
         .args([mode, "--out", &out])
         .args(env_or("BENCH_ARGS", "").split_whitespace()));
 }

@@ -5,7 +5,7 @@
 
 use std::ffi::{c_char, CString};
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use crate::cell::{About, Cell, Measure, Target};
@@ -20,11 +20,11 @@ extern "C" {
 }
 
 /// One callgrind child's attribution.
-struct CgResult {
+pub struct CgResult {
     lib: String,
     len: u32,
-    requests: u64,
-    attr: cg::Attribution,
+    pub requests: u64,
+    pub attr: cg::Attribution,
 }
 
 /// The cell; it keeps each child's attribution for its section's breakdown.
@@ -34,7 +34,7 @@ pub struct Callgrind {
 }
 
 /// The configuration of a request length's cell.
-fn cfg(len: u32) -> Cfg {
+pub fn cfg(len: u32) -> Cfg {
     Cfg {
         len,
         depth: 1,
@@ -65,91 +65,19 @@ impl Cell for Callgrind {
     }
 
     fn run(&mut self, ctx: &mut Ctx) {
-        if std::process::Command::new("valgrind")
-            .arg("--version")
-            .output()
-            .is_err()
-            || env!("OSTBENCH_HAVE_VALGRIND") != "1"
-        {
+        if !available() {
             ctx.fail(
                 "valgrind (with <valgrind/callgrind.h>) is not available: no instruction counts"
                     .into(),
             );
             return;
         }
-        let dir = ctx.opts.out.join("callgrind");
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("create callgrind dir");
-        let exe = std::env::current_exe().expect("exe");
+        let dir = fresh_dir(ctx, "callgrind");
         for rep in 0..ctx.opts.cg_reps {
             for len in [LEN2, LEN7] {
                 for lib in ctx.libs.clone() {
-                    let c = cfg(len);
-                    let file = dir.join(format!("{}-{}chunks-{rep}.out", lib.name, chunks(len)));
-                    let mut extra = c.args();
-                    extra.extend([
-                        "--requests".into(),
-                        ctx.opts.cg_requests.to_string(),
-                        "--warmup".into(),
-                        "20".into(),
-                    ]);
-                    let t = Instant::now();
-                    match spawn_cell(&lib, "callgrind", &extra, Runner::Callgrind(&file)) {
-                        Err(e) => ctx.fail(e),
-                        Ok(r) => {
-                            let requests = num(&r, "requests").unwrap_or(0.0) as u64;
-                            // The window dump is "<file>.1"; the final dump at exit is "<file>".
-                            let dump = PathBuf::from(format!("{}.1", file.display()));
-                            match cg::attribute(&dump, &lib.path, &exe) {
-                                Err(e) => ctx.fail(e),
-                                Ok(attr) if requests > 0 => {
-                                    let per = attr.lib_ir() as f64 / requests as f64;
-                                    ctx.push("callgrind", &lib.name, c, rep, "lib_ir_per_req", per);
-                                    if let Some(s) = attr.lib_syscalls() {
-                                        ctx.push(
-                                            "callgrind",
-                                            &lib.name,
-                                            c,
-                                            rep,
-                                            "lib_syscalls_per_req",
-                                            s as f64 / requests as f64,
-                                        );
-                                    }
-                                    let pv = attr.provider.first().copied().unwrap_or(0);
-                                    ctx.push(
-                                        "callgrind",
-                                        &lib.name,
-                                        c,
-                                        rep,
-                                        "provider_ir_per_req",
-                                        pv as f64 / requests as f64,
-                                    );
-                                    ctx.push(
-                                        "callgrind",
-                                        &lib.name,
-                                        c,
-                                        rep,
-                                        "process_ir_per_req",
-                                        attr.total.first().copied().unwrap_or(0) as f64
-                                            / requests as f64,
-                                    );
-                                    ctx.note(format!(
-                                    "callgrind rep {rep} {} {} chunks: {:.0} lib instructions/request ({:.1} s)",
-                                    lib.name,
-                                    chunks(len),
-                                    per,
-                                    t.elapsed().as_secs_f64()
-                                ));
-                                    self.results.push(CgResult {
-                                        lib: lib.name.clone(),
-                                        len,
-                                        requests,
-                                        attr,
-                                    });
-                                }
-                                Ok(_) => ctx.fail(format!("callgrind {}: 0 requests", lib.name)),
-                            }
-                        }
+                    if let Some(r) = count(ctx, "callgrind", &lib, len, rep, &dir) {
+                        self.results.push(r);
                     }
                 }
             }
@@ -249,6 +177,114 @@ impl Cell for Callgrind {
             let _ = writeln!(md);
         }
     }
+}
+
+/// Whether instruction counts can be taken: valgrind runs and the client requests are compiled
+/// in.
+pub fn available() -> bool {
+    std::process::Command::new("valgrind")
+        .arg("--version")
+        .output()
+        .is_ok()
+        && env!("OSTBENCH_HAVE_VALGRIND") == "1"
+}
+
+/// `<out>/<name>`, emptied: where a cell's callgrind files go.
+pub fn fresh_dir(ctx: &Ctx, name: &str) -> PathBuf {
+    let dir = ctx.opts.out.join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create callgrind dir");
+    dir
+}
+
+/// One callgrind child: `lib` for requests of `len` bytes in the cell's configuration
+/// ([`cfg()`]), repetition `rep`, its output file in `dir`. Keeps its per-request counts as rows
+/// of `kind` (`lib_ir_per_req`, `lib_syscalls_per_req`, `provider_ir_per_req`: the library's
+/// calls into `liburma*` objects, `process_ir_per_req`) and returns its attribution; a broken
+/// child is `ctx.fail`ed.
+pub fn count(
+    ctx: &mut Ctx,
+    kind: &'static str,
+    lib: &Lib,
+    len: u32,
+    rep: usize,
+    dir: &Path,
+) -> Option<CgResult> {
+    let c = cfg(len);
+    let file = dir.join(format!("{}-{}chunks-{rep}.out", lib.name, chunks(len)));
+    let mut extra = c.args();
+    extra.extend([
+        "--requests".into(),
+        ctx.opts.cg_requests.to_string(),
+        "--warmup".into(),
+        "20".into(),
+    ]);
+    let t = Instant::now();
+    let r = match spawn_cell(lib, "callgrind", &extra, Runner::Callgrind(&file)) {
+        Ok(r) => r,
+        Err(e) => {
+            ctx.fail(e);
+            return None;
+        }
+    };
+    let requests = num(&r, "requests").unwrap_or(0.0) as u64;
+    // The window dump is "<file>.1"; the final dump at exit is "<file>".
+    let dump = PathBuf::from(format!("{}.1", file.display()));
+    let exe = std::env::current_exe().expect("exe");
+    let attr = match cg::attribute(&dump, &lib.path, &exe) {
+        Ok(a) if requests > 0 => a,
+        Ok(_) => {
+            ctx.fail(format!("{kind} {}: 0 requests", lib.name));
+            return None;
+        }
+        Err(e) => {
+            ctx.fail(e);
+            return None;
+        }
+    };
+    let n = requests as f64;
+    let per = attr.lib_ir() as f64 / n;
+    ctx.push(kind, &lib.name, c, rep, "lib_ir_per_req", per);
+    if let Some(s) = attr.lib_syscalls() {
+        ctx.push(
+            kind,
+            &lib.name,
+            c,
+            rep,
+            "lib_syscalls_per_req",
+            s as f64 / n,
+        );
+    }
+    let pv = attr.provider.first().copied().unwrap_or(0);
+    ctx.push(
+        kind,
+        &lib.name,
+        c,
+        rep,
+        "provider_ir_per_req",
+        pv as f64 / n,
+    );
+    let total = attr.total.first().copied().unwrap_or(0);
+    ctx.push(
+        kind,
+        &lib.name,
+        c,
+        rep,
+        "process_ir_per_req",
+        total as f64 / n,
+    );
+    ctx.note(format!(
+        "{kind} rep {rep} {} {} chunks: {per:.0} lib instructions/request ({:.1} s)",
+        lib.name,
+        chunks(len),
+        t.elapsed().as_secs_f64()
+    ));
+    Some(CgResult {
+        lib: lib.name.clone(),
+        len,
+        requests,
+        attr,
+    })
 }
 
 fn short(f: &str) -> String {

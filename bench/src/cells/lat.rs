@@ -24,9 +24,10 @@ impl Cell for Lat {
     }
 
     fn run(&mut self, ctx: &mut Ctx) {
-        let secs = ctx.opts.secs;
+        let (secs, libs) = (ctx.opts.secs, ctx.libs.clone());
         run_closed(
             ctx,
+            &libs,
             ("lat", "tput"),
             &lat_cfgs(),
             secs.max(1.0),
@@ -100,7 +101,7 @@ impl Cell for Lat {
 }
 
 /// The latency cells: 2 chunks, no-copy, workers 2, depth 1 and 8, poll and event mode.
-fn lat_cfgs() -> Vec<Cfg> {
+pub fn lat_cfgs() -> Vec<Cfg> {
     let mut v = Vec::new();
     for event in [false, true] {
         for depth in [1usize, 8] {

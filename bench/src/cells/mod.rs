@@ -10,7 +10,9 @@ mod callgrind;
 mod idle;
 mod lat;
 mod paced;
+mod perftest;
 mod tput;
+mod umdk;
 mod xproc;
 
 /// Every cell, fresh for one run (a cell keeps what it needs between its run and its report).
@@ -25,6 +27,8 @@ pub fn registry() -> Vec<Entry> {
         Entry::new(lat::Lat, 2, 2),
         Entry::new(tput::Tput, 1, 1),
         Entry::new(xproc::XProc, 6, 4),
+        Entry::new(umdk::Umdk, 9, 9),
+        Entry::new(perftest::Perftest, 10, 10),
     ]
 }
 

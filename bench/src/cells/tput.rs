@@ -56,8 +56,15 @@ impl Cell for Tput {
     }
 
     fn run(&mut self, ctx: &mut Ctx) {
-        let secs = ctx.opts.secs;
-        run_closed(ctx, ("tput", "tput"), &tput_cfgs(), secs, &TPUT_METRICS);
+        let (secs, libs) = (ctx.opts.secs, ctx.libs.clone());
+        run_closed(
+            ctx,
+            &libs,
+            ("tput", "tput"),
+            &tput_cfgs(),
+            secs,
+            &TPUT_METRICS,
+        );
     }
 
     fn after(&mut self, ctx: &mut Ctx) {
@@ -187,16 +194,17 @@ pub const TPUT_METRICS: [&str; 8] = [
     "wake_errors",
 ];
 
-/// Runs child cells of kind `cell` for every configuration, library and repetition
+/// Runs child cells of kind `cell` for every configuration, library of `libs` and repetition
 /// (interleaved) and keeps `metrics` of each as rows of `kind`.
 pub fn run_closed(
     ctx: &mut Ctx,
+    libs: &[Lib],
     (kind, cell): (&'static str, &str),
     cfgs: &[Cfg],
     secs: f64,
     metrics: &[&str],
 ) {
-    let total = cfgs.len() * ctx.libs.len() * ctx.opts.reps;
+    let total = cfgs.len() * libs.len() * ctx.opts.reps;
     let mut done = 0;
     let t = Instant::now();
     // Only the sections with copy-mode 14 MiB cells need the memcpy source.
@@ -213,7 +221,7 @@ pub fn run_closed(
                 .as_deref()
                 .filter(|_| memcpy_around(kind, c))
                 .map(|s| (s, adjacent_limit(s, c.depth)));
-            for lib in interleaved(&ctx.libs, rep) {
+            for lib in interleaved(libs, rep) {
                 let mut extra = c.args();
                 extra.extend(["--secs".into(), secs.to_string()]);
                 match spawn_cell(&lib, cell, &extra, Runner::Native) {

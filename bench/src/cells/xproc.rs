@@ -43,7 +43,7 @@ use crate::orch::run::{Cfg, Ctx, Lib, LEN7};
 
 /// The two-process cell's configuration: 14 MiB copy-mode transfers
 /// from a sender process to a receiver process, one request in flight, 2 workers, poll mode.
-const XPROC: Cfg = Cfg {
+pub const XPROC: Cfg = Cfg {
     len: LEN7,
     depth: 1,
     workers: 2,
@@ -68,8 +68,15 @@ impl Cell for XProc {
     }
 
     fn run(&mut self, ctx: &mut Ctx) {
-        let secs = ctx.opts.secs;
-        run_closed(ctx, ("xproc", "xsend"), &[XPROC], secs, &XPROC_METRICS);
+        let (secs, libs) = (ctx.opts.secs, ctx.libs.clone());
+        run_closed(
+            ctx,
+            &libs,
+            ("xproc", "xsend"),
+            &[XPROC],
+            secs,
+            &XPROC_METRICS,
+        );
     }
 
     fn targets(&self, ctx: &Ctx, base: &Lib) -> Vec<Target> {

@@ -19,7 +19,7 @@ pub mod report;
 pub mod run;
 
 use report::{now_string, write_csv};
-use run::{libs, Ctx, Opts};
+use run::{libs, Ctx, GenuineCore, Opts};
 
 /// Runs one timed section and records the host's steal over it (rows of `kind`, library `host`).
 fn timed(ctx: &mut Ctx, kind: &'static str, label: &'static str, f: impl FnOnce(&mut Ctx)) {
@@ -56,6 +56,7 @@ pub fn bench(opts: &Opts, mut cells: Vec<Entry>) -> i32 {
             alloc_requests: opts.alloc_requests,
         },
         libs: libs(),
+        genuine: None,
         rows: Vec::new(),
         errors: Vec::new(),
         log: Vec::new(),
@@ -73,6 +74,13 @@ pub fn bench(opts: &Opts, mut cells: Vec<Entry>) -> i32 {
     if !ctx.errors.is_empty() {
         eprintln!("ostbench: build first (make bench builds everything it needs)");
         return 1;
+    }
+    match GenuineCore::from_env() {
+        Ok(core) => ctx.genuine = core,
+        Err(e) => {
+            eprintln!("ostbench: {e}");
+            return 2;
+        }
     }
     cells.retain(|e| opts.full || e.cell.about().quick);
     for e in &mut cells {

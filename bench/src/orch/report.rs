@@ -41,6 +41,13 @@ pub fn report(
     }
     let _ = writeln!(
         md,
+        "- genuine URMA core: {}",
+        ctx.genuine
+            .as_ref()
+            .map_or_else(|| "none given".to_string(), |g| g.describe())
+    );
+    let _ = writeln!(
+        md,
         "- ratios are against **{}**; timed cells: median of {} interleaved repetitions, {} s each",
         base.label, ctx.opts.reps, ctx.opts.secs
     );

@@ -1,6 +1,7 @@
 //! Running the cells' child processes and keeping what they measured: the options of a run
-//! ([`Opts`]), the libraries ([`Lib`]), a cell's configuration ([`Cfg`]), one child started and
-//! its result line read ([`spawn_cell`]), and the rows every cell writes and reads ([`Ctx`]).
+//! ([`Opts`]), the libraries ([`Lib`]) and the genuine URMA core they may run over
+//! ([`GenuineCore`]), a cell's configuration ([`Cfg`]), one child started and its result line
+//! read ([`spawn_cell`]), and the rows every cell writes and reads ([`Ctx`]).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -64,13 +65,134 @@ impl Opts {
     }
 }
 
-/// A library under test.
+/// A library under test, and the URMA library its children load.
 #[derive(Clone)]
 pub struct Lib {
-    /// `rust`, `c`, or `ext` (`LEGACY_LIB`): the `lib` of its rows.
+    /// `rust`, `c`, or `ext` (`LEGACY_LIB`): the `lib` of its rows; over the genuine core
+    /// ([`Lib::over`]) with `@umdk` appended.
     pub name: String,
     pub label: String,
     pub path: PathBuf,
+    /// `None`: the loopback's standalone `liburma.so.0`; else the genuine core with the loopback
+    /// plugin.
+    pub core: Option<GenuineCore>,
+}
+
+impl Lib {
+    /// The same library over the genuine core `core`.
+    pub fn over(&self, core: &GenuineCore) -> Lib {
+        Lib {
+            name: self.genuine_name(),
+            label: format!("{} over the genuine core", self.label),
+            path: self.path.clone(),
+            core: Some(core.clone()),
+        }
+    }
+
+    /// The name of its rows over the genuine core.
+    pub fn genuine_name(&self) -> String {
+        format!("{}@umdk", self.name)
+    }
+}
+
+/// Why the cells over the genuine core did not run when `make bench` found no core.
+pub const NO_GENUINE_CORE: &str =
+    "not run: no genuine URMA core (set by make bench when UMDK or UMDK_SRC is available)";
+
+/// The genuine UMDK URMA stack, as `make bench` gives it in the environment:
+/// `MLCD_UMDK_LIBDIR` (colon-separated: the directory of the genuine `liburma.so.0`, whose
+/// `urma/` holds the loopback plugin, and that of `liburma_common.so.0`), `MLCD_UMDK_PRELOAD`
+/// (the helper answering the core's device queries, preloaded into every child over the core)
+/// and `MLCD_UMDK_PERFTEST` (the core's `urma_perftest`).
+#[derive(Clone, Debug)]
+pub struct GenuineCore {
+    pub libdir: String,
+    pub preload: Option<PathBuf>,
+    pub perftest: Option<PathBuf>,
+}
+
+impl GenuineCore {
+    /// The core of the environment: `Ok(None)` without `MLCD_UMDK_LIBDIR`, an error when the
+    /// variables name files that are not there.
+    pub fn from_env() -> Result<Option<GenuineCore>, String> {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let Some(libdir) = var("MLCD_UMDK_LIBDIR") else {
+            return Ok(None);
+        };
+        let core_dir = std::env::split_paths(&libdir)
+            .find(|d| d.join("liburma.so.0").exists())
+            .ok_or_else(|| format!("MLCD_UMDK_LIBDIR={libdir}: no liburma.so.0 in it"))?;
+        let plugins = std::fs::read_dir(core_dir.join("urma"))
+            .map(|d| {
+                d.flatten()
+                    .filter(|e| e.file_name().to_string_lossy().starts_with("liburma"))
+                    .count()
+            })
+            .unwrap_or(0);
+        if plugins == 0 {
+            return Err(format!(
+                "MLCD_UMDK_LIBDIR={libdir}: {} has no plugin in urma/",
+                core_dir.display()
+            ));
+        }
+        let file = |k: &str| -> Result<Option<PathBuf>, String> {
+            match var(k).map(PathBuf::from) {
+                Some(p) if !p.is_file() => Err(format!("{k}={}: no such file", p.display())),
+                p => Ok(p),
+            }
+        };
+        Ok(Some(GenuineCore {
+            libdir,
+            preload: file("MLCD_UMDK_PRELOAD")?,
+            perftest: file("MLCD_UMDK_PERFTEST")?,
+        }))
+    }
+
+    /// Puts the core first on `cmd`'s loader path (before `rest`, the loader path it would have
+    /// without the core) and its preload helper in `cmd`'s `LD_PRELOAD` (after `preload`).
+    pub fn apply(&self, cmd: &mut Command, rest: &str, preload: Option<&str>) {
+        let path = if rest.is_empty() {
+            self.libdir.clone()
+        } else {
+            format!("{}:{rest}", self.libdir)
+        };
+        cmd.env("LD_LIBRARY_PATH", path);
+        let helper = self.preload.as_ref().map(|p| p.display().to_string());
+        let all: Vec<String> = preload
+            .map(str::to_string)
+            .into_iter()
+            .chain(helper)
+            .collect();
+        if !all.is_empty() {
+            cmd.env("LD_PRELOAD", all.join(":"));
+        }
+    }
+
+    /// Whether the object `ob` (a path) is the core: a `liburma*` file directly in one of its
+    /// directories (its plugins are in their `urma/`).
+    pub fn is_core_object(&self, ob: &str) -> bool {
+        let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        let ob = canon(Path::new(ob));
+        let named = ob
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("liburma"));
+        named
+            && std::env::split_paths(&self.libdir).any(|d| ob.parent() == Some(canon(&d).as_path()))
+    }
+
+    /// The report's line on it.
+    pub fn describe(&self) -> String {
+        let show = |p: &Option<PathBuf>| {
+            p.as_ref()
+                .map_or_else(|| "none".to_string(), |p| format!("`{}`", p.display()))
+        };
+        format!(
+            "libraries `{}`, preload {}, urma_perftest {}",
+            self.libdir,
+            show(&self.preload),
+            show(&self.perftest)
+        )
+    }
 }
 
 pub fn libs() -> Vec<Lib> {
@@ -79,11 +201,13 @@ pub fn libs() -> Vec<Lib> {
             name: "rust".into(),
             label: "Rust".into(),
             path: testkit::rust_lib_path(),
+            core: None,
         },
         Lib {
             name: "c".into(),
             label: "C ref (-O2)".into(),
             path: PathBuf::from(env!("OSTBENCH_LEGACY_O2")),
+            core: None,
         },
     ];
     if let Some(p) = std::env::var_os("LEGACY_LIB").filter(|p| !p.is_empty()) {
@@ -91,6 +215,7 @@ pub fn libs() -> Vec<Lib> {
             name: "ext".into(),
             label: "LEGACY_LIB".into(),
             path: PathBuf::from(p),
+            core: None,
         });
     }
     v
@@ -141,6 +266,8 @@ impl Row {
 pub struct Ctx {
     pub opts: Opts,
     pub libs: Vec<Lib>,
+    /// The genuine URMA core of `make bench`, if it gave one.
+    pub genuine: Option<GenuineCore>,
     pub rows: Vec<Row>,
     /// Broken measurements (the run's exit status is 1).
     pub errors: Vec<String>,
@@ -204,7 +331,10 @@ pub enum Runner<'a> {
     Callgrind(&'a Path),
 }
 
-/// Runs `ostbench cell --kind KIND --lib <lib> <extra>` and reads its result line.
+/// Runs `ostbench cell --kind KIND --lib <lib> <extra>` (over `lib.core` when it has one) and
+/// reads its result line. A one-process child says whether the loopback it ran over was the
+/// plugin of a genuine core (`plugin=1`); a result over the other URMA library than `lib`'s is
+/// an error.
 pub fn spawn_cell(lib: &Lib, kind: &str, extra: &[String], runner: Runner) -> Result<Res, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let mut cmd = match runner {
@@ -228,8 +358,14 @@ pub fn spawn_cell(lib: &Lib, kind: &str, extra: &[String], runner: Runner) -> Re
         .args(extra)
         .env("LD_LIBRARY_PATH", ld_library_path())
         .env_remove("LD_PRELOAD");
-    if let Runner::Preload = runner {
-        cmd.env("LD_PRELOAD", env!("OSTBENCH_ALLOC_SO"));
+    let alloc = matches!(runner, Runner::Preload).then_some(env!("OSTBENCH_ALLOC_SO"));
+    match &lib.core {
+        Some(core) => core.apply(&mut cmd, &ld_library_path(), alloc),
+        None => {
+            if let Some(a) = alloc {
+                cmd.env("LD_PRELOAD", a);
+            }
+        }
     }
     let out = cmd
         .output()
@@ -240,11 +376,25 @@ pub fn spawn_cell(lib: &Lib, kind: &str, extra: &[String], runner: Runner) -> Re
             if !out.status.success() {
                 break;
             }
-            return Ok(rest
+            let r: Res = rest
                 .split_whitespace()
                 .filter_map(|kv| kv.split_once('='))
                 .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect());
+                .collect();
+            let want = if lib.core.is_some() { "1" } else { "0" };
+            return match r.get("plugin") {
+                Some(p) if p != want => Err(format!(
+                    "{} {kind} {}: ran over the {} liburma.so.0 (plugin={p})",
+                    lib.name,
+                    extra.join(" "),
+                    if p == "1" { "genuine" } else { "standalone" }
+                )),
+                None if lib.core.is_some() => Err(format!(
+                    "{} {kind}: the child does not say which liburma.so.0 it ran over",
+                    lib.name
+                )),
+                _ => Ok(r),
+            };
         }
         if let Some(rest) = line.strip_prefix("ERROR ") {
             return Err(format!("{} {kind} {}: {rest}", lib.name, extra.join(" ")));
@@ -337,8 +487,20 @@ impl Ctx {
 
     /// Lowest and highest per-repetition ratio Rust ÷ `base` of `metric` in one configuration.
     pub fn ratio_spread(&self, kind: &str, base: &Lib, c: Cfg, metric: &str) -> (f64, f64) {
-        let rv = self.values(kind, "rust", c, metric);
-        let bv = self.values(kind, &base.name, c, metric);
+        self.ratio_spread_of(kind, ("rust", &base.name), c, metric)
+    }
+
+    /// Lowest and highest per-repetition ratio `num` ÷ `den` (library names) of `metric` in one
+    /// configuration.
+    pub fn ratio_spread_of(
+        &self,
+        kind: &str,
+        (num, den): (&str, &str),
+        c: Cfg,
+        metric: &str,
+    ) -> (f64, f64) {
+        let rv = self.values(kind, num, c, metric);
+        let bv = self.values(kind, den, c, metric);
         let per: Vec<f64> = rv.iter().zip(&bv).map(|(a, b)| a / b).collect();
         let lo = per.iter().cloned().fold(f64::INFINITY, f64::min);
         let hi = per.iter().cloned().fold(f64::NEG_INFINITY, f64::max);

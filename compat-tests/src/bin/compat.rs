@@ -3,7 +3,7 @@
 //! ```text
 //! compat [--rust-lib PATH] [--legacy-lib PATH] [--out DIR] [--random N] [--seed S]
 //!        [--scenario ID]... [--list] [--no-c-runner] [--c-runner-exe PATH] [--no-interop]
-//!        [--ledger PATH] [--interpose] [--device NAME [--eid EID]]
+//!        [--ledger PATH] [--interpose] [--device NAME [--eid EID]] [--verbose]
 //!        [--split [--serve HOST:PORT | --peer HOST:PORT]]
 //! ```
 //! Defaults: the Rust library `<target>/<profile>/libos_transport.so`, the reference C library
@@ -22,7 +22,7 @@ fn usage() -> ! {
     eprintln!(
         "usage: compat [--rust-lib PATH] [--legacy-lib PATH] [--out DIR] [--random N] [--seed S] \
          [--scenario ID]... [--list] [--no-c-runner] [--c-runner-exe PATH] [--no-interop] \
-         [--ledger PATH] [--interpose] [--device NAME [--eid EID]] \
+         [--ledger PATH] [--interpose] [--device NAME [--eid EID]] [--verbose] \
          [--split [--serve HOST:PORT | --peer HOST:PORT]]"
     );
     std::process::exit(2)
@@ -47,6 +47,7 @@ fn main() {
         c_runner_exe: None,
         interop: true,
         c_runner_skip: None,
+        verbose: false,
     };
     let mut interpose = false;
     let mut two_processes = false;
@@ -79,6 +80,7 @@ fn main() {
             "--no-c-runner" => opts.c_runner = false,
             "--c-runner-exe" => opts.c_runner_exe = Some(PathBuf::from(val("--c-runner-exe"))),
             "--no-interop" => opts.interop = false,
+            "-v" | "--verbose" => opts.verbose = true,
             "--interpose" => interpose = true,
             "--split" => two_processes = true,
             "--device" => device = Some(val("--device")),

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use urma_sys as u;
 
+use super::aspect::{note_line, Aspect};
 use super::backend;
 use super::record::{self, ud, Recorder};
 use crate::fixture::{
@@ -1094,9 +1095,10 @@ impl Ctx {
                     .rec
                     .push(json!({"k": "urma", "raw": v, "at_poll": true})),
                 Ok(v) => self.rec.push(json!({"k": "urma", "raw": v})),
-                Err(_) => self
-                    .rec
-                    .note(format!("unparsable loopback trace line: {l}")),
+                Err(_) => self.rec.note(note_line(
+                    Aspect::Wire,
+                    &format!("unparsable loopback trace line: {l}"),
+                )),
             }
         }
         if self.setup.nocopy {

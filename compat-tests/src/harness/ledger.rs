@@ -4,10 +4,11 @@
 //! Each entry: `id` (`Dn`), `title`, `scenarios` (catalogue and C-runner scenario ids where the
 //! difference shows), `random` (feature names: the entry applies to a random scenario that has
 //! any of them), `received` (evidence names of [`super::received`]: over a provider the harness
-//! does not control, the entry applies to a scenario whose traces give one of them) and, for
-//! entries the harness cannot observe, `observable: false` with a `note` saying why. A
-//! catalogue scenario whose traces differ must be listed by at least one entry; a listed
-//! scenario whose traces no longer differ is a stale entry (FAIL).
+//! does not control, the entry applies to a scenario whose traces give one of them), `aspects`
+//! (the aspects of the comparison, [`super::aspect::Aspect`] keys, in which the difference may
+//! show; absent = all) and, for entries the harness cannot observe, `observable: false` with a
+//! `note` saying why. A catalogue scenario whose traces differ must be listed by at least one
+//! entry; a listed scenario whose traces no longer differ is a stale entry (FAIL).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -23,8 +24,8 @@ pub struct Entry {
     pub random: Vec<String>,
     /// Evidence names ([`super::received::NAMES`]) that make the entry apply in hardware mode.
     pub received: Vec<String>,
-    /// Trace sections this entry may explain (`api`, `urma`, `log`, ...; empty = all).
-    pub sections: Vec<String>,
+    /// Aspects this entry may explain (`wire`, `completion`, `log`, ...; empty = all).
+    pub aspects: Vec<String>,
     pub observable: bool,
     pub note: String,
 }
@@ -80,7 +81,7 @@ impl Ledger {
                 scenarios: strs(e, "scenarios"),
                 random: strs(e, "random"),
                 received: strs(e, "received"),
-                sections: strs(e, "sections"),
+                aspects: strs(e, "aspects"),
                 observable: e
                     .get("observable")
                     .and_then(|x| x.as_bool())
@@ -132,8 +133,8 @@ impl Ledger {
         l
     }
 
-    /// Judges differing sections: `Ok(entry ids)` when every section is explained by an
-    /// applicable entry, `Err(unexplained sections)` otherwise.
+    /// Judges differing aspects: `Ok(entry ids)` when every aspect is explained by an
+    /// applicable entry, `Err(unexplained aspects)` otherwise.
     pub fn explain(
         &self,
         id: &str,
@@ -144,11 +145,7 @@ impl Ledger {
         let mut used: Vec<String> = Vec::new();
         let mut missing = Vec::new();
         for d in differing {
-            let base = d.split(':').next().unwrap_or(d);
-            let cover: Vec<&&Entry> = app
-                .iter()
-                .filter(|e| e.sections.is_empty() || e.sections.iter().any(|s| s == base))
-                .collect();
+            let cover = covering(&app, d);
             if cover.is_empty() {
                 missing.push(d.clone());
             }
@@ -165,6 +162,20 @@ impl Ledger {
         } else {
             Err(missing)
         }
+    }
+
+    /// The applicable entries that explain a difference in `aspect`, in ledger order (none: the
+    /// difference is undocumented).
+    pub fn attribute(
+        &self,
+        id: &str,
+        features: Option<&BTreeSet<String>>,
+        aspect: &str,
+    ) -> Vec<String> {
+        covering(&self.applicable(id, features), aspect)
+            .into_iter()
+            .map(|e| e.id.clone())
+            .collect()
     }
 
     /// Entries listing the catalogue (or C-runner) scenario `id` explicitly.
@@ -189,6 +200,14 @@ impl Ledger {
     pub fn ids(&self) -> Vec<String> {
         self.entries.iter().map(|e| e.id.clone()).collect()
     }
+}
+
+/// The entries of `app` that may explain a difference in `aspect`.
+fn covering<'a>(app: &[&'a Entry], aspect: &str) -> Vec<&'a Entry> {
+    app.iter()
+        .copied()
+        .filter(|e| e.aspects.is_empty() || e.aspects.iter().any(|s| s == aspect))
+        .collect()
 }
 
 /// The `Dn` ids of the table rows of `docs/divergences.md` (lines starting with `| Dn |`).
@@ -239,7 +258,7 @@ mod tests {
         let f: BTreeSet<String> = ["send_len_le_2mib".to_string()].into();
         assert_eq!(l.for_features(&f), vec!["D1"]);
         let l = Ledger::parse(
-            r#"{"entries":[{"id":"D1","scenarios":["a"]},{"id":"D13","scenarios":["*"],"sections":["log"]}]}"#,
+            r#"{"entries":[{"id":"D1","scenarios":["a"]},{"id":"D13","scenarios":["*"],"aspects":["log"]}]}"#,
             Path::new("x"),
         )
         .unwrap();
@@ -255,5 +274,8 @@ mod tests {
             l.explain("a", None, &["api".into(), "log".into()]),
             Ok(vec!["D1".to_string(), "D13".to_string()])
         );
+        assert_eq!(l.attribute("a", None, "log"), vec!["D1", "D13"]);
+        assert_eq!(l.attribute("a", None, "wire"), vec!["D1"]);
+        assert!(l.attribute("b", None, "wire").is_empty());
     }
 }

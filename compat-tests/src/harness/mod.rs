@@ -8,6 +8,8 @@
 //! * [`scenario`]: the scenario model, the generic transfer flow and the catalogue;
 //! * [`random`]: the seeded random scenario generator;
 //! * [`normalise`]: raw trace -> comparable text;
+//! * [`aspect`]: the aspects of a comparison (wire, chunk delivery, completion, cancel and
+//!   destroy, API results, data, logs) and which trace lines belong to each;
 //! * [`ledger`]: the machine-readable twin of `docs/divergences.md`;
 //! * [`received`]: the CRs the libraries were handed (the evidence hardware mode judges error-CR
 //!   differences by);
@@ -16,11 +18,15 @@
 //! * [`crunner`]: the C consumer (`compat-tests/c/runner.c`) built and run against each library;
 //! * [`interop`]: the C <-> Rust interop matrix;
 //! * [`split`]: `compat --split`, a scenario's sender and receiver in two processes;
+//! * [`present`]: how a run is shown: the counts per verdict and per aspect, `report.md`,
+//!   `report.html`, `report.xml` (JUnit), the parts of `report.json`, the progress line and the
+//!   migration summary;
 //! * [`report`]: the driver (every scenario run on both libraries, the C runner, the interop
-//!   matrix) and `report.json` / `report.md`.
+//!   matrix) and `report.json`.
 //!
 //! `docs/compat.md` describes the whole thing.
 
+pub mod aspect;
 pub mod backend;
 pub mod crunner;
 pub mod ctx;
@@ -28,6 +34,7 @@ pub mod interop;
 pub mod ledger;
 pub mod normalise;
 pub mod outcome;
+pub mod present;
 pub mod random;
 pub mod received;
 pub mod record;

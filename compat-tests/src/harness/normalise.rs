@@ -40,6 +40,33 @@ impl Normalised {
     /// The text compared between implementations.
     pub fn render(&self) -> String {
         let mut out = String::new();
+        for n in self.ordered_names() {
+            out.push_str(&format!("## {n}\n"));
+            for l in &self.sections[n] {
+                out.push_str(l);
+                out.push('\n');
+            }
+        }
+        out
+    }
+
+    /// The sections of a text made by [`Normalised::render`] (its inverse).
+    pub fn parse(text: &str) -> Normalised {
+        let mut n = Normalised::default();
+        let mut cur: Option<String> = None;
+        for l in text.lines() {
+            if let Some(name) = l.strip_prefix("## ") {
+                n.sections.entry(name.to_string()).or_default();
+                cur = Some(name.to_string());
+            } else if let Some(c) = &cur {
+                n.sections.entry(c.clone()).or_default().push(l.to_string());
+            }
+        }
+        n
+    }
+
+    /// The section names in rendering order (api first, note last).
+    pub fn ordered_names(&self) -> Vec<&String> {
         let mut names: Vec<&String> = self.sections.keys().collect();
         names.sort_by_key(|n| {
             let base = n.split(':').next().unwrap_or(n);
@@ -49,14 +76,7 @@ impl Normalised {
                 n.to_string(),
             )
         });
-        for n in names {
-            out.push_str(&format!("## {n}\n"));
-            for l in &self.sections[n] {
-                out.push_str(l);
-                out.push('\n');
-            }
-        }
-        out
+        names
     }
 
     /// Sections whose text differs from `other`'s.
@@ -357,6 +377,7 @@ mod tests {
         ];
         assert_ne!(normalise(&c, &[]), normalise(&a[..3], &[]));
         assert!(na.render().contains("## log\nlevels present: INFO\n"));
+        assert_eq!(Normalised::parse(&na.render()), na);
     }
 
     #[test]

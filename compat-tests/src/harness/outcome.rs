@@ -1,6 +1,7 @@
 //! What a run of the harness is given and what it makes of one scenario: the options
 //! ([`Options`]), the result of the scenario on one library ([`RunResult`]) and [`judge`], which
-//! compares the two libraries' normalised traces and judges the difference against the ledger
+//! compares the two libraries' normalised traces aspect by aspect ([`super::aspect`]), judges
+//! each differing aspect against the ledger and derives the scenario's verdict from them
 //! ([`Outcome`], [`Verdict`]). The driver ([`super::report`]), the C runner
 //! ([`super::crunner`]) and `compat --split` build on it.
 
@@ -9,6 +10,7 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
+use super::aspect::{self, Aspect, AspectVerdict};
 use super::backend;
 use super::ledger::Ledger;
 use super::normalise::{normalise, Normalised};
@@ -33,6 +35,8 @@ pub struct Options {
     /// The C runner is not run, for this reason (reported as SKIPPED): set by the backends whose
     /// trace it cannot give ([`super::backend::C_RUNNER_SKIP`]).
     pub c_runner_skip: Option<&'static str>,
+    /// Print every scenario's line (`--verbose`), not only the FAILs and the progress.
+    pub verbose: bool,
 }
 
 /// The verdict of one comparison.
@@ -64,6 +68,9 @@ pub struct Outcome {
     pub kind: &'static str,
     pub desc: String,
     pub verdict: Verdict,
+    /// The verdict of every aspect, in [`Aspect::ALL`] order; empty when the traces were not
+    /// compared (a run failed, or the scenario was skipped).
+    pub aspects: Vec<(Aspect, AspectVerdict)>,
     pub sections: Vec<String>,
     pub diff: Option<String>,
     pub legacy_trace: String,
@@ -83,6 +90,7 @@ impl Outcome {
             kind,
             desc: desc.into(),
             verdict,
+            aspects: vec![],
             sections: vec![],
             diff: None,
             legacy_trace: String::new(),
@@ -91,6 +99,27 @@ impl Outcome {
             ms: 0,
         }
     }
+}
+
+/// Removes ANSI colour sequences (pretty_assertions colours its output).
+pub fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut it = s.chars().peekable();
+    while let Some(c) = it.next() {
+        if c == '\u{1b}' {
+            if it.peek() == Some(&'[') {
+                it.next();
+                for d in it.by_ref() {
+                    if d.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// A unified diff (pretty_assertions) of two texts.
@@ -139,7 +168,12 @@ pub fn judge(
     let nr: Normalised = normalise(&r, &lib_names[1..]);
     o.legacy_trace = nl.render();
     o.rust_trace = nr.render();
-    if nl == nr {
+    let differing = aspect::differing(&nl, &nr);
+    if differing.is_empty() {
+        o.aspects = Aspect::ALL
+            .into_iter()
+            .map(|a| (a, AspectVerdict::Same))
+            .collect();
         if features.is_none() {
             let stale = ledger.for_scenario(id);
             if !stale.is_empty() {
@@ -160,7 +194,22 @@ pub fn judge(
         scoped = ledger.with_received(id, &received::evidence(&l, &r));
         &scoped
     };
-    o.verdict = match ledger.explain(id, features, &o.sections) {
+    o.aspects = Aspect::ALL
+        .into_iter()
+        .map(|a| {
+            let v = if !differing.contains(&a) {
+                AspectVerdict::Same
+            } else {
+                match ledger.attribute(id, features, a.key()) {
+                    ids if ids.is_empty() => AspectVerdict::Fail,
+                    ids => AspectVerdict::Differs(ids),
+                }
+            };
+            (a, v)
+        })
+        .collect();
+    let keys: Vec<String> = differing.iter().map(|a| a.key().to_string()).collect();
+    o.verdict = match ledger.explain(id, features, &keys) {
         Ok(ids) => Verdict::Diverges(ids),
         Err(missing) => Verdict::Fail(format!(
             "undocumented difference in {} (no ledger entry applies)",

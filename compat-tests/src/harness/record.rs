@@ -8,7 +8,8 @@
 //! * `{"k":"notify","rid":N,"line":"..."}`: a `notify_callback` invocation and its return;
 //! * `{"k":"log","lib":0|1,"level":N,"ok":bool}`: a log callback (level, prefix well formed);
 //! * `{"k":"urma","raw":{...}}`: one line of the loopback's trace (see `docs/loopback.md`);
-//! * `{"k":"data","line":"..."}` / `{"k":"note","line":"..."}`: data checks and observations.
+//! * `{"k":"data","line":"..."}` / `{"k":"note","line":"..."}`: data checks and observations (a note
+//!   starts with the `[aspect] ` it belongs to).
 //!
 //! The C runner prints the same objects, one per line.
 
@@ -51,7 +52,7 @@ impl Recorder {
         self.push(json!({"k": "api", "line": line}));
     }
 
-    /// `{"k":"note","line":..}`.
+    /// `{"k":"note","line":..}`; `line` names its aspect (`aspect::note_line`).
     pub fn note(&self, line: String) {
         self.push(json!({"k": "note", "line": line}));
     }

@@ -1,7 +1,8 @@
 //! The driver: runs every scenario on the reference C library and on the Rust library, has
 //! each pair of runs compared and judged against the ledger ([`super::outcome::judge`]), runs
-//! the C runner and the interop matrix, prints one line per scenario and writes `report.json` /
-//! `report.md`.
+//! the C runner and the interop matrix, shows its progress (and every FAIL) while it runs, and
+//! writes `report.json`, `report.md`, `report.html` and `report.xml` ([`super::present`]) and
+//! prints the migration summary.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -14,6 +15,9 @@ use serde_json::{json, Value};
 use super::ctx::{Ctx, Lib};
 use super::ledger::{self, Ledger};
 use super::outcome::{judge, Options, Outcome, RunResult, Verdict};
+use super::present::progress::Progress;
+use super::present::summary::{self, Summary};
+use super::present::{self, meta, Check, Doc, Status, Table};
 use super::scenario::Scenario;
 use super::{backend, crunner, interop, random, scenario};
 
@@ -99,16 +103,6 @@ fn skipped(id: &str, kind: &'static str, desc: &str, why: &str) -> Outcome {
     Outcome::new(id, kind, desc, Verdict::Skipped(why.into()))
 }
 
-/// PASS, DIVERGES-AS-DOCUMENTED and FAIL counts of `outcomes`.
-pub fn counts(outcomes: &[Outcome]) -> (usize, usize, usize) {
-    let n = |f: fn(&Verdict) -> bool| outcomes.iter().filter(|o| f(&o.verdict)).count();
-    (
-        n(|v| *v == Verdict::Pass),
-        n(|v| matches!(v, Verdict::Diverges(_))),
-        n(|v| matches!(v, Verdict::Fail(_))),
-    )
-}
-
 /// The report line of one outcome (verdict, id, description, and why for a FAIL).
 pub fn line(o: &Outcome) -> String {
     let w = o.verdict.word();
@@ -127,6 +121,48 @@ pub fn ledger_of(opts: &Options) -> Option<Ledger> {
     Ledger::load(&opts.ledger)
         .map_err(|e| eprintln!("compat: cannot load the ledger: {e}"))
         .ok()
+}
+
+/// The scenarios of a run, in the order they run: the catalogue, the C runner, the random ones.
+fn planned(opts: &Options, cat: &[Scenario], rnd: &[Scenario]) -> usize {
+    let c = if opts.c_runner {
+        crunner::SCENARIOS
+            .iter()
+            .filter(|(id, _)| opts.only.is_empty() || opts.only.iter().any(|o| o == id))
+            .count()
+    } else {
+        0
+    };
+    cat.len() + c + rnd.len()
+}
+
+/// Runs `s` on both libraries (or reports it skipped by the backend) and judges it.
+fn one(
+    s: &Scenario,
+    kind: &'static str,
+    libs: &Loaded,
+    ledger: &Ledger,
+    features: Option<&BTreeSet<String>>,
+) -> Outcome {
+    if let Some(why) = backend::get().skip(&s.id) {
+        return skipped(&s.id, kind, &s.desc, why);
+    }
+    let names: [(u64, &str); 2] = [(0, "legacy"), (1, "rust")];
+    let t = Instant::now();
+    let l = run_on(libs.legacy, s);
+    let r = run_on(libs.rust, s);
+    judge(
+        &s.id,
+        kind,
+        &s.desc,
+        l,
+        r,
+        &names,
+        ledger,
+        features,
+        s.seed,
+        t.elapsed().as_millis(),
+    )
 }
 
 /// Runs the whole harness; returns the process exit code.
@@ -167,58 +203,45 @@ pub fn run(opts: &Options) -> i32 {
         opts.seed,
         opts.ledger.display()
     );
-    let names: [(u64, &str); 2] = [(0, "legacy"), (1, "rust")];
+    let mut progress = Progress::new("compat", planned(opts, &cat, &rnd), opts.verbose);
     let mut outcomes: Vec<Outcome> = Vec::new();
     let mut diverging_ids: BTreeSet<String> = BTreeSet::new();
-    for s in &cat {
-        if let Some(why) = backend::get().skip(&s.id) {
-            let o = skipped(&s.id, "catalogue", &s.desc, why);
-            println!("{}", line(&o));
-            outcomes.push(o);
-            continue;
-        }
-        let t = Instant::now();
-        let l = run_on(libs.legacy, s);
-        let r = run_on(libs.rust, s);
-        let o = judge(
-            &s.id,
-            "catalogue",
-            &s.desc,
-            l,
-            r,
-            &names,
-            &ledger,
-            None,
-            None,
-            t.elapsed().as_millis(),
-        );
-        if o.diff.is_some() {
+    let mut record = |o: Outcome, progress: &mut Progress, outcomes: &mut Vec<Outcome>| {
+        if o.diff.is_some() && o.kind != "random" {
             diverging_ids.insert(o.id.clone());
         }
-        println!("{}", line(&o));
+        match o.verdict {
+            // Why a scenario did not run is always shown, as a FAIL is.
+            Verdict::Skipped(_) => progress.done_shown(&line(&o)),
+            _ => progress.done(&line(&o), matches!(o.verdict, Verdict::Fail(_))),
+        }
         outcomes.push(o);
+    };
+    for s in &cat {
+        progress.start(&s.id);
+        let o = one(s, "catalogue", &libs, &ledger, None);
+        record(o, &mut progress, &mut outcomes);
     }
     let mut c_outcomes = Vec::new();
     let c_skip = opts.c_runner_skip.filter(|_| opts.c_runner);
     if let Some(why) = c_skip {
         for (id, d) in crunner::SCENARIOS {
             if opts.only.is_empty() || opts.only.iter().any(|o| o == id) {
-                let o = skipped(id, "c-runner", d, why);
-                println!("{}", line(&o));
-                c_outcomes.push(o);
+                record(
+                    skipped(id, "c-runner", d, why),
+                    &mut progress,
+                    &mut c_outcomes,
+                );
             }
         }
     } else if opts.c_runner
         && (opts.only.is_empty() || opts.only.iter().any(|o| o.starts_with("c-")))
     {
+        progress.start("the C runner");
         match crunner::run_all(opts, &ledger, &opts.only) {
             Ok(v) => {
                 for o in v {
-                    if o.diff.is_some() {
-                        diverging_ids.insert(o.id.clone());
-                    }
-                    println!("{}", line(&o));
-                    c_outcomes.push(o);
+                    record(o, &mut progress, &mut c_outcomes);
                 }
             }
             Err(e) => {
@@ -228,81 +251,27 @@ pub fn run(opts: &Options) -> i32 {
                     "build of compat-tests/c/runner.c",
                     Verdict::Fail(e),
                 );
-                println!("{}", line(&o));
-                c_outcomes.push(o);
+                record(o, &mut progress, &mut c_outcomes);
             }
         }
     }
     for s in &rnd {
-        if let Some(why) = backend::get().skip(&s.id) {
-            let o = skipped(&s.id, "random", &s.desc, why);
-            println!("{}", line(&o));
-            outcomes.push(o);
-            continue;
-        }
-        let t = Instant::now();
-        let l = run_on(libs.legacy, s);
-        let r = run_on(libs.rust, s);
-        let o = judge(
-            &s.id,
-            "random",
-            &s.desc,
-            l,
-            r,
-            &names,
-            &ledger,
-            Some(&s.features),
-            s.seed,
-            t.elapsed().as_millis(),
-        );
-        println!("{}", line(&o));
-        outcomes.push(o);
+        progress.start(&s.id);
+        let o = one(s, "random", &libs, &ledger, Some(&s.features));
+        record(o, &mut progress, &mut outcomes);
     }
+    progress.finish();
     outcomes.extend(c_outcomes);
     let skipped_ids: BTreeSet<String> = outcomes
         .iter()
         .filter(|o| matches!(o.verdict, Verdict::Skipped(_)))
         .map(|o| o.id.clone())
         .collect();
-    // Ledger consistency: every observable entry must show in at least one catalogue or
-    // C-runner scenario of this run (only checked on full runs).
-    let mut ledger_problems = Vec::new();
-    if opts.only.is_empty() {
-        for e in &ledger.entries {
-            // Scenarios the backend skipped show nothing either way.
-            let explicit: Vec<&String> = e
-                .scenarios
-                .iter()
-                .filter(|s| *s != "*" && !skipped_ids.contains(*s))
-                .collect();
-            if e.observable
-                && !explicit.is_empty()
-                && !explicit.iter().any(|s| diverging_ids.contains(*s))
-            {
-                ledger_problems.push(format!(
-                    "{}: observable, but none of its scenarios {:?} shows a difference (stale entry)",
-                    e.id, e.scenarios
-                ));
-            }
-            if e.observable && e.scenarios.is_empty() {
-                ledger_problems.push(format!("{}: observable, but lists no scenario", e.id));
-            }
-        }
-        if let Ok(md) = std::fs::read_to_string(ledger::divergences_md_path()) {
-            let doc: BTreeSet<String> = ledger::doc_ids(&md).into_iter().collect();
-            let twin: BTreeSet<String> = ledger.ids().into_iter().collect();
-            for d in doc.difference(&twin) {
-                ledger_problems.push(format!(
-                    "{d}: in docs/divergences.md but not in the ledger twin"
-                ));
-            }
-            for d in twin.difference(&doc) {
-                ledger_problems.push(format!(
-                    "{d}: in the ledger twin but not in docs/divergences.md"
-                ));
-            }
-        }
-    }
+    let mut ledger_problems = if opts.only.is_empty() {
+        ledger_consistency(&ledger, &skipped_ids, &diverging_ids)
+    } else {
+        Vec::new()
+    };
     for p in &ledger_problems {
         println!("FAIL                         ledger                 {p}");
     }
@@ -320,6 +289,7 @@ pub fn run(opts: &Options) -> i32 {
         ));
     }
     let cells = if opts.interop && opts.only.is_empty() {
+        println!("compat: interop matrix ...");
         interop::run(libs.legacy, libs.rust)
     } else {
         Vec::new()
@@ -328,149 +298,185 @@ pub fn run(opts: &Options) -> i32 {
         println!("\nInterop matrix (one process, both libraries, data checked byte for byte):");
         println!("{}", interop::render(&cells));
     }
-    let (pass, div, fail) = counts(&outcomes);
-    let fail = fail + ledger_problems.len();
-    let ifail = cells.iter().filter(|c| !c.ok).count();
-    let skip = skipped_ids.len();
     let secs = t0.elapsed().as_secs_f64();
+    let doc = document(opts, &ledger, &outcomes, &ledger_problems, &cells, secs);
+    let sum = Summary::of(&doc);
     println!(
-        "\ncompat: {} scenarios ({} catalogue, {} C runner, {} random): {pass} PASS, {div} DIVERGES-AS-DOCUMENTED, {fail} FAIL, {skip} SKIPPED; interop {}/{} cells OK; {:.1} s",
+        "\ncompat: {} scenarios ({} catalogue, {} C runner, {} random): {} PASS, {} DIVERGES-AS-DOCUMENTED, {} FAIL, {} SKIPPED; interop {}/{} cells OK; {:.1} s",
         outcomes.len(),
         outcomes.iter().filter(|o| o.kind == "catalogue").count(),
         outcomes.iter().filter(|o| o.kind == "c-runner").count(),
         outcomes.iter().filter(|o| o.kind == "random").count(),
-        cells.len() - ifail,
+        sum.pass,
+        sum.diverges,
+        sum.fail + sum.run_failures,
+        sum.skipped,
+        sum.suite("interop").ok,
         cells.len(),
         secs
     );
-    if let Err(e) = write_reports(opts, &outcomes, &ledger_problems, &cells, secs) {
+    if let Err(e) = write_reports(opts, &doc, &sum) {
         eprintln!("compat: writing the report: {e}");
         return 2;
     }
-    println!(
-        "compat: report: {} and {}",
-        opts.out.join("report.md").display(),
-        opts.out.join("report.json").display()
-    );
-    if fail + ifail > 0 {
+    print!("{}", summary::migration(&doc, &opts.out));
+    if sum.failed() {
         1
     } else {
         0
     }
 }
 
-fn write_reports(
+/// Ledger consistency of a full run: every observable entry must show in at least one of its
+/// catalogue or C-runner scenarios that ran (`diverging`), and docs/divergences.md and the twin
+/// must name the same entries.
+fn ledger_consistency(
+    ledger: &Ledger,
+    skipped_ids: &BTreeSet<String>,
+    diverging: &BTreeSet<String>,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    for e in &ledger.entries {
+        // Scenarios the backend skipped show nothing either way.
+        let explicit: Vec<&String> = e
+            .scenarios
+            .iter()
+            .filter(|s| *s != "*" && !skipped_ids.contains(*s))
+            .collect();
+        if e.observable && !explicit.is_empty() && !explicit.iter().any(|s| diverging.contains(*s))
+        {
+            problems.push(format!(
+                "{}: observable, but none of its scenarios {:?} shows a difference (stale entry)",
+                e.id, e.scenarios
+            ));
+        }
+        if e.observable && e.scenarios.is_empty() {
+            problems.push(format!("{}: observable, but lists no scenario", e.id));
+        }
+    }
+    if let Ok(md) = std::fs::read_to_string(ledger::divergences_md_path()) {
+        let doc: BTreeSet<String> = ledger::doc_ids(&md).into_iter().collect();
+        let twin: BTreeSet<String> = ledger.ids().into_iter().collect();
+        for d in doc.difference(&twin) {
+            problems.push(format!(
+                "{d}: in docs/divergences.md but not in the ledger twin"
+            ));
+        }
+        for d in twin.difference(&doc) {
+            problems.push(format!(
+                "{d}: in the ledger twin but not in docs/divergences.md"
+            ));
+        }
+    }
+    problems
+}
+
+/// What an in-process run found, as the reports show it.
+fn document<'a>(
     opts: &Options,
-    outcomes: &[Outcome],
+    ledger: &'a Ledger,
+    outcomes: &'a [Outcome],
     ledger_problems: &[String],
     cells: &[interop::Cell],
     secs: f64,
-) -> std::io::Result<()> {
+) -> Doc<'a> {
+    let mut checks: Vec<Check> = cells
+        .iter()
+        .map(|c| Check {
+            suite: "interop",
+            name: format!("{} {} B", c.dir, c.len),
+            status: if c.ok {
+                Status::Ok
+            } else {
+                Status::Fail(c.detail.clone())
+            },
+            detail: c.detail.clone(),
+        })
+        .collect();
+    checks.extend(ledger_problems.iter().map(|p| Check {
+        suite: present::RUN,
+        name: "ledger".into(),
+        status: Status::Fail(p.clone()),
+        detail: String::new(),
+    }));
+    let tables = if cells.is_empty() {
+        Vec::new()
+    } else {
+        vec![Table {
+            title: "Interop matrix (one process, data checked byte for byte)".into(),
+            head: vec![
+                "direction".into(),
+                "length (bytes)".into(),
+                "result".into(),
+                "detail".into(),
+            ],
+            rows: cells
+                .iter()
+                .map(|c| {
+                    vec![
+                        c.dir.clone(),
+                        c.len.to_string(),
+                        if c.ok { "OK" } else { "FAIL" }.into(),
+                        c.detail.clone(),
+                    ]
+                })
+                .collect(),
+        }]
+    };
+    Doc {
+        title: "os_transport C-vs-Rust conformance report".into(),
+        stem: "report",
+        meta: meta::collect(
+            "one process, both libraries dlopened",
+            backend::get().name(),
+            &opts.legacy_lib,
+            &opts.rust_lib,
+            opts.seed,
+            opts.random,
+            &opts.ledger,
+            Vec::new(),
+        ),
+        outcomes,
+        ledger,
+        checks,
+        tables,
+        seconds: secs,
+    }
+}
+
+/// `report.json`, then `report.md`, `report.html` and `report.xml`.
+fn write_reports(opts: &Options, doc: &Doc, sum: &Summary) -> std::io::Result<()> {
     std::fs::create_dir_all(&opts.out)?;
-    let j = json!({
+    let interop = doc.checks.iter().filter(|c| c.suite == "interop");
+    let mut j = json!({
         "backend": backend::get().name(),
         "loopback_control_calls": crate::loopback_ctl::forbidden_attempts(),
         "legacy_lib": opts.legacy_lib.display().to_string(),
         "rust_lib": opts.rust_lib.display().to_string(),
         "seed": opts.seed,
         "random": opts.random,
-        "seconds": secs,
+        "seconds": doc.seconds,
         "totals": {
-            "scenarios": outcomes.len(),
-            "pass": outcomes.iter().filter(|o| o.verdict == Verdict::Pass).count(),
-            "diverges": outcomes.iter().filter(|o| matches!(o.verdict, Verdict::Diverges(_))).count(),
-            "fail": outcomes.iter().filter(|o| matches!(o.verdict, Verdict::Fail(_))).count() + ledger_problems.len(),
-            "skipped": outcomes.iter().filter(|o| matches!(o.verdict, Verdict::Skipped(_))).count(),
-            "interop_ok": cells.iter().filter(|c| c.ok).count(),
-            "interop_cells": cells.len(),
+            "scenarios": sum.scenarios,
+            "pass": sum.pass,
+            "diverges": sum.diverges,
+            "fail": sum.fail + sum.run_failures,
+            "skipped": sum.skipped,
+            "interop_ok": sum.suite("interop").ok,
+            "interop_cells": sum.suite("interop").total,
         },
-        "ledger_problems": ledger_problems,
-        "scenarios": outcomes.iter().map(|o| json!({
-            "id": o.id,
-            "kind": o.kind,
-            "desc": o.desc,
-            "verdict": o.verdict.word(),
-            "ledger": match &o.verdict { Verdict::Diverges(v) => json!(v), _ => json!([]) },
-            "reason": match &o.verdict { Verdict::Fail(w) | Verdict::Skipped(w) => json!(w), _ => Value::Null },
-            "differing_sections": o.sections,
-            "seed": o.seed,
-            "ms": o.ms as u64,
-            "legacy_trace": if o.verdict == Verdict::Pass { Value::Null } else { json!(o.legacy_trace) },
-            "rust_trace": if o.verdict == Verdict::Pass { Value::Null } else { json!(o.rust_trace) },
-        })).collect::<Vec<_>>(),
-        "interop": cells.iter().map(|c| json!({
-            "direction": c.dir, "len": c.len, "ok": c.ok, "detail": c.detail
-        })).collect::<Vec<_>>(),
+        "ledger_problems": doc.checks.iter().filter(|c| c.suite == present::RUN).filter_map(|c| c.status.reason()).collect::<Vec<_>>(),
+        "scenarios": doc.outcomes.iter().map(|o| present::json::scenario(o, true)).collect::<Vec<_>>(),
+        "interop": doc.tables.first().map(|t| t.rows.iter().zip(interop).map(|(r, c)| json!({
+            "direction": r[0], "len": r[1].parse::<u64>().unwrap_or(0), "ok": c.status == Status::Ok, "detail": c.detail
+        })).collect::<Vec<_>>()).unwrap_or_default(),
     });
+    present::json::extend(&mut j, doc);
     std::fs::write(
-        opts.out.join("report.json"),
+        doc.path(&opts.out, "json"),
         serde_json::to_string_pretty(&j).unwrap_or_default(),
     )?;
-    let mut md = String::new();
-    md.push_str("# os_transport C-vs-Rust conformance report\n\n");
-    md.push_str(&format!(
-        "- URMA trace and faults: {}\n- reference C library: `{}`\n- Rust library: `{}`\n- random seed {} ({} scenarios)\n- run time {:.1} s\n\n",
-        backend::get().name(),
-        opts.legacy_lib.display(),
-        opts.rust_lib.display(),
-        opts.seed,
-        opts.random,
-        secs
-    ));
-    md.push_str("| verdict | scenario | kind | description |\n|---|---|---|---|\n");
-    for o in outcomes {
-        md.push_str(&format!(
-            "| {} | `{}` | {} | {} |\n",
-            o.verdict.word(),
-            o.id,
-            o.kind,
-            o.desc.replace('|', "\\|")
-        ));
-    }
-    for p in ledger_problems {
-        md.push_str(&format!(
-            "| FAIL | ledger | - | {} |\n",
-            p.replace('|', "\\|")
-        ));
-    }
-    if !cells.is_empty() {
-        md.push_str("\n## Interop matrix\n\n");
-        md.push_str(&interop::render_md(cells));
-    }
-    md.push_str("\n## Differences\n\n");
-    for o in outcomes.iter().filter(|o| o.verdict != Verdict::Pass) {
-        md.push_str(&format!("### {} — {}\n\n", o.id, o.verdict.word()));
-        if let Verdict::Fail(w) | Verdict::Skipped(w) = &o.verdict {
-            md.push_str(&format!("{w}\n\n"));
-        }
-        if let Some(d) = &o.diff {
-            md.push_str("Diff (left: reference C, right: Rust):\n\n```diff\n");
-            md.push_str(&strip_ansi(d));
-            md.push_str("\n```\n\n");
-        }
-    }
-    std::fs::write(opts.out.join("report.md"), md)
-}
-
-/// Removes ANSI colour sequences (pretty_assertions colours its output).
-pub fn strip_ansi(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut it = s.chars().peekable();
-    while let Some(c) = it.next() {
-        if c == '\u{1b}' {
-            if it.peek() == Some(&'[') {
-                it.next();
-                for d in it.by_ref() {
-                    if d.is_ascii_alphabetic() {
-                        break;
-                    }
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
+    present::write(doc, &opts.out)
 }
 
 /// Default for `--random`: `$COMPAT_RANDOM`, else 200.

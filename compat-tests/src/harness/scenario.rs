@@ -8,6 +8,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use super::aspect::{note_line, Aspect};
 use super::backend;
 use super::ctx::{Ctx, Delivery, Order, SendVia, Setup, Side};
 use crate::fixture::RecvKind;
@@ -211,7 +212,9 @@ pub fn flow_features(setup: &Setup, f: &Flow) -> BTreeSet<String> {
 /// panics: the scenario is reported as FAIL, never as a quiet PASS.
 fn apply_knobs(ctx: &Ctx, spec: &str) {
     match backend::get().apply_knobs(spec) {
-        Ok(_) => ctx.rec.note(format!("loopback knobs: {spec}")),
+        Ok(_) => ctx
+            .rec
+            .note(note_line(Aspect::Wire, &format!("loopback knobs: {spec}"))),
         Err(e) => panic!(
             "harness bug: {} rejected the scenario's {e}",
             backend::get().name()
@@ -833,8 +836,9 @@ fn sc_dup_write_cr(ctx: &mut Ctx) {
                 first = false;
                 ctx.deliver(Side::Send, cr, Duration::from_millis(0));
                 let n = ctx.settle_send_wrs(Duration::from_millis(40));
-                ctx.rec.note(format!(
-                    "send WRs posted once WRITE 0's CR was handed over twice: {n}"
+                ctx.rec.note(note_line(
+                    Aspect::Wire,
+                    &format!("send WRs posted once WRITE 0's CR was handed over twice: {n}"),
                 ));
             } else {
                 ctx.settle_send_wrs(Duration::from_millis(20));
@@ -964,7 +968,10 @@ fn sc_timeout_0(ctx: &mut Ctx) {
     }
     let n = backend::get().release_crs(ReleaseOrder::Fifo);
     backend::get().hold_crs(false);
-    ctx.rec.note(format!("released {n} held CRs"));
+    ctx.rec.note(note_line(
+        Aspect::Completion,
+        &format!("released {n} held CRs"),
+    ));
     ctx.settle_recv(2, Duration::from_millis(150), Duration::from_secs(2));
     std::thread::sleep(Duration::from_millis(50));
     ctx.deliver_held(Order::Fifo);

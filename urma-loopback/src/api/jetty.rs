@@ -51,6 +51,9 @@ pub unsafe extern "C" fn urma_create_jfs(
         if cfg.depth == 0 || cfg.depth > MAX_DEPTH {
             return null("urma_create_jfs: bad depth");
         }
+        if !trans_mode_ok(cfg.trans_mode) {
+            return null("urma_create_jfs: trans_mode is not RM, RC or UM");
+        }
         let Some(id) = alloc_qid(0) else {
             return null("urma_create_jfs: id");
         };
@@ -137,10 +140,16 @@ pub unsafe extern "C" fn urma_query_jfs(
     })
 }
 
+/// Whether a queue's transport mode is one of RM, RC and UM (the URMA core refuses any other,
+/// 0 included, before a provider sees the queue).
+fn trans_mode_ok(m: u::urma_transport_mode_t) -> bool {
+    m == u::URMA_TM_RM || m == u::URMA_TM_RC || m == u::URMA_TM_UM
+}
+
 fn make_rq(name: &str, cfg: &u::urma_jfr_cfg_t) -> Option<Arc<RecvQ>> {
     let jfc = get_jfc(cfg.jfc)?;
     let max_sge = sge_limit(cfg.max_sge)?;
-    if cfg.depth == 0 || cfg.depth > MAX_DEPTH {
+    if cfg.depth == 0 || cfg.depth > MAX_DEPTH || !trans_mode_ok(cfg.trans_mode) {
         return None;
     }
     Some(Arc::new(RecvQ {
@@ -266,43 +275,33 @@ pub unsafe extern "C" fn urma_create_jetty(
         if cfg.jfs_cfg.depth == 0 || cfg.jfs_cfg.depth > MAX_DEPTH {
             return null("urma_create_jetty: bad depth");
         }
+        if !trans_mode_ok(cfg.jfs_cfg.trans_mode) {
+            return null("urma_create_jetty: trans_mode is not RM, RC or UM");
+        }
         // SAFETY: plain u32 flag union.
         let share = unsafe { cfg.flag.value } & flags::JETTY_FLAG_SHARE_JFR != 0;
         let name = next_name(Kind::Jetty);
-        let (rq, shared, token, own_cfg) = if share {
-            // SAFETY: `shared` is the active member when share_jfr is set.
-            let sh = unsafe { cfg.__bindgen_anon_1.shared };
-            let Some(jfr) = get_jfr(sh.jfr) else {
-                return null("urma_create_jetty: invalid shared.jfr");
-            };
-            if !sh.jfc.is_null() && get_jfc(sh.jfc).is_none() {
-                return null("urma_create_jetty: invalid shared.jfc");
-            }
-            let tok = jfr.token_checked.then_some(jfr.token);
-            (jfr.rq.clone(), Some(jfr), tok, None)
-        } else {
-            // SAFETY: `jfr_cfg` is the active member when share_jfr is clear.
-            let p = unsafe { cfg.__bindgen_anon_1.jfr_cfg };
-            if p.is_null() {
-                return null("urma_create_jetty: NULL jfr_cfg");
-            }
-            // SAFETY: non-NULL caller-owned jfr cfg.
-            let jc = unsafe { *p };
-            let Some(rq) = make_rq(&name, &jc) else {
-                return null("urma_create_jetty: bad jfr_cfg");
-            };
-            let tok =
-                (token_policy_of_jfr(&jc) != u::URMA_TOKEN_NONE).then_some(jc.token_value.token);
-            // Keep our own copy of the jfr cfg so the C object never points at caller memory.
-            (rq, None, tok, Some(CBox::new(jc)))
+        // loopback0 is a UB device: as the URMA core does for one, refuse a jetty whose receive
+        // queue is not a shared JFR (the plugin face gets none, the core refused it already).
+        if !share {
+            return null(
+                "urma_create_jetty: a jetty of a UB device must share a JFR (jetty_cfg.flag.bs.share_jfr)",
+            );
+        }
+        // SAFETY: `shared` is the active member when share_jfr is set.
+        let sh = unsafe { cfg.__bindgen_anon_1.shared };
+        let Some(jfr) = get_jfr(sh.jfr) else {
+            return null("urma_create_jetty: invalid shared.jfr");
         };
+        if !sh.jfc.is_null() && get_jfc(sh.jfc).is_none() {
+            return null("urma_create_jetty: invalid shared.jfc");
+        }
+        let token = jfr.token_checked.then_some(jfr.token);
+        let rq = jfr.rq.clone();
         let Some(id) = alloc_qid(cfg.id) else {
             return null("urma_create_jetty: id in use");
         };
         trace::name_qid(id, &name);
-        if let Some(oc) = &own_cfg {
-            cfg.__bindgen_anon_1.jfr_cfg = oc.ptr();
-        }
         cfg.id = id;
         let mut j: u::urma_jetty_t = zeroed();
         j.urma_ctx = ctx;
@@ -326,8 +325,7 @@ pub unsafe extern "C" fn urma_create_jetty(
             }),
             c: cb,
             rq: rq.clone(),
-            shared_jfr: shared.clone(),
-            own_jfr_cfg: own_cfg,
+            shared_jfr: jfr.clone(),
             token: token.unwrap_or(0),
             token_checked: token.is_some(),
             alive: AtomicBool::new(true),
@@ -336,11 +334,7 @@ pub unsafe extern "C" fn urma_create_jetty(
             bound: Mutex::new(None),
         });
         sjfc.users.fetch_add(1, Ordering::AcqRel);
-        if let Some(j) = &shared {
-            j.users.fetch_add(1, Ordering::AcqRel);
-        } else {
-            rq.jfc.users.fetch_add(1, Ordering::AcqRel);
-        }
+        jfr.users.fetch_add(1, Ordering::AcqRel);
         c.users.fetch_add(1, Ordering::AcqRel);
         let p = jetty.c.ptr();
         reg::with_reg_mut(|r| {
@@ -370,14 +364,7 @@ pub unsafe extern "C" fn urma_delete_jetty(jetty: *mut u::urma_jetty_t) -> u::ur
         }
         j.alive.store(false, Ordering::Release);
         j.sq.jfc.users.fetch_sub(1, Ordering::AcqRel);
-        match &j.shared_jfr {
-            Some(s) => {
-                s.users.fetch_sub(1, Ordering::AcqRel);
-            }
-            None => {
-                j.rq.jfc.users.fetch_sub(1, Ordering::AcqRel);
-            }
-        }
+        j.shared_jfr.users.fetch_sub(1, Ordering::AcqRel);
         j.ctx.users.fetch_sub(1, Ordering::AcqRel);
         u::URMA_SUCCESS
     })

@@ -75,9 +75,15 @@ fn device_ptr() -> *mut u::urma_device_t {
     .ptr()
 }
 
+/// In the plugin face, loopback0 as the genuine core took it at registration: set by
+/// [`crate::plugin`] in the provider's `init`, NULL before it and after `uninit`.
+#[cfg(feature = "plugin")]
+pub(crate) static REGISTERED_DEVICE: std::sync::atomic::AtomicPtr<u::urma_device_t> =
+    std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+
 #[cfg(feature = "plugin")]
 fn device_ptr() -> *mut u::urma_device_t {
-    crate::plugin::device()
+    REGISTERED_DEVICE.load(Ordering::Acquire)
 }
 
 fn dev_ok(dev: *const u::urma_device_t) -> bool {

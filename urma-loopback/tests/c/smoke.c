@@ -26,7 +26,7 @@ int main(void)
     urma_jfs_cfg_t sc = ufx_jfs_cfg(64, sjfc);
     urma_jfs_t *jfs = urma_create_jfs(ctx, &sc);
     CHECK(jfs != NULL);
-    urma_jfr_cfg_t rc = { .depth = 8, .max_sge = 1, .jfc = rjfc, .token_value = { .token = 7 } };
+    urma_jfr_cfg_t rc = { .depth = 8, .max_sge = 1, .trans_mode = URMA_TM_RM, .jfc = rjfc, .token_value = { .token = 7 } };
     rc.flag.bs.token_policy = URMA_TOKEN_PLAIN_TEXT;
     sc.jfc = rjfc;
     urma_jetty_t *jetty = ufx_jetty(ctx, &sc, &rc);

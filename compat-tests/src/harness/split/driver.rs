@@ -20,6 +20,8 @@ use super::wire::{
 };
 use crate::harness::ledger::Ledger;
 use crate::harness::outcome::{judge, Options, Verdict};
+use crate::harness::present::progress::Progress;
+use crate::harness::present::{self, meta, summary};
 use crate::harness::{backend, interop, report};
 
 /// Where the children of a run start: here ([`Launch`]), and in two-node mode every receiver on
@@ -279,9 +281,11 @@ impl Run<'_> {
             .filter(|p| matches!(p.kind, PlanKind::Scenario) && self.wanted(&p.id))
             .cloned()
             .collect();
+        let mut progress = Progress::new("compat --split", plans.len(), self.opts.verbose);
         for p in &plans {
+            progress.start(&p.id);
             if let Some(why) = backend::get().skip(&p.id) {
-                println!("{:<28} {:<22} {why}", "SKIPPED", p.id);
+                progress.done_shown(&format!("{:<28} {:<22} {why}", "SKIPPED", p.id));
                 self.found.skipped.push(format!("{}: {why}", p.id));
                 continue;
             }
@@ -290,7 +294,7 @@ impl Run<'_> {
             let lr = run_pair(&mut self.children, p, &self.r, &self.r);
             self.found.ctl_calls += lc.ctl_calls + lr.ctl_calls;
             if let Some(why) = lc.not_run.as_ref().or(lr.not_run.as_ref()) {
-                println!("{:<28} {:<22} {why}", "NOT RUN", p.id);
+                progress.done_shown(&format!("{:<28} {:<22} {why}", "NOT RUN", p.id));
                 self.found.not_run.push(format!("{}: {why}", p.id));
                 continue;
             }
@@ -322,9 +326,10 @@ impl Run<'_> {
                     notes.join("; ")
                 ));
             }
-            println!("{}", report::line(&o));
+            progress.done(&report::line(&o), matches!(o.verdict, Verdict::Fail(_)));
             self.found.outcomes.push(o);
         }
+        progress.finish();
     }
 
     /// The interop matrix, both columns (not with `--scenario`, nor `--no-interop`). `Err`: the
@@ -476,26 +481,39 @@ impl Run<'_> {
         }
         let secs = t0.elapsed().as_secs_f64();
         println!("{}", self.found.summary(&totals, secs));
-        let path = self.opts.out.join("report-split.md");
-        if let Err(e) = std::fs::write(&path, self.found.markdown(secs)) {
-            eprintln!("compat: {}: {e}", path.display());
-            return 2;
-        }
         let nodes = if self.children.node.is_some() { 2 } else { 1 };
+        let mode = match &self.children.node {
+            Some(n) => format!(
+                "two nodes: receivers on the node serving at {}, senders here",
+                n.addr()
+            ),
+            None => "two processes (sender and receiver), both on this node".to_string(),
+        };
+        let meta = meta::collect(
+            &mode,
+            self.children.launch.mode.name(),
+            &self.c.path,
+            &self.r.path,
+            self.opts.seed,
+            0,
+            &self.opts.ledger,
+            Vec::new(),
+        );
+        let doc = self.found.doc(&self.ledger, meta, hardware, secs);
         let j = self
             .found
-            .json(&totals, self.children.launch.mode.name(), nodes, secs);
-        let jpath = self.opts.out.join("report-split.json");
+            .json(&totals, self.children.launch.mode.name(), nodes, &doc);
+        let jpath = doc.path(&self.opts.out, "json");
         if let Err(e) = std::fs::write(&jpath, serde_json::to_string_pretty(&j).unwrap_or_default())
         {
             eprintln!("compat: {}: {e}", jpath.display());
             return 2;
         }
-        println!(
-            "compat --split: report: {} and {}",
-            path.display(),
-            jpath.display()
-        );
+        if let Err(e) = present::write(&doc, &self.opts.out) {
+            eprintln!("compat: {}: {e}", self.opts.out.display());
+            return 2;
+        }
+        print!("{}", summary::migration(&doc, &self.opts.out));
         if totals.fail + totals.cell_fail + totals.death_fail > 0 {
             1
         } else if !self.found.not_run.is_empty() {

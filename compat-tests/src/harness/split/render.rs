@@ -1,12 +1,14 @@
 //! What a `compat --split` run found ([`Findings`]: the scenarios' outcomes, the interop matrix
 //! with both columns, peer death, what did not run or was skipped) and how it is shown: the
-//! matrix as text ([`matrix`]), the summary line, `report-split.md` and `report-split.json`.
+//! matrix as text ([`matrix`]), the summary line, `report-split.json`, and the model the other
+//! renderings (`report-split.md`, `.html`, `.xml`) are made from ([`Findings::doc`]).
 
 use serde_json::{json, Value};
 
 use crate::harness::interop;
-use crate::harness::outcome::{Outcome, Verdict};
-use crate::harness::report;
+use crate::harness::ledger::Ledger;
+use crate::harness::outcome::Outcome;
+use crate::harness::present::{self, summary, Check, Doc, Status, Table};
 
 /// A peer-death run of one library: Ok((verdict word, detail)) or Err(why: FAIL or NOT RUN).
 pub type DeathResult = Result<(String, String), String>;
@@ -81,7 +83,7 @@ pub struct Totals {
 impl Findings {
     /// The counts (`fail` before the driver adds the run's own failures).
     pub fn totals(&self) -> Totals {
-        let (pass, div, fail) = report::counts(&self.outcomes);
+        let (pass, div, fail) = summary::counts(&self.outcomes);
         let cell_fail = self
             .cells
             .iter()
@@ -137,22 +139,17 @@ impl Findings {
         )
     }
 
-    /// `report-split.json`: `backend` and `nodes` are the run's.
-    pub fn json(&self, t: &Totals, backend: &str, nodes: u32, secs: f64) -> Value {
-        json!({
+    /// `report-split.json`: `backend` and `nodes` are the run's; `doc` is [`Findings::doc`].
+    pub fn json(&self, t: &Totals, backend: &str, nodes: u32, doc: &Doc) -> Value {
+        let mut j = json!({
             "backend": backend,
             "nodes": nodes,
             "loopback_control_calls": self.ctl_calls,
-            "seconds": secs,
+            "seconds": doc.seconds,
             "totals": {"pass": t.pass, "diverges": t.div, "fail": t.fail, "not_run": self.not_run.len(),
                        "skipped": self.skipped.len(), "interop_two_ok": t.two_ok, "interop_cells": self.cells.len(),
                        "peer_death_ok": t.death_ok},
-            "scenarios": self.outcomes.iter().map(|o| json!({
-                "id": o.id,
-                "verdict": o.verdict.word(),
-                "reason": match &o.verdict { Verdict::Fail(w) => json!(w), _ => Value::Null },
-                "differing_sections": o.sections,
-            })).collect::<Vec<_>>(),
+            "scenarios": self.outcomes.iter().map(|o| present::json::scenario(o, true)).collect::<Vec<_>>(),
             "interop": self.cells.iter().map(|x| {
                 let (two, detail) = x.two_word();
                 json!({"direction": x.dir, "len": x.len, "one": x.one_word(), "two": two, "detail": detail})
@@ -164,60 +161,170 @@ impl Findings {
             "not_run": self.not_run,
             "skipped": self.skipped,
             "serving_node": self.node_problem,
-        })
+        });
+        present::json::extend(&mut j, doc);
+        j
     }
 
-    /// `report-split.md`.
-    pub fn markdown(&self, secs: f64) -> String {
-        let mut s = String::from("# compat --split: sender and receiver in two processes\n\n");
-        s.push_str("| scenario | verdict | differing sections |\n|---|---|---|\n");
-        for o in &self.outcomes {
-            let why = match &o.verdict {
-                Verdict::Fail(w) => format!(" ({w})"),
-                _ => String::new(),
-            };
-            s.push_str(&format!(
-                "| {} | {}{why} | {} |\n",
-                o.id,
-                o.verdict.word(),
-                o.sections.join(", ")
-            ));
-        }
-        s.push_str("\n## Interop matrix\n\n| direction | length | one process | two processes | detail |\n|---|---|---|---|---|\n");
+    /// What the run found as the reports show it: the scenarios; the interop cells of both
+    /// columns, peer death, what did not run or was skipped, and the run's own failures (control
+    /// calls in `hardware` mode, the serving node) as checks; the matrix and peer death as tables.
+    pub fn doc<'a>(
+        &'a self,
+        ledger: &'a Ledger,
+        meta: Vec<(String, String)>,
+        hardware: bool,
+        secs: f64,
+    ) -> Doc<'a> {
+        let mut checks = Vec::new();
         for x in &self.cells {
-            let one = x.one_word();
-            let (two, detail) = x.two_word();
-            s.push_str(&format!(
-                "| {} | {} | {one} | {two} | {detail} |\n",
-                x.dir, x.len
-            ));
-        }
-        s.push_str("\n## Peer death\n\n| library | result |\n|---|---|\n");
-        for (l, r) in &self.deaths {
-            let t = match r {
-                Ok((w, t)) => format!("{w}: {t}"),
-                Err(w) => w.clone(),
-            };
-            s.push_str(&format!("| {l} | {t} |\n"));
-        }
-        for o in self.outcomes.iter().filter(|o| o.diff.is_some()) {
-            s.push_str(&format!(
-                "\n## {} ({})\n\n```diff\n{}\n```\n",
-                o.id,
-                o.verdict.word(),
-                report::strip_ansi(o.diff.as_deref().unwrap_or(""))
-            ));
-        }
-        for (title, list) in [("Not run", &self.not_run), ("Skipped", &self.skipped)] {
-            if !list.is_empty() {
-                s.push_str(&format!("\n## {title}\n\n"));
-                for n in list {
-                    s.push_str(&format!("* {n}\n"));
-                }
+            let name = format!("{} {} B", x.dir, x.len);
+            if let Some(o) = &x.one {
+                checks.push(Check {
+                    suite: "interop",
+                    name: name.clone(),
+                    status: if o.ok {
+                        Status::Ok
+                    } else {
+                        Status::Fail(o.detail.clone())
+                    },
+                    detail: o.detail.clone(),
+                });
+            }
+            if let Some(t) = &x.two {
+                let status = match t {
+                    Ok(_) => Status::Ok,
+                    Err(w) if w.starts_with("NOT RUN") => Status::NotRun(w.clone()),
+                    Err(w) => Status::Fail(w.clone()),
+                };
+                checks.push(Check {
+                    suite: "interop-two-process",
+                    name,
+                    detail: x.two_word().1,
+                    status,
+                });
             }
         }
-        s.push_str(&format!("\n{secs:.1} s\n"));
-        s
+        for (l, r) in &self.deaths {
+            let status = match r {
+                Ok((w, _)) => match w.strip_prefix("DIVERGES-AS-DOCUMENTED ") {
+                    Some(ids) => Status::Diverges(ids.split(',').map(str::to_string).collect()),
+                    None => Status::Ok,
+                },
+                Err(w) if w.starts_with("NOT RUN") => Status::NotRun(w.clone()),
+                Err(w) => Status::Fail(w.clone()),
+            };
+            checks.push(Check {
+                suite: "peer-death",
+                name: l.clone(),
+                status,
+                detail: match r {
+                    Ok((_, t)) => t.clone(),
+                    Err(w) => w.clone(),
+                },
+            });
+        }
+        for n in &self.not_run {
+            if !n.starts_with("xp-") && !n.starts_with("peer-death") {
+                let (id, why) = n.split_once(": ").unwrap_or((n, ""));
+                checks.push(Check {
+                    suite: "scenario",
+                    name: id.to_string(),
+                    status: Status::NotRun(why.to_string()),
+                    detail: String::new(),
+                });
+            }
+        }
+        for n in &self.skipped {
+            let (id, why) = n.split_once(": ").unwrap_or((n, ""));
+            checks.push(Check {
+                suite: if id == "peer-death" {
+                    "peer-death"
+                } else {
+                    "scenario"
+                },
+                name: id.to_string(),
+                status: Status::Skipped(why.to_string()),
+                detail: String::new(),
+            });
+        }
+        if hardware && self.ctl_calls > 0 {
+            checks.push(Check {
+                suite: present::RUN,
+                name: "hardware mode".into(),
+                status: Status::Fail(format!(
+                    "the loopback control API was called {} times in hardware mode",
+                    self.ctl_calls
+                )),
+                detail: String::new(),
+            });
+        }
+        if let Some(e) = &self.node_problem {
+            checks.push(Check {
+                suite: present::RUN,
+                name: "serving node".into(),
+                status: Status::Fail(e.clone()),
+                detail: String::new(),
+            });
+        }
+        let mut tables = Vec::new();
+        if !self.cells.is_empty() {
+            tables.push(Table {
+                title: "Interop matrix (data checked byte for byte)".into(),
+                head: [
+                    "direction",
+                    "length (bytes)",
+                    "one process",
+                    "two processes",
+                    "detail",
+                ]
+                .map(String::from)
+                .to_vec(),
+                rows: self
+                    .cells
+                    .iter()
+                    .map(|x| {
+                        let (two, detail) = x.two_word();
+                        vec![
+                            x.dir.clone(),
+                            x.len.to_string(),
+                            x.one_word().into(),
+                            two.into(),
+                            detail,
+                        ]
+                    })
+                    .collect(),
+            });
+        }
+        if !self.deaths.is_empty() {
+            tables.push(Table {
+                title: "Peer death (the receiver killed mid-transfer)".into(),
+                head: vec!["library".into(), "result".into()],
+                rows: self
+                    .deaths
+                    .iter()
+                    .map(|(l, r)| {
+                        vec![
+                            l.clone(),
+                            match r {
+                                Ok((w, t)) => format!("{w}: {t}"),
+                                Err(w) => w.clone(),
+                            },
+                        ]
+                    })
+                    .collect(),
+            });
+        }
+        Doc {
+            title: "compat --split: sender and receiver in two processes".into(),
+            stem: "report-split",
+            meta,
+            outcomes: &self.outcomes,
+            ledger,
+            checks,
+            tables,
+            seconds: secs,
+        }
     }
 }
 
