@@ -55,8 +55,9 @@ name=$(awk '$1 == "Name:" { print $2; exit }' "$src/openeuler.spec")
 mkdir -p "$topdir/SPECS"
 cp "$src/openeuler.spec" "$topdir/SPECS/$name.spec"
 
-# The CARGO_TARGET_DIR / LD_LIBRARY_PATH of the developer's build (cargo xtask) are not rpmbuild's.
+# The CARGO_TARGET_DIR / LD_LIBRARY_PATH of the developer's build (cargo xtask) are not rpmbuild's,
+# nor is UMDK_SRC (a UMDK source tree outside the sources: %check takes only a system UMDK).
 # shellcheck disable=SC2086
-env -u CARGO_TARGET_DIR -u LD_LIBRARY_PATH \
+env -u CARGO_TARGET_DIR -u LD_LIBRARY_PATH -u UMDK_SRC \
     rpmbuild -ba "${opts[@]}" ${RPMBUILD_OPTS:-} "$topdir/SPECS/$name.spec"
 echo "build-rpm: $(cd "$topdir" && ls RPMS/*/*.rpm SRPMS/*.rpm | tr '\n' ' ')"

@@ -14,7 +14,10 @@
 #                      interposition layer @LAYERDIR@/liburma.so.0 in front for the trace and the
 #                      faults; only the public URMA API is used. --eid EID (IPv6 notation) picks
 #                      the device's EID (default its first). Scenarios that need the loopback,
-#                      and the C runner, are reported SKIPPED with the reason.
+#                      and the C runner, are reported SKIPPED with the reason. On a UMDK host
+#                      without UB hardware, --device loopback0 is the loopback provider plugin
+#                      of mlcachedirect-urma-loopback (@PLUGINDIR@/liburma-loopback.so)
+#                      inside the system's URMA library.
 #   --split            sender and receiver of each scenario in two processes (with or without
 #                      --device), endpoint information over TCP; report report-split.html/.md/.json/.xml
 #   --split --device NAME [--eid EID] --serve HOST:PORT
@@ -55,8 +58,12 @@ while [ $# -gt 0 ]; do
     esac
 done
 device=
+device_name=
+prev=
 for a in "$@"; do
     [ "$a" = --device ] && device=1
+    [ "$prev" = --device ] && device_name=$a
+    prev=$a
 done
 
 for f in "$rust_lib" "$legacy_lib" "$privdir/compat" "$privdir/ledger.json"; do
@@ -72,6 +79,16 @@ if [ -n "$device" ]; then
         echo "mlcachedirect-conformance: --device: no $real (install umdk-urma-lib, or set URMA_INTERPOSE_REAL)" >&2
         exit 2
     }
+    # In a URMA core that loads providers (UMDK's: it offers them urma_register_provider_ops),
+    # the loopback's devices exist only with its plugin in the core's providers' directory.
+    case $device_name in
+        loopback*)
+            plugin=$(dirname "$real")/urma/liburma-loopback.so
+            if [ ! -e "$plugin" ] && grep -q urma_register_provider_ops "$real"; then
+                echo "mlcachedirect-conformance: note: no $plugin: the loopback's device $device_name" \
+                    "needs it (install mlcachedirect-urma-loopback)" >&2
+            fi ;;
+    esac
     LD_LIBRARY_PATH=$layerdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     URMA_INTERPOSE_REAL=$real
     export LD_LIBRARY_PATH URMA_INTERPOSE_REAL

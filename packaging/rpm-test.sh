@@ -2,7 +2,8 @@
 # Usage: packaging/rpm-test.sh            (after `make rpm`; `make rpm-test` runs both)
 # Install test of the mlcachedirect RPMs under $TARGET_DIR/rpm (default target/rpm), in
 # $TARGET_DIR/rpm-test:
-#   1. metadata: Provides/Requires/Obsoletes of the RPMs, the files of the runtime package
+#   1. metadata: Provides/Requires/Obsoletes of the RPMs, the files of the runtime package and of
+#      mlcachedirect-urma-loopback (the plugin's SONAME and NEEDED liburma.so.0, the helper's none)
 #   2. repository: the RPMs + the TEST ONLY stand-ins of packaging/tests/test-stubs.spec, createrepo_c
 #   3. clean root: `dnf --installroot` of mlcachedirect, -devel and -conformance into an empty root,
 #      `rpm -V`, and checks of the dependency metadata (nothing offers the loopback liburma.so.0)
@@ -17,7 +18,13 @@
 #      before and after, then back to os-transport (docs/migration.md)
 #   8. migration with -devel: os-transport + os-transport-devel 1.0.0-1 and mlcachedirect-compat
 #      1.0.0-2 (old name), upgraded by dnf (Obsoletes), then back to os-transport
-#   9. rpmlint of every RPM and the spec: 0 errors
+#   9. a UMDK host: a root with the genuine URMA core (TEST ONLY stand-in of umdk-urma-lib built
+#      from RPM_TEST_UMDK_CORE / RPM_TEST_UMDK_COMMON, which `cargo xtask rpm-test` sets),
+#      mlcachedirect-urma-loopback and -conformance: urma_sample (RPM_TEST_URMA_SAMPLE) as server
+#      and client on loopback0 with the helper preloaded, and mlcachedirect-conformance --device
+#      loopback0 (also --split) over the core and its plugin. Without a core: skipped, said so;
+#      with CI set: a failure
+#  10. rpmlint of every RPM and the spec: 0 errors
 # Prints one line per step with its time; exits non-zero on the first failure.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -45,10 +52,10 @@ fail() { echo "rpm-test: FAIL: $*" >&2; exit 1; }
 
 shopt -s nullglob
 main_rpms=("$rpmdir"/RPMS/"$arch"/$name-"$version"-"$release".*.rpm
-           "$rpmdir"/RPMS/"$arch"/$name-{devel,conformance}-"$version"-"$release".*.rpm)
+           "$rpmdir"/RPMS/"$arch"/$name-{devel,conformance,urma-loopback}-"$version"-"$release".*.rpm)
 srpms=("$rpmdir"/SRPMS/$name-"$version"-"$release".src.rpm)
 shopt -u nullglob
-[ ${#main_rpms[@]} -eq 3 ] || fail "expected 3 binary RPMs of $name-$version-$release in $rpmdir/RPMS/$arch (run make rpm): ${main_rpms[*]:-none}"
+[ ${#main_rpms[@]} -eq 4 ] || fail "expected 4 binary RPMs of $name-$version-$release in $rpmdir/RPMS/$arch (run make rpm): ${main_rpms[*]:-none}"
 [ ${#srpms[@]} -eq 1 ] || fail "no source RPM in $rpmdir/SRPMS"
 rpm_of() {
     local f
@@ -58,6 +65,10 @@ rpm_of() {
     fail "no $1 among ${main_rpms[*]}"
 }
 conf_rpm=$(rpm_of $name-conformance)
+plugin_rpm=$(rpm_of $name-urma-loopback)
+# The loopback's plugin face in UMDK's providers' directory, its preload helper in mlcachedirect's.
+plugin=$libdir/urma/liburma-loopback.so
+preload=$libdir/mlcachedirect/liburma-loopback-preload.so
 
 rm -rf "$work"
 mkdir -p "$work"/{repo,stubin/include,stubs,home,cache,reposd,log}
@@ -83,6 +94,9 @@ main_provides=$(rpm -qp --provides "$main_rpm")
 main_requires=$(rpm -qp --requires "$main_rpm")
 main_files=$(rpm -qlp "$main_rpm")
 devel_requires=$(rpm -qp --requires "$devel_rpm")
+plugin_provides=$(rpm -qp --provides "$plugin_rpm")
+plugin_requires=$(rpm -qp --requires "$plugin_rpm")
+plugin_files=$(rpm -qlp "$plugin_rpm")
 has() { grep -qx -e "$2" <<<"$1"; }           # has LIST LINE-REGEX
 has_fixed() { grep -qxF -e "$2" <<<"$1"; }    # has_fixed LIST LINE
 grep -q 'liburma' <<<"$conf_provides" && fail "$name-conformance offers liburma: $(grep liburma <<<"$conf_provides")"
@@ -103,9 +117,33 @@ for f in libos_transport.so libos_transport.so.1 libos_transport.so.1.0.0; do
     has_fixed "$main_files" "$libdir/$f" || fail "$name does not ship $libdir/$f"
 done
 has "$main_files" '/usr/share/licenses/.*/LICENSE' || fail "$name ships no LICENSE"
+# The runtime package uses the system's liburma.so.0 and has none of its own.
+grep -q 'liburma' <<<"$main_provides" && fail "$name offers liburma: $(grep liburma <<<"$main_provides")"
+grep -q '/liburma' <<<"$main_files" && fail "$name ships a URMA library: $(grep /liburma <<<"$main_files")"
+# mlcachedirect-urma-loopback: the plugin (the only file in the providers' directory, where the
+# core loads every liburma* file) and the helper; it offers no library and needs UMDK's core.
+grep -q 'liburma' <<<"$plugin_provides" && fail "$name-urma-loopback offers $(grep liburma <<<"$plugin_provides")"
+has_fixed "$plugin_requires" "liburma.so.0()(64bit)" || fail "$name-urma-loopback does not require liburma.so.0()(64bit)"
+has_fixed "$plugin_requires" "umdk-urma-lib$isa >= $umdk_min" ||
+    fail "$name-urma-loopback does not require umdk-urma-lib$isa >= $umdk_min"
+for f in "$plugin" "$preload"; do has_fixed "$plugin_files" "$f" || fail "$name-urma-loopback does not ship $f"; done
+[ "$(grep -c "^$libdir/urma/" <<<"$plugin_files")" = 1 ] ||
+    fail "$name-urma-loopback ships more than the plugin in $libdir/urma: $(grep "^$libdir/urma/" <<<"$plugin_files" | tr '\n' ' ')"
+mkdir -p "$work/files"
+(cd "$work/files" && rpm2cpio "$plugin_rpm" | cpio -id --quiet ".$plugin" ".$preload")
+dyn() { readelf -d "$work/files$1" | sed -n -E "s/.*\($2\).*\[(.*)\]/\1/p" | tr '\n' ' '; }
+[ "$(dyn "$plugin" SONAME)" = "liburma-loopback.so " ] || fail "$plugin: SONAME '$(dyn "$plugin" SONAME)'"
+# The plugin calls the core's registration functions (loads wherever the core is, even RTLD_LOCAL);
+# the helper calls no URMA function and must not pull a URMA library into the programs it is
+# preloaded into.
+grep -qw 'liburma\.so\.0' <<<"$(dyn "$plugin" NEEDED)" || fail "$plugin does not need liburma.so.0: $(dyn "$plugin" NEEDED)"
+grep -q 'liburma' <<<"$(dyn "$preload" NEEDED)" && fail "$preload needs $(dyn "$preload" NEEDED)"
 echo "   $name requires: $(grep -e liburma -e umdk <<<"$main_requires" | tr '\n' ' ')"
 echo "   $name-devel requires: $(grep -e umdk -e "^$name" <<<"$devel_requires" | tr '\n' ' ')"
 echo "   $name-conformance provides/obsoletes: $(grep compat <<<"$conf_provides" | tr '\n' ' ')/ $conf_obsoletes"
+echo "   $name-urma-loopback requires: $(grep -e liburma -e umdk <<<"$plugin_requires" | tr '\n' ' ')"
+echo "   $plugin: SONAME $(dyn "$plugin" SONAME)NEEDED $(dyn "$plugin" NEEDED)"
+echo "   $preload: NEEDED $(dyn "$preload" NEEDED)"
 step "dependency metadata"
 
 # --- 2. TEST ONLY stand-ins and the repository ----------------------------------------------------
@@ -139,11 +177,14 @@ reposdir=$work/reposd
 cachedir=$work/cache
 logdir=$work/log
 EOF
-dnf_root() {
-    local root=$1; shift
+# dnf_repo ROOT REPO ARGS...: dnf on the install root ROOT with the one repository REPO (a directory
+# of RPMs; its name is the repository's id). dnf_root ROOT ARGS...: the same with $work/repo.
+dnf_repo() {
+    local root=$1 repo=$2; shift 2
     dnf -y -q --config="$work/dnf.conf" --installroot="$root" --releasever=test --nogpgcheck \
-        --disablerepo='*' --repofrompath="mlcd,file://$work/repo" --enablerepo=mlcd "$@"
+        --disablerepo='*' --repofrompath="${repo##*/},file://$repo" --enablerepo="${repo##*/}" "$@"
 }
+dnf_root() { local root=$1; shift; dnf_repo "$root" "$work/repo" "$@"; }
 rpm_root() { local root=$1; shift; rpm --root="$root" --dbpath=/var/lib/rpm "$@"; }
 installed() { rpm_root "$1" -q "$2" >/dev/null 2>&1; }
 
@@ -205,12 +246,31 @@ run_consumer "$work/cmake-build/cmake-consumer" "$work/log/cmake-consumer.log"
 step "CMake consumer (find_package(os-transport), send + recv over the loopback)"
 
 # --- 6. mlcachedirect-conformance --------------------------------------------------------------------
+# root_wrapper ROOT DEST: ROOT's installed wrapper, with its absolute paths moved into ROOT, as DEST.
+root_wrapper() {
+    sed -e "s|$privdir|$1$privdir|g" -e "s|$libdir/libos_transport|$1$libdir/libos_transport|g" \
+        -e "s|$libdir/mlcachedirect|$1$libdir/mlcachedirect|g" "$1/usr/bin/$name-conformance" > "$2"
+    chmod +x "$2"
+}
+# conformance_device WRAPPER REAL OUT LOG [VAR=VALUE...]: WRAPPER's hardware mode on loopback0, with
+# the shipped layer in front of the liburma.so.0 REAL, four scenarios, in the environment given;
+# checks that the layer was in front of REAL, that the harness reports 0 urma_loopback_* calls and
+# that recv-capacity-0 (which needs the loopback's control API) is skipped.
+conformance_device() {
+    local wrapper=$1 real=$2 out=$3 log=$4
+    shift 4
+    env URMA_INTERPOSE_REAL="$real" "$@" "$wrapper" --device loopback0 \
+        --scenario len-6m+5 --scenario error-cr --scenario dup-send-cr --scenario recv-capacity-0 \
+        --no-interop --out "$out" > "$log" 2>&1 || { tail -n 30 "$log"; fail "$name-conformance --device ($log)"; }
+    grep -qF "interposition layer in front of $real" "$log" ||
+        fail "$name-conformance --device did not put the layer in front of $real"
+    grep -qxF 'compat: urma_loopback_* calls by the harness: 0 (the binding is forbidden in hardware mode)' "$log" ||
+        fail "$name-conformance --device: control API calls not reported as 0"
+    grep -qE '^SKIPPED +recv-capacity-0 ' "$log" || fail "$name-conformance --device did not skip recv-capacity-0"
+    grep -E '^compat: [0-9]+ scenarios' "$log" | sed 's/^/   /'
+}
 if [ -e "$root/usr/bin/$name-conformance" ]; then
-    # The installed wrapper, with its absolute paths moved into the root.
-    sed -e "s|$privdir|$root$privdir|g" -e "s|$libdir/libos_transport|$root$libdir/libos_transport|g" \
-        -e "s|$libdir/mlcachedirect|$root$libdir/mlcachedirect|g" \
-        "$root/usr/bin/$name-conformance" > "$work/$name-conformance"
-    chmod +x "$work/$name-conformance"
+    root_wrapper "$root" "$work/$name-conformance"
     # The full comparison, as a user runs it: catalogue, C runner, random scenarios, interop.
     if "$work/$name-conformance" --out "$work/conformance" > "$work/log/conformance.log" 2>&1; then
         tail -n 3 "$work/log/conformance.log" | sed 's/^/   /'
@@ -226,17 +286,8 @@ if [ -e "$root/usr/bin/$name-conformance" ]; then
     step "$name-conformance on the installed library ($c_runner C runner scenarios)"
     # Hardware mode: the shipped layer in front of the system liburma.so.0. The root has no UMDK
     # library (its stand-in ships no file), so the shipped loopback plays an unknown provider.
-    dlog=$work/log/conformance-device.log
-    URMA_INTERPOSE_REAL=$root$privdir/liburma.so.0 "$work/$name-conformance" --device loopback0 \
-        --scenario len-6m+5 --scenario error-cr --scenario dup-send-cr --scenario recv-capacity-0 \
-        --no-interop --out "$work/conformance-device" > "$dlog" 2>&1 ||
-        { tail -n 30 "$dlog"; fail "$name-conformance --device"; }
-    grep -qF "interposition layer in front of $root$privdir/liburma.so.0" "$dlog" ||
-        fail "$name-conformance --device did not put the layer in front"
-    grep -qxF 'compat: urma_loopback_* calls by the harness: 0 (the binding is forbidden in hardware mode)' "$dlog" ||
-        fail "$name-conformance --device: control API calls not reported as 0"
-    grep -qE '^SKIPPED +recv-capacity-0 ' "$dlog" || fail "$name-conformance --device did not skip recv-capacity-0"
-    grep -E '^compat: [0-9]+ scenarios' "$dlog" | sed 's/^/   /'
+    conformance_device "$work/$name-conformance" "$root$privdir/liburma.so.0" "$work/conformance-device" \
+        "$work/log/conformance-device.log"
     step "$name-conformance --device loopback0 (hardware mode, layer from $libdir/mlcachedirect/interpose)"
 else
     echo "== rpm-test: $name-conformance: not in this build (harness not built), skipped"
@@ -309,7 +360,124 @@ for p in os-transport os-transport-devel; do installed "$mroot" $p || fail "$p n
 rpm_root "$mroot" -V os-transport os-transport-devel || fail "rpm -V after going back"
 step "migration os-transport(-devel) 1.0.0-1 + $name-compat 1.0.0-2 -> $name $version-$release -> os-transport"
 
-# --- 9. rpmlint -------------------------------------------------------------------------------------
+# --- 9. a UMDK host: the genuine URMA core with the loopback's plugin -----------------------------
+umdk_core=${RPM_TEST_UMDK_CORE:-}
+umdk_common=${RPM_TEST_UMDK_COMMON:-}
+sample=${RPM_TEST_URMA_SAMPLE:-}
+if [ -z "$umdk_core" ] || [ -z "$umdk_common" ]; then
+    why="no genuine URMA core named (RPM_TEST_UMDK_CORE, RPM_TEST_UMDK_COMMON: \`make rpm-test\` names the system's, or one it builds from UMDK_SRC)"
+    [ -z "${CI:-}" ] || fail "$why; in CI this step must run"
+    echo "== rpm-test: a UMDK host: $why: skipped"
+else
+    # The TEST ONLY stand-in of umdk-urma-lib with the genuine core, in a repository of its own:
+    # the roots above run without a system core.
+    ustub=$work/stubin-umdk
+    mkdir -p "$ustub" "$work/umdk-repo"
+    # umdk_lib FILE NAME: the real file of FILE under its own name (the plugin reads the core's
+    # version from it) and NAME linking to it, as UMDK installs them.
+    umdk_lib() {
+        local real
+        real=$(readlink -f "$1")
+        [ -f "$real" ] || fail "$1: no such file"
+        cp "$real" "$ustub/"
+        [ "${real##*/}" = "$2" ] || ln -sf "${real##*/}" "$ustub/$2"
+    }
+    umdk_lib "$umdk_core" liburma.so.0
+    umdk_lib "$umdk_common" liburma_common.so.0
+    rpmbuild -bb --quiet --define "_topdir $work/stubs-umdk" --define "stubdir $work/stubin" \
+        --define "umdkdir $ustub" "$src/packaging/tests/test-stubs.spec" > "$work/log/stubs-umdk.log" 2>&1 ||
+        { cat "$work/log/stubs-umdk.log"; fail "building the genuine-core stand-in of umdk-urma-lib"; }
+    cp "${main_rpms[@]}" "$work"/stubs-umdk/RPMS/*/{umdk-urma-lib,mlcachedirect-test-host}-*.rpm "$work/umdk-repo/"
+    createrepo_c --quiet "$work/umdk-repo"
+    uroot=$work/umdk-root
+    mkdir -p "$uroot"
+    upkgs=($name-urma-loopback)
+    if [ -e "$root/usr/bin/$name-conformance" ]; then upkgs+=($name-conformance); fi
+    dnf_repo "$uroot" "$work/umdk-repo" install "${upkgs[@]}" > "$work/log/umdk-install.log" 2>&1 ||
+        { cat "$work/log/umdk-install.log"; fail "dnf install into the UMDK root"; }
+    echo "   installed: $(rpm_root "$uroot" -qa --qf '%{NAME}-%{VERSION}-%{RELEASE} ' | tr ' ' '\n' | sort | tr '\n' ' ')"
+    rpm_root "$uroot" -V "${upkgs[@]}" umdk-urma-lib || fail "rpm -V in the UMDK root"
+    [ "$(rpm_root "$uroot" -qf --qf '%{NAME}' "$plugin")" = $name-urma-loopback ] || fail "$plugin is not in $name-urma-loopback"
+    [ "$(ls "$uroot$libdir/urma")" = liburma-loopback.so ] ||
+        fail "the core's providers' directory holds $(ls "$uroot$libdir/urma" | tr '\n' ' ')"
+    ucore=$uroot$libdir/liburma.so.0
+    echo "   core: $libdir/liburma.so.0 -> $(readlink "$ucore") ($(rpm_root "$uroot" -qf "$libdir/liburma.so.0")); plugin: $plugin"
+    step "a UMDK host: stand-in umdk-urma-lib with the genuine core, dnf install ${upkgs[*]}, rpm -V"
+
+    # UMDK's own program as the package's description shows it (LD_PRELOAD=<helper> urma_sample
+    # -d loopback0), the root's library directory standing for the system's: a server and a client
+    # (RC): the client WRITEs, READs back and SENDs, the server answers; a key ends the server.
+    if [ -z "$sample" ]; then
+        [ -z "${CI:-}" ] || fail "no urma_sample (RPM_TEST_URMA_SAMPLE); in CI it must run"
+        echo "   no urma_sample (RPM_TEST_URMA_SAMPLE): not run"
+    else
+        uenv=(LD_LIBRARY_PATH="$uroot$libdir" LD_PRELOAD="$uroot$preload")
+        # is_listening PORT: a TCP socket of this machine listens on PORT.
+        is_listening() {
+            local f hex
+            hex=$(printf ':%04X' "$1")
+            for f in /proc/net/tcp /proc/net/tcp6; do
+                [ -r "$f" ] && awk -v h="$hex" 'FNR > 1 && $4 == "0A" && substr($2, length($2) - 4) == h { f = 1 }
+                    END { exit !f }' "$f" && return 0
+            done
+            return 1
+        }
+        port=$((20000 + RANDOM % 20000))
+        while is_listening $port; do port=$((port + 1)); done
+        mkfifo "$work/sample-key"
+        timeout 60 env "${uenv[@]}" "$sample" -m 1 -d loopback0 -p $port < "$work/sample-key" \
+            > "$work/log/sample-server.log" 2>&1 &
+        server=$!
+        exec 8> "$work/sample-key"
+        for _ in $(seq 300); do
+            is_listening $port || ! kill -0 $server 2>/dev/null && break
+            sleep 0.1
+        done
+        client_rc=0
+        timeout 60 env "${uenv[@]}" "$sample" -m 1 -d loopback0 -i 127.0.0.1 -p $port \
+            > "$work/log/sample-client.log" 2>&1 || client_rc=$?
+        echo q >&8
+        exec 8>&-
+        server_rc=0
+        wait $server || server_rc=$?
+        [ $client_rc = 0 ] && [ $server_rc = 0 ] || {
+            tail -n 20 "$work/log/sample-server.log" "$work/log/sample-client.log"
+            fail "urma_sample: server exit $server_rc, client exit $client_rc"
+        }
+        line() { sed -n "s/^$1: //p" "$work/log/sample-$2.log" | head -n 1; }
+        written=$(line 'Msg write' client)
+        [ -n "$written" ] && [ "$(line 'Msg read' client)" = "$written" ] ||
+            fail "urma_sample: the client READ back '$(line 'Msg read' client)', it WROTE '$written'"
+        sent=$(line 'Msg sent' client)
+        [ -n "$sent" ] && grep -qF "Msg received: $sent" "$work/log/sample-server.log" ||
+            fail "urma_sample: the server did not receive the client's '$sent'"
+        line 'Response received' client | grep -q '^Send response from server' ||
+            fail "urma_sample: the client got no response from the server"
+        echo "   client: WRITE/READ '$written', SEND '$sent', response '$(line 'Response received' client)'"
+        step "urma_sample -m 1 -d loopback0 over the genuine core, plugin and helper of the root (server + client)"
+    fi
+
+    # mlcachedirect-conformance --device loopback0: the shipped layer in front of the root's
+    # genuine core, which loads the plugin from its providers' directory (the loader's record,
+    # LD_DEBUG=files, shows by whom and from where). No helper: the harness never queries the device.
+    if [ -e "$uroot/usr/bin/$name-conformance" ]; then
+        root_wrapper "$uroot" "$work/umdk-$name-conformance"
+        ulog=$work/log/umdk-conformance-device.log
+        conformance_device "$work/umdk-$name-conformance" "$ucore" "$work/umdk-conformance-device" "$ulog" \
+            LD_LIBRARY_PATH="$uroot$libdir" LD_DEBUG=files LD_DEBUG_OUTPUT="$work/log/umdk-ld"
+        grep -qF "file=$(readlink -f "$uroot$plugin") [0];  dynamically loaded by $ucore [0]" "$work"/log/umdk-ld.* ||
+            fail "the core $ucore did not load the plugin $uroot$plugin"
+        grep -q 'note: no' "$ulog" && fail "$name-conformance --device loopback0 did not find the plugin: $(grep 'note: no' "$ulog")"
+        slog=$work/log/umdk-conformance-split.log
+        env URMA_INTERPOSE_REAL="$ucore" LD_LIBRARY_PATH="$uroot$libdir" "$work/umdk-$name-conformance" \
+            --split --device loopback0 --scenario len-6m+5 --no-interop --out "$work/umdk-conformance-split" \
+            > "$slog" 2>&1 || { tail -n 30 "$slog"; fail "$name-conformance --split --device loopback0 over the genuine core"; }
+        grep -E '^compat --split: [0-9]+ scenarios' "$slog" | sed 's/^/   /'
+        step "$name-conformance --device loopback0 (and --split) over the root's genuine core and plugin"
+    fi
+fi
+
+# --- 10. rpmlint ------------------------------------------------------------------------------------
 set +e
 rpmlint -r "$src/packaging/mlcachedirect.rpmlintrc" "${main_rpms[@]}" "${srpms[@]}" "$src/openeuler.spec" \
     > "$work/log/rpmlint.log" 2>&1

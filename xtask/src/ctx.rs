@@ -94,8 +94,9 @@ pub const GOALS: &[(&str, &str, &str)] = &[
     ),
     (
         "rpm-test",
-        "rpm",
-        "make rpm, then the install test packaging/rpm-test.sh",
+        "rpm umdk",
+        "make rpm, then the install test packaging/rpm-test.sh (over the genuine URMA core too: \
+         the system's, or built from UMDK_SRC)",
     ),
     ("rpm-clean", "", "remove target/rpm and target/rpm-test"),
     (

@@ -9,6 +9,7 @@ use crate::ctx::Ctx;
 use crate::reports;
 use ost_build_support::cprog::{self, Build, Compiler, Lib};
 use ost_build_support::legacy::{self, Flavour, Inputs};
+use ost_build_support::umdk;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -58,7 +59,7 @@ pub fn dispatch(ctx: &mut Ctx, goal: &str, args: &[String]) {
         "rpm" => rpm(ctx, goal),
         "rpm-test" => {
             rpm(ctx, goal);
-            run(Command::new("./packaging/rpm-test.sh").env("TARGET_DIR", &ctx.target));
+            rpm_test(ctx);
         }
         "rpm-clean" => {
             for d in ["rpm", "rpm-test"] {
@@ -132,7 +133,7 @@ fn test(ctx: &mut Ctx) {
     fuzz(ctx, "test", true);
     bench(ctx, "test", "quick");
     rpm(ctx, "test");
-    run(Command::new("./packaging/rpm-test.sh").env("TARGET_DIR", &ctx.target));
+    rpm_test(ctx);
     test_aarch64_quick(ctx, "test");
 }
 
@@ -783,6 +784,27 @@ fn rpm(ctx: &mut Ctx, goal: &str) {
         let _ = std::fs::remove_dir_all(top.join(d));
     }
     run(Command::new("./packaging/build-rpm.sh").arg(&top));
+}
+
+/// The install test packaging/rpm-test.sh of the RPMs [`rpm`] made. Its UMDK-host step runs the
+/// installed packages over the genuine URMA core: the one `umdk::get` gives (the system's, or
+/// built from `UMDK_SRC` into `<target>/umdk`), named in `RPM_TEST_UMDK_CORE`,
+/// `RPM_TEST_UMDK_COMMON` and `RPM_TEST_URMA_SAMPLE`; without one the script says why it skips
+/// that step (or fails, in CI).
+fn rpm_test(ctx: &Ctx) {
+    let mut cmd = Command::new("./packaging/rpm-test.sh");
+    cmd.env("TARGET_DIR", &ctx.target);
+    match umdk::get(&ctx.target.join("umdk")) {
+        Ok(core) => {
+            cmd.env("RPM_TEST_UMDK_CORE", core.core())
+                .env("RPM_TEST_UMDK_COMMON", core.common());
+            if let Some(sample) = &core.sample {
+                cmd.env("RPM_TEST_URMA_SAMPLE", sample);
+            }
+        }
+        Err(why) => println!("rpm-test: {why}"),
+    }
+    run(&mut cmd);
 }
 
 /// `stage --dest DIR [cargo build args]`: `cargo build` with those arguments (the default
