@@ -741,6 +741,8 @@ fn bench(ctx: &mut Ctx, goal: &str, mode: &str) {
         "os-transport",
         "-p",
         "urma-loopback",
+        "-p",
+        "urma-loopback-preload",
     ])
     .args(["-p", "os-transport-bench"]);
     let built = cargo::build(cmd);
@@ -752,16 +754,25 @@ fn bench(ctx: &mut Ctx, goal: &str, mode: &str) {
     let out = env_or("BENCH_OUT", &ctx.target.join("bench").display().to_string());
     let mut cmd = Command::new(built.executable("ostbench"));
     cmd.env("LD_LIBRARY_PATH", ctx.loader_path(&built, &[]));
-    // The genuine URMA stack the cells over the genuine core run over, when given (docs/bench.md,
-    // "Over the genuine URMA core"); set here, they show in the echoed command line.
-    for var in [
+    // The genuine URMA stack the cells over the genuine core run over (docs/bench.md, "Over the
+    // genuine URMA core"): as given in the environment, else the one built here when UMDK or
+    // UMDK_SRC is there; set here, they show in the echoed command line.
+    const STACK: [&str; 3] = [
         "MLCD_UMDK_LIBDIR",
         "MLCD_UMDK_PRELOAD",
         "MLCD_UMDK_PERFTEST",
-    ] {
-        if let Some(v) = std::env::var_os(var).filter(|v| !v.is_empty()) {
-            cmd.env(var, v);
-        }
+    ];
+    let given: Vec<(&str, std::ffi::OsString)> = STACK
+        .iter()
+        .filter_map(|&var| Some((var, std::env::var_os(var).filter(|v| !v.is_empty())?)))
+        .collect();
+    let stack = if given.is_empty() {
+        crate::umdk_lane::bench_env(ctx, &built)
+    } else {
+        given
+    };
+    for (var, v) in stack {
+        cmd.env(var, v);
     }
     run(cmd
         .args([mode, "--out", &out])
@@ -1005,4 +1016,11 @@ fn lint(ctx: &Ctx) {
         "-D",
         "warnings",
     ]));
+    // The loopback's plugin face is built on its own (docs/loopback.md, "The two faces"), so the
+    // workspace run above never compiles src/plugin.rs.
+    run(cargo_cmd()
+        .args(["clippy", "-p", "urma-loopback", "--features", "plugin"])
+        .arg("--target-dir")
+        .arg(ctx.target.join("xtask/plugin"))
+        .args(["--", "-D", "warnings"]));
 }

@@ -85,7 +85,7 @@ pub fn run(ctx: &Ctx, built: &Built, umdk: Umdk, standalone: &Path, compat_args:
         umdk.origin,
         umdk.plugin_dir.display()
     );
-    let (plugin, preload) = install(ctx, built, &umdk, &out);
+    let (plugin, preload) = install(ctx, built, &umdk, &out, false);
     let logs = out.join("logs");
     let _ = std::fs::remove_dir_all(&logs);
     std::fs::create_dir_all(&logs).unwrap_or_else(|e| fail(format!("{}: {e}", logs.display())));
@@ -123,11 +123,12 @@ pub fn run(ctx: &Ctx, built: &Built, umdk: Umdk, standalone: &Path, compat_args:
     }
 }
 
-/// Builds the plugin face, installs it in the plugin directory and the helper beside it;
-/// returns both installed files.
-fn install(ctx: &Ctx, built: &Built, umdk: &Umdk, out: &Path) -> (PathBuf, PathBuf) {
+/// Builds the plugin face (`release`: optimised, as the benchmarks need it), installs it in the
+/// plugin directory and the helper of `built` in `out`; returns both installed files.
+fn install(ctx: &Ctx, built: &Built, umdk: &Umdk, out: &Path, release: bool) -> (PathBuf, PathBuf) {
     let mut cmd = cargo_cmd();
     cmd.args(["build", "-p", "urma-loopback", "--features", "plugin"])
+        .args(release.then_some("--release"))
         .arg("--target-dir")
         .arg(ctx.target.join("xtask/plugin"));
     let face = cargo::build_cdylib(cmd, "urma-loopback");
@@ -136,6 +137,37 @@ fn install(ctx: &Ctx, built: &Built, umdk: &Umdk, out: &Path) -> (PathBuf, PathB
     let preload = out.join(PRELOAD_FILE_NAME);
     copy_replacing(built.cdylib("urma-loopback-preload"), &preload);
     (plugin, preload)
+}
+
+/// The genuine URMA stack for `make bench`'s cells over the genuine core (docs/bench.md, "Over
+/// the genuine URMA core"): `MLCD_UMDK_LIBDIR`, `MLCD_UMDK_PRELOAD` and `MLCD_UMDK_PERFTEST`, over
+/// the optimised plugin in a plugin directory of its own (`<target>/umdk/bench/urma`, so the
+/// lane's plugin is left alone) and the helper of `built` (a release build). Empty, with a line
+/// saying why, when there is no core: the cells then report that they did not run.
+pub fn bench_env(ctx: &Ctx, built: &Built) -> Vec<(&'static str, OsString)> {
+    let view = umdk::get(&ctx.target.join("umdk"))
+        .and_then(|u| u.with_plugin_dir_in(&ctx.target.join("umdk/bench")));
+    let umdk = match view {
+        Ok(u) => u,
+        Err(why) => {
+            println!("bench: no genuine URMA core ({why}): its cells do not run");
+            return Vec::new();
+        }
+    };
+    let out = ctx.target.join("umdk/bench");
+    let (_, preload) = install(ctx, built, &umdk, &out, true);
+    let dirs: Vec<PathBuf> = umdk.library_dirs();
+    let mut env = vec![
+        (
+            "MLCD_UMDK_LIBDIR",
+            std::env::join_paths(&dirs).unwrap_or_else(|e| fail(format!("{dirs:?}: {e}"))),
+        ),
+        ("MLCD_UMDK_PRELOAD", preload.into_os_string()),
+    ];
+    if let Some(p) = &umdk.perftest {
+        env.push(("MLCD_UMDK_PERFTEST", p.clone().into_os_string()));
+    }
+    env
 }
 
 /// Copies `from` to `to` through a temporary file renamed over it (a process that has the old

@@ -173,11 +173,16 @@ impl GenuineCore {
     pub fn is_core_object(&self, ob: &str) -> bool {
         let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
         let ob = canon(Path::new(ob));
-        let named = ob
-            .file_name()
-            .is_some_and(|n| n.to_string_lossy().starts_with("liburma"));
-        named
-            && std::env::split_paths(&self.libdir).any(|d| ob.parent() == Some(canon(&d).as_path()))
+        // The object is a `liburma*` file of one of the directories, reached through any name
+        // there (the core is often `liburma.so.0`, a link to `liburma.so.0.0.3` elsewhere).
+        std::env::split_paths(&self.libdir).any(|d| {
+            std::fs::read_dir(&d)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with("liburma"))
+                .any(|e| canon(&e.path()) == ob)
+        })
     }
 
     /// The report's line on it.
