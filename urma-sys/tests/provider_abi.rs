@@ -871,25 +871,8 @@ fn bless() -> bool {
 // ---------------------------------------------------------------------------------------------
 // Comparing
 
-/// One line per fact that differs (or is missing on one side); empty if the two agree.
-fn differences(left: &Facts, right: &Facts) -> Vec<String> {
-    let mut keys: Vec<&String> = left.keys().chain(right.keys()).collect();
-    keys.sort();
-    keys.dedup();
-    let missing = "(missing)".to_string();
-    keys.into_iter()
-        .filter_map(|k| {
-            let (l, r) = (
-                left.get(k).unwrap_or(&missing),
-                right.get(k).unwrap_or(&missing),
-            );
-            (l != r).then(|| format!("{k}: {l} | {r}"))
-        })
-        .collect()
-}
-
 fn assert_same(left_name: &str, left: &Facts, right_name: &str, right: &Facts) {
-    let d = differences(left, right);
+    let d = common::differences(left, right);
     assert!(
         d.is_empty(),
         "{left_name} (left) vs {right_name} (right): {} difference(s):\n{}",
@@ -1336,7 +1319,7 @@ fn negative_control_a_shifted_fact_is_reported() {
     let key = "field urma_ops_t.poll_jfc".to_string();
     let offset = number(&shifted[&key], "offset");
     shifted.insert(key.clone(), format!("offset {} size 8", offset + 8));
-    let d = differences(&rust_facts(), &shifted);
+    let d = common::differences(&rust_facts(), &shifted);
     println!(
         "negative control (facts with poll_jfc moved by 8 bytes):\n{}",
         d.join("\n")
@@ -1402,7 +1385,7 @@ fn negative_control_a_perturbed_bundled_header_is_reported() {
             "{what} not reported:\n{errors}"
         );
     }
-    let d = differences(&c, &json_facts(&json, true));
+    let d = common::differences(&c, &json_facts(&json, true));
     println!(
         "negative control (bundled header, vendor_id widened, poll_jfc retyped):\n{}",
         d.join("\n")
@@ -1447,7 +1430,7 @@ fn negative_control_a_perturbed_genuine_private_header_is_reported() {
         Some(&dir),
     );
     let _ = std::fs::remove_dir_all(&dir);
-    let d = differences(&measured, &json_facts(&json, false));
+    let d = common::differences(&measured, &json_facts(&json, false));
     println!(
         "negative control (genuine urma_private.h, flag widened):\n{}",
         d.join("\n")

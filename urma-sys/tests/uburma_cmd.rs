@@ -221,23 +221,6 @@ fn probe_source(table: &[DevAttrField]) -> String {
     s
 }
 
-/// One line per fact that differs, `key: left | right`.
-fn differences(left: &Facts, right: &Facts) -> Vec<String> {
-    let missing = "(missing)".to_string();
-    let mut keys: Vec<&String> = left.keys().chain(right.keys()).collect();
-    keys.sort();
-    keys.dedup();
-    keys.into_iter()
-        .filter_map(|k| {
-            let (l, r) = (
-                left.get(k).unwrap_or(&missing),
-                right.get(k).unwrap_or(&missing),
-            );
-            (l != r).then(|| format!("{k}: {l} | {r}"))
-        })
-        .collect()
-}
-
 #[test]
 fn the_rendering_is_the_genuine_headers() {
     let Some(root) = std::env::var_os("UMDK_SRC").filter(|v| !v.is_empty()) else {
@@ -277,7 +260,7 @@ fn the_rendering_is_the_genuine_headers() {
     let _ = std::fs::remove_file(&exe);
 
     let ours = rust_facts(&uburma::QUERY_DEVICE_OUT);
-    let d = differences(&ours, &genuine);
+    let d = common::differences(&ours, &genuine);
     assert!(
         d.is_empty(),
         "urma_sys::uburma (left) vs the genuine headers (right): {} difference(s):\n{}",
@@ -292,7 +275,7 @@ fn the_rendering_is_the_genuine_headers() {
     // Negative control: one output field moved by 4 bytes is that one difference.
     let mut shifted = uburma::QUERY_DEVICE_OUT;
     shifted[2].offset += 4;
-    let d = differences(&rust_facts(&shifted), &genuine);
+    let d = common::differences(&rust_facts(&shifted), &genuine);
     assert_eq!(d.len(), 1, "{d:?}");
     assert!(
         d[0].starts_with("out QUERY_DEVICE_OUT_DEV_CAP_MAX_JFC:"),
