@@ -12,6 +12,8 @@
 //! * [`header_probe`]: a control API's C header checked against its Rust definition;
 //! * [`paths`]: profile and target directories, repository root, C compiler;
 //! * [`target`]: run a program built at test time for the target (natively or under qemu);
+//! * [`dl`]: a library loaded by path into the global scope, and its functions (the tests that
+//!   drive the genuine URMA core);
 //! * [`cprog`]: build such a program (`ost_build_support::cprog`, re-exported).
 //!
 //! compat-tests (the differential harness and the behavioural suite) and the benchmark build on
@@ -23,6 +25,7 @@
 // FFI config structs (with unions) read best as "zeroed, then set the fields that matter".
 #![allow(clippy::field_reassign_with_default)]
 
+pub mod dl;
 pub mod fixture;
 pub mod header_probe;
 pub mod os_transport;

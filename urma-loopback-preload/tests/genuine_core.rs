@@ -12,13 +12,13 @@
 //! names its file (`cargo xtask test-umdk` builds it and sets it). Skipped with a message when
 //! either is missing, or under emulation.
 
-use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::ffi::{c_char, c_int, CStr};
 use std::mem::size_of;
 use std::path::{Path, PathBuf};
 
 use ost_build_support::umdk::{self, Umdk};
 use testkit::loopback_ctl::plugin;
-use testkit::{paths, target};
+use testkit::{dl, paths, target};
 use urma_sys::uburma::{self, urma_cmd_hdr_t, QUERY_DEVICE_OUT};
 use urma_sys::{
     urma_device_attr_t, urma_device_t, urma_eid_info_t, urma_init_attr_t, urma_status_t, URMA_FAIL,
@@ -40,39 +40,21 @@ struct Core {
     free_eid_list: unsafe extern "C" fn(*mut urma_eid_info_t),
 }
 
-fn dlopen_global(path: &Path) -> *mut c_void {
-    let c = CString::new(path.as_os_str().as_encoded_bytes()).expect("path");
-    // SAFETY: a NUL-terminated path.
-    let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
-    if h.is_null() {
-        // SAFETY: dlerror's message is a NUL-terminated string.
-        let e = unsafe { CStr::from_ptr(libc::dlerror()) };
-        panic!("dlopen {}: {}", path.display(), e.to_string_lossy());
-    }
-    h
-}
-
-fn symbol<T: Copy>(lib: *mut c_void, name: &str) -> T {
-    assert_eq!(size_of::<T>(), size_of::<*mut c_void>());
-    let c = CString::new(name).expect("name");
-    // SAFETY: a live handle and a NUL-terminated name.
-    let p = unsafe { libc::dlsym(lib, c.as_ptr()) };
-    assert!(!p.is_null(), "{name} not in the core");
-    // SAFETY: `p` is the core's function `name`, whose C prototype is T's (urma_api.h).
-    unsafe { std::mem::transmute_copy(&p) }
-}
-
 /// Loads the core named by `$URMA_PRELOAD_TEST_CORE`, initialises it and finds `loopback0`.
 fn open_core() -> (Core, *mut urma_device_t) {
     let path = PathBuf::from(std::env::var_os(CORE).expect("core path"));
-    let lib = dlopen_global(&path);
-    let core = Core {
-        init: symbol(lib, "urma_init"),
-        uninit: symbol(lib, "urma_uninit"),
-        get_device_by_name: symbol(lib, "urma_get_device_by_name"),
-        query_device: symbol(lib, "urma_query_device"),
-        get_eid_list: symbol(lib, "urma_get_eid_list"),
-        free_eid_list: symbol(lib, "urma_free_eid_list"),
+    let lib = dl::open_global(&path);
+    // SAFETY: `lib` is the loaded core; each field's type is the urma_api.h prototype of the
+    // function of that name.
+    let core = unsafe {
+        Core {
+            init: dl::symbol(lib, "urma_init"),
+            uninit: dl::symbol(lib, "urma_uninit"),
+            get_device_by_name: dl::symbol(lib, "urma_get_device_by_name"),
+            query_device: dl::symbol(lib, "urma_query_device"),
+            get_eid_list: dl::symbol(lib, "urma_get_eid_list"),
+            free_eid_list: dl::symbol(lib, "urma_free_eid_list"),
+        }
     };
     let mut conf = urma_init_attr_t::default();
     // SAFETY: the application's first call, with a valid attribute structure.

@@ -15,8 +15,8 @@
 //! or when there is no core to take (no system UMDK and no `UMDK_SRC`, or no cmake or make to
 //! build it).
 
-use std::ffi::{c_char, c_int, c_void, CStr, CString};
-use std::path::{Path, PathBuf};
+use std::ffi::{c_char, c_int, c_void, CString};
+use std::path::PathBuf;
 use std::process::Command;
 
 use ost_build_support::umdk;
@@ -30,6 +30,8 @@ use urma_sys::{
     urma_sysfs_dev, URMA_FAIL, URMA_SUCCESS, URMA_TRANSPORT_UB,
 };
 
+#[path = "../../testkit/src/dl.rs"]
+mod dl;
 #[path = "../../testkit/src/paths.rs"]
 mod paths;
 #[path = "../../testkit/src/target.rs"]
@@ -127,29 +129,6 @@ fn register_device() -> Result<NonNull<urma_device_t>, String> {
     unsafe { dev.registered(ptr::from_ref(&OPS)) }.map_err(|e| e.to_string())
 }
 
-fn symbol<T: Copy>(lib: *mut c_void, name: &str) -> T {
-    assert_eq!(size_of::<T>(), size_of::<*mut c_void>());
-    let cname = CString::new(name).expect("name");
-    // SAFETY: `lib` is a live handle from dlopen and `cname` is NUL-terminated.
-    let p = unsafe { libc::dlsym(lib, cname.as_ptr()) };
-    assert!(!p.is_null(), "{name} not found in the core");
-    // SAFETY: `p` is the address of the core function `name`, whose C prototype is that of the
-    // function-pointer type T (the prototypes of urma_provider.h / urma_api.h).
-    unsafe { std::mem::transmute_copy(&p) }
-}
-
-fn dlopen_global(path: &Path) -> *mut c_void {
-    let cpath = CString::new(path.as_os_str().as_encoded_bytes()).expect("path");
-    // SAFETY: a NUL-terminated path; loading the genuine core runs its constructor (log setup).
-    let lib = unsafe { libc::dlopen(cpath.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
-    if lib.is_null() {
-        // SAFETY: dlerror returns the last error as a NUL-terminated string.
-        let err = unsafe { CStr::from_ptr(libc::dlerror()) };
-        panic!("dlopen {}: {}", path.display(), err.to_string_lossy());
-    }
-    lib
-}
-
 #[test]
 fn the_genuine_core_registers_a_built_device_and_passes_the_check() {
     if target::emulated() {
@@ -195,17 +174,21 @@ fn the_genuine_core_registers_a_built_device_and_passes_the_check() {
     SYSFS_DIR.set(sysfs.clone()).expect("once");
 
     // The core's dependency first, so that the loader finds it by its SONAME.
-    dlopen_global(&umdk.common());
-    let lib = dlopen_global(&umdk.core());
-    let core = Core {
-        register_provider_ops: symbol(lib, "urma_register_provider_ops"),
-        unregister_provider_ops: symbol(lib, "urma_unregister_provider_ops"),
-        register_sysfs_dev: symbol(lib, "urma_register_sysfs_dev"),
-        init: symbol(lib, "urma_init"),
-        uninit: symbol(lib, "urma_uninit"),
-        get_device_by_name: symbol(lib, "urma_get_device_by_name"),
-        get_eid_list: symbol(lib, "urma_get_eid_list"),
-        free_eid_list: symbol(lib, "urma_free_eid_list"),
+    dl::open_global(&umdk.common());
+    let lib = dl::open_global(&umdk.core());
+    // SAFETY: `lib` is the loaded core; each field's type is the prototype of urma_provider.h /
+    // urma_api.h for the function of that name.
+    let core = unsafe {
+        Core {
+            register_provider_ops: dl::symbol(lib, "urma_register_provider_ops"),
+            unregister_provider_ops: dl::symbol(lib, "urma_unregister_provider_ops"),
+            register_sysfs_dev: dl::symbol(lib, "urma_register_sysfs_dev"),
+            init: dl::symbol(lib, "urma_init"),
+            uninit: dl::symbol(lib, "urma_uninit"),
+            get_device_by_name: dl::symbol(lib, "urma_get_device_by_name"),
+            get_eid_list: dl::symbol(lib, "urma_get_eid_list"),
+            free_eid_list: dl::symbol(lib, "urma_free_eid_list"),
+        }
     };
     let core = CORE.get_or_init(|| core);
 
