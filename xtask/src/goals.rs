@@ -4,7 +4,7 @@
 //! VALGRIND, RPMBUILD_OPTS, DIST_TREE, UMDK_SRC, UMDK_LAT_ITERS, UMDK_BW_ITERS.
 
 use crate::cargo::{self, Built};
-use crate::cmd::{cargo as cargo_cmd, env_or, fail, run, show, try_run};
+use crate::cmd::{cargo as cargo_cmd, env_or, fail, run, show, try_run, urma_exports};
 use crate::ctx::Ctx;
 use crate::reports;
 use ost_build_support::cprog::{self, Build, Compiler, Lib};
@@ -198,24 +198,6 @@ fn compat(ctx: &mut Ctx, goal: &str, args: &[String]) {
     run(cargo_cmd()
         .args(["run", "-q", "-p", "compat-tests", "--bin", "compat", "--"])
         .args(compat_args(args)));
-}
-
-/// The `urma_*` functions `lib` defines in its dynamic symbol table (`nm -D --defined-only`).
-fn urma_exports(lib: &Path) -> Vec<String> {
-    let out = Command::new("nm")
-        .args(["-D", "--defined-only"])
-        .arg(lib)
-        .output()
-        .unwrap_or_else(|e| fail(format!("nm: {e}")));
-    if !out.status.success() {
-        fail(format!("nm -D {} failed", lib.display()));
-    }
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split_whitespace().nth(2))
-        .filter(|n| n.starts_with("urma_"))
-        .map(str::to_string)
-        .collect()
 }
 
 /// Hardware mode over the loopback treated as an unknown provider: `compat --device loopback0`
