@@ -73,6 +73,7 @@ pub fn dispatch(ctx: &mut Ctx, goal: &str, args: &[String]) {
         "lint" => lint(ctx),
         "imports" => imports(ctx),
         "fmt" => run(cargo_cmd().args(["fmt", "--all"])),
+        "ledger" => ledger(ctx),
         "deps" => run(Command::new("./packaging/deps.sh").args(["install", "all"])),
         "clean" => run(cargo_cmd().arg("clean")),
         _ => unreachable!("GOALS lists {goal}"),
@@ -198,6 +199,25 @@ fn compat(ctx: &mut Ctx, goal: &str, args: &[String]) {
     run(cargo_cmd()
         .args(["run", "-q", "-p", "compat-tests", "--bin", "compat", "--"])
         .args(compat_args(args)));
+}
+
+/// Renders `docs/divergences.md` from the ledger (`compat --render-ledger`): the page's one
+/// source is `compat-tests/ledger.json`.
+fn ledger(ctx: &Ctx) {
+    let out = cargo_cmd()
+        .args(["run", "-q", "-p", "compat-tests", "--bin", "compat", "--"])
+        .arg("--render-ledger")
+        .output()
+        .unwrap_or_else(|e| fail(format!("cargo run compat: {e}")));
+    if !out.status.success() {
+        fail(format!(
+            "compat --render-ledger failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let page = ctx.repo.join("docs/divergences.md");
+    std::fs::write(&page, &out.stdout).unwrap_or_else(|e| fail(format!("{}: {e}", page.display())));
+    println!("ledger: wrote {}", page.display());
 }
 
 /// Hardware mode over the loopback treated as an unknown provider: `compat --device loopback0`
