@@ -169,10 +169,21 @@ pub fn request(sq: &Arc<SendQ>, p: &Plan, peer: &Arc<Peer>, n: u64) {
         ..Hdr::default()
     };
     let ticket = sq.order.ticket();
-    let (sq2, p2) = (sq.clone(), p.clone());
+    let (sq2, p2, owner) = (sq.clone(), p.clone(), peer.uasid);
     let done: peer::Done = Box::new(move |ack, fd| {
         let (mut status, mut bytes, mut ok) = (u::URMA_CR_ACK_TIMEOUT_ERR, 0, true);
-        if let Some(a) = ack {
+        if let Some(a) = ack.filter(|a| !believable(a, n, is_read)) {
+            // The owner broke the protocol: nothing it says about this WR is used, and the
+            // connection is closed (its later WRs fail as towards a vanished peer).
+            REFUSALS.alert(|| {
+                format!(
+                    "uasid {}: an acknowledgement of status {} and {} bytes for a WR of {n} \
+                     bytes; the connection is closed",
+                    owner, a.status, a.len
+                )
+            });
+            (status, ok) = (u::URMA_CR_REM_OPERATION_ERR, false);
+        } else if let Some(a) = ack {
             (status, bytes) = (a.status, a.len as u32);
             if is_read && a.status == u::URMA_CR_SUCCESS {
                 // SAFETY: the local destination SGEs were checked against live registered
@@ -196,6 +207,14 @@ pub fn request(sq: &Arc<SendQ>, p: &Plan, peer: &Arc<Peer>, n: u64) {
     if let Err(done) = unsafe { peer.send(&h, &pieces, &payload, done) } {
         done(None, -1);
     }
+}
+
+/// Whether an owner's acknowledgement of a WR of `n` bytes can be true: a CR status that
+/// exists, at most `n` bytes, and for a successful READ exactly `n` (the bytes that follow).
+fn believable(a: &Hdr, n: u64, is_read: bool) -> bool {
+    a.status <= u::URMA_CR_REM_DATA_POISON
+        && a.len <= n
+        && !(is_read && a.status == u::URMA_CR_SUCCESS && a.len != n)
 }
 
 // ---- responder ----

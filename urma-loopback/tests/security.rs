@@ -397,6 +397,7 @@ fn role_entry() {
         Ok("rogue") => rogue(),
         Ok("squatter") => squatter(),
         Ok("deaf") => deaf(),
+        Ok("liar") => liar(),
         _ => {}
     }
 }
@@ -470,6 +471,29 @@ fn victim() {
                 assert_eq!(post(jfs, &mut wr).0, 0);
                 let crs = poll_n(sjfc, 1, t());
                 say!("cr", crs.first().map_or(-1, |c| i64::from(c.status)));
+            }
+            "rw_last" => {
+                // rw_last <write|read> <n>: one WR of n bytes with the last import; the status
+                // and length of its CR.
+                let (va, rseg) = *imported.last().expect("an import");
+                let local = other.as_ref().expect("the second segment");
+                let n = num(&w[2]) as u32;
+                let mut l = sge(local.addr(), n, local.tseg);
+                let mut r = sge(va, n, rseg);
+                let (op, s, d) = if w[1] == "read" {
+                    (READ, &mut r, &mut l)
+                } else {
+                    (WRITE, &mut l, &mut r)
+                };
+                let mut wr = rw_wr(op, s, d, std::ptr::null_mut(), 9, true);
+                assert_eq!(post(jfs, &mut wr).0, 0);
+                let crs = poll_n(sjfc, 1, t());
+                let c = crs.first();
+                say!(
+                    "cr",
+                    c.map_or(-1, |c| i64::from(c.status)),
+                    c.map_or(-1, |c| i64::from(c.completion_len))
+                );
             }
             "unreg_other" | "unreg_main" => {
                 let s = if w[0] == "unreg_main" {
@@ -623,6 +647,120 @@ fn squatter() {
             conns.load(Ordering::SeqCst),
             bytes.load(Ordering::SeqCst)
         );
+    }
+}
+
+/// A process of the victim's user that holds a slot and answers on its socket as an owner,
+/// except for its acknowledgements of work requests (`LIAR_ACK`): `len` acknowledges every
+/// request as 0xFFFF_FFF0 bytes, `status` with a CR status that does not exist, `short` a READ
+/// of n bytes with n - 1 bytes (and sends them). `report` tells how many lies it told and how
+/// many of those connections the requester closed right after.
+fn liar() {
+    let d = PathBuf::from(std::env::var("URMA_LOOPBACK_DIR").unwrap());
+    let mode = std::env::var("LIAR_ACK").unwrap();
+    let (me, _slot) = (100..200)
+        .find_map(|n| lock_slot(&d, n).map(|f| (n, f)))
+        .expect("a free slot");
+    let path = d.join(format!("{me}.sock"));
+    let _ = std::fs::remove_file(&path);
+    let l = UnixListener::bind(&path).unwrap();
+    let told = Arc::new((AtomicU64::new(0), AtomicU64::new(0)));
+    let t2 = told.clone();
+    std::thread::spawn(move || {
+        for s in l.incoming().map_while(Result::ok) {
+            let (told, mode) = (t2.clone(), mode.clone());
+            std::thread::spawn(move || lie(s, &mode, &told));
+        }
+    });
+    say!("ready", me);
+    while let Some(w) = hear_cmd() {
+        assert_eq!(w[0], "report");
+        // Give the requester's reader its moment to close.
+        std::thread::sleep(Duration::from_millis(300));
+        say!(
+            "liar",
+            told.0.load(Ordering::SeqCst),
+            told.1.load(Ordering::SeqCst)
+        );
+    }
+}
+
+/// One connection of [`liar`]: (lies told, connections closed by the requester after one).
+fn lie(mut s: UnixStream, mode: &str, told: &(AtomicU64, AtomicU64)) {
+    let ack = |s: &mut UnixStream, h: Hdr| s.write_all(&h.encode()).is_ok();
+    if read_hdr(&mut s).is_none_or(|h| h.kind != wire::K_HELLO) {
+        return;
+    }
+    let hi = Hdr {
+        kind: wire::K_ACK,
+        a: wire::VERSION,
+        ..Hdr::default()
+    };
+    if !ack(&mut s, hi) {
+        return;
+    }
+    while let Some(h) = read_hdr(&mut s) {
+        let mut pieces = vec![0u8; h.ndst as usize * wire::PIECE_LEN];
+        if s.read_exact(&mut pieces).is_err() {
+            return;
+        }
+        if h.kind == wire::K_IMPORT_SEG {
+            let a = Hdr {
+                kind: wire::K_ACK,
+                status: wire::IMPORT_OK,
+                a: u64::from(u::URMA_ACCESS_READ | u::URMA_ACCESS_WRITE),
+                b: u64::from(u::URMA_TOKEN_PLAIN_TEXT),
+                c: h.c,
+                ..Hdr::default()
+            };
+            if !ack(&mut s, a) {
+                return;
+            }
+            continue;
+        }
+        let read = h.opcode == READ;
+        if !read {
+            let mut payload = vec![0u8; h.len as usize];
+            if s.read_exact(&mut payload).is_err() {
+                return;
+            }
+        }
+        let mut a = Hdr {
+            kind: wire::K_ACK,
+            len: h.len,
+            ..Hdr::default()
+        };
+        match mode {
+            "len" => a.len = 0xFFFF_FFF0,
+            "status" => a.status = 999,
+            _ => a.len = h.len - 1,
+        }
+        if !ack(&mut s, a) {
+            return;
+        }
+        told.0.fetch_add(1, Ordering::SeqCst);
+        s.set_read_timeout(Some(Duration::from_millis(1000)))
+            .unwrap();
+        s.set_write_timeout(Some(Duration::from_millis(1000)))
+            .unwrap();
+        // A READ's bytes follow (as many as claimed, at most 1 MiB). The requester sends
+        // nothing more unless asked: a write it refuses, end-of-file or a reset here means it
+        // closed the connection because of the lie.
+        let bytes = if read && a.status == 0 {
+            a.len.min(1 << 20) as usize
+        } else {
+            0
+        };
+        let closed = s.write_all(&vec![0x5a; bytes]).is_err()
+            || match s.read(&mut [0u8; 1]) {
+                Ok(0) => true,
+                Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+                Ok(_) => false,
+            };
+        if closed {
+            told.1.fetch_add(1, Ordering::SeqCst);
+        }
+        return;
     }
 }
 
@@ -1340,6 +1478,45 @@ fn the_owner_acknowledges_what_it_wrote_and_refusals_tell_nothing() {
         (1..=10).contains(&lines),
         "rate-limited: {lines} lines\n{err}"
     );
+}
+
+// ---------------------------------------------------------------- acknowledgements
+
+/// A requester does not believe an owner's acknowledgement that claims more bytes than the WR
+/// moved, a CR status that does not exist, or a READ answered with another length than asked:
+/// the WR completes with `URMA_CR_REM_OPERATION_ERR`, nothing claimed, and the requester closes
+/// the connection.
+#[test]
+fn a_requester_refuses_an_acknowledgement_that_does_not_match_its_wr() {
+    let Some(h) = host() else { return };
+    let d = h.private_dir("d", &h.victim);
+    for (mode, op, n) in [
+        ("len", "write", 5),
+        ("status", "write", 5),
+        ("short", "read", 64),
+        ("len", "read", 64),
+    ] {
+        let mut l = as_victim(&h, "liar", Some(&d), &[("LIAR_ACK", mode)]);
+        let w = l.hear();
+        assert_eq!(w[0], "ready", "{w:?}");
+        let (mut v, _) = victim_in(&h, Some(&d), &[]);
+        let import = format!("import {} 4096 4096 1 {TOKEN}", w[1]);
+        assert_eq!(v.ask(&import, "import")[0], 1);
+        let cr = v.ask(&format!("rw_last {op} {n}"), "cr");
+        println!("{op} of {n} bytes, acknowledged with a lie ({mode}): CR {cr:?}");
+        assert_eq!(
+            cr,
+            [i64::from(u::URMA_CR_REM_OPERATION_ERR), 0],
+            "{op} of {n}, {mode}"
+        );
+        assert_eq!(
+            l.ask("report", "liar"),
+            [1, 1],
+            "the requester closed the connection ({op} of {n}, {mode})"
+        );
+        v.finish();
+        l.finish();
+    }
 }
 
 // ---------------------------------------------------------------- fuzz
