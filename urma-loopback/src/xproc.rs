@@ -7,9 +7,10 @@
 //! (`urma_loopback_ctl::opcode`): which list is remote, whether a recv WR is consumed, and (the
 //! owner, for an opcode read from the wire) what the class asks for.
 
+use std::collections::HashSet;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use urma_loopback_ctl::opcode::{self, Class, OpInfo};
@@ -234,11 +235,11 @@ fn ack(fd: RawFd, status: u32, len: u64) -> bool {
 pub fn serve(mut c: Incoming) {
     let fd = c.fd();
     while let Some(h) = c.next_request() {
-        // The whole message (descriptors and payload) must arrive by this time.
-        let until = deadline();
-        if h.ndst > MAX_PIECES {
+        if h.ndst > MAX_PIECES || !c.gate() {
             break;
         }
+        // The whole message (descriptors and payload) must arrive by this time.
+        let until = deadline();
         let mut raw = vec![0u8; h.ndst as usize * PIECE_LEN];
         if !read_exact(fd, &mut raw, until) {
             break;
@@ -248,7 +249,7 @@ pub fn serve(mut c: Incoming) {
             fd,
             h: &h,
             pieces: &pieces,
-            from: c.from,
+            c: &c,
             until,
         };
         let ok = match h.kind {
@@ -268,8 +269,8 @@ struct Msg<'a> {
     fd: RawFd,
     h: &'a Hdr,
     pieces: &'a [Piece],
-    /// The requester's uasid, from the connection's admission.
-    from: u32,
+    /// The connection (the requester's uasid and process, checked at its admission).
+    c: &'a Incoming,
     /// When the message's body must have arrived.
     until: Instant,
 }
@@ -279,15 +280,65 @@ impl Msg<'_> {
     fn refuse(&self, status: u32) -> bool {
         discard(self.fd, self.h.len, self.until) && ack(self.fd, status, 0)
     }
+
+    /// A token check failed (or named no such object: the same answer): counted, logged once
+    /// per object, the requester's back-off grows, and after `answer` (what every refusal of
+    /// that kind gets) the connection closes, its payload unread.
+    fn token_refused(&self, what: &str, object: Object, answer: impl FnOnce() -> bool) -> bool {
+        COUNTERS.peer_refusals.fetch_add(1, Ordering::Relaxed);
+        self.c.refused();
+        if first_refusal(object) {
+            COUNTERS
+                .peer_refused_objects
+                .fetch_add(1, Ordering::Relaxed);
+            let (from, pid) = (self.c.from, self.c.pid());
+            let (kind, id) = object;
+            REFUSALS.alert(|| {
+                format!(
+                    "uasid {from} (pid {pid}): {what} of {kind} {id} refused (no such object, \
+                     or a wrong token); later refusals of it are counted (peer_refusals), not \
+                     logged"
+                )
+            });
+        }
+        let _ = answer();
+        false
+    }
+
+    /// [`Msg::token_refused`] for a work request: `URMA_CR_REM_ACCESS_ABORT_ERR`.
+    fn access_refused(&self, what: &str, object: Object) -> bool {
+        self.token_refused(what, object, || {
+            ack(self.fd, u::URMA_CR_REM_ACCESS_ABORT_ERR, 0)
+        })
+    }
+}
+
+/// What a refusal names: the kind of object and its id (a segment by token id).
+type Object = (&'static str, u32);
+
+/// Objects refused so far (at most [`REFUSED_OBJECTS_MAX`]; beyond it refusals are counted
+/// only).
+static REFUSED_OBJECTS: Mutex<Option<HashSet<Object>>> = Mutex::new(None);
+const REFUSED_OBJECTS_MAX: usize = 4096;
+
+/// Whether `object` is refused for the first time (and so is logged).
+fn first_refusal(object: Object) -> bool {
+    let mut g = lock(&REFUSED_OBJECTS);
+    let set = g.get_or_insert_with(HashSet::new);
+    set.len() < REFUSED_OBJECTS_MAX && set.insert(object)
 }
 
 fn token_ok(policy_checked: bool, expected: u32, h: &Hdr) -> bool {
     !policy_checked || (h.token_given != 0 && h.token == expected)
 }
 
-/// Reports a request of uasid `from` that presented no token, or a wrong one.
-fn report_token(from: u32, what: &str) {
-    REFUSALS.alert(|| format!("uasid {from}: {what} refused (no such object, or a wrong token)"));
+fn target_object(h: &Hdr) -> Object {
+    let kind = if h.target_kind == TARGET_JFR {
+        "JFR"
+    } else {
+        "jetty"
+    };
+    (kind, h.target_id)
 }
 
 fn find_seg(token_id: u32, addr: u64, len: u64) -> Option<Arc<Seg>> {
@@ -305,24 +356,23 @@ fn find_seg(token_id: u32, addr: u64, len: u64) -> Option<Arc<Seg>> {
 }
 
 /// An import's answer: [`IMPORT_OK`] with the object's attributes, or [`IMPORT_REFUSED`], which
-/// does not tell an unknown object from a wrong token.
-fn answer_import(m: &Msg<'_>, what: &str, found: Option<(u64, u64, u64)>) -> bool {
-    let (status, (a, b, c)) = match found {
-        Some(attrs) => (IMPORT_OK, attrs),
-        None => {
-            report_token(m.from, what);
-            (IMPORT_REFUSED, (0, 0, 0))
-        }
+/// does not tell an unknown object from a wrong token (and closes the connection).
+fn answer_import(m: &Msg<'_>, what: &str, object: Object, found: Option<(u64, u64, u64)>) -> bool {
+    let answer = |status, (a, b, c)| {
+        let h = Hdr {
+            kind: K_ACK,
+            status,
+            a,
+            b,
+            c,
+            ..Hdr::default()
+        };
+        write_hdr(m.fd, &h)
     };
-    let h = Hdr {
-        kind: K_ACK,
-        status,
-        a,
-        b,
-        c,
-        ..Hdr::default()
-    };
-    write_hdr(m.fd, &h)
+    match found {
+        Some(attrs) => answer(IMPORT_OK, attrs),
+        None => m.token_refused(what, object, || answer(IMPORT_REFUSED, (0, 0, 0))),
+    }
 }
 
 fn answer_import_seg(m: &Msg<'_>) -> bool {
@@ -335,7 +385,7 @@ fn answer_import_seg(m: &Msg<'_>) -> bool {
     })
     .filter(|s| token_ok(s.token_policy != u::URMA_TOKEN_NONE, s.token, h))
     .map(|s| (u64::from(s.access), u64::from(s.token_policy), s.len));
-    answer_import(m, "a segment import", found)
+    answer_import(m, "an import", ("segment of token id", h.a as u32), found)
 }
 
 fn local_target(kind: u32, id: u32) -> Option<Target> {
@@ -357,7 +407,7 @@ fn checked_target(h: &Hdr) -> Option<Target> {
 
 fn answer_import_queue(m: &Msg<'_>) -> bool {
     let found = checked_target(m.h).map(|_| (0, 0, 0));
-    answer_import(m, "a jetty or JFR import", found)
+    answer_import(m, "an import", target_object(m.h), found)
 }
 
 /// Address ranges in registered memory, and the pins that keep their segments registered.
@@ -365,22 +415,35 @@ type Pinned = (Vec<(u64, u64)>, Vec<SegPin>);
 
 /// The registered memory a request's pieces name, checked as the in-process provider checks an
 /// imported segment (alive, token, access, not LOCAL_ONLY, in bounds) and pinned: the segments
-/// cannot be unregistered until the pins are dropped.
-fn pin_pieces(pieces: &[Piece], access: u32) -> Option<Pinned> {
+/// cannot be unregistered until the pins are dropped. `Err` names the segment (by token id) of
+/// the first piece refused.
+fn pin_pieces(pieces: &[Piece], access: u32) -> Result<Pinned, Object> {
     let mut out = Vec::with_capacity(pieces.len());
     let mut pins = Vec::with_capacity(pieces.len());
     for pc in pieces {
-        let s = find_seg(pc.token_id, pc.addr, pc.len)?;
-        if (s.token_policy != u::URMA_TOKEN_NONE && pc.token != s.token)
-            || s.access & u::URMA_ACCESS_LOCAL_ONLY != 0
-            || s.access & access == 0
-        {
-            return None;
-        }
-        pins.push(s.pin()?);
+        let pin = find_seg(pc.token_id, pc.addr, pc.len)
+            .filter(|s| {
+                (s.token_policy == u::URMA_TOKEN_NONE || pc.token == s.token)
+                    && s.access & u::URMA_ACCESS_LOCAL_ONLY == 0
+                    && s.access & access != 0
+            })
+            .and_then(|s| s.pin());
+        let Some(pin) = pin else {
+            return Err(("segment of token id", pc.token_id));
+        };
+        pins.push(pin);
         out.push((pc.addr, pc.len));
     }
-    Some((out, pins))
+    Ok((out, pins))
+}
+
+/// [`pin_pieces`] of a request whose payload must fit its pieces.
+fn pin_fitting(pieces: &[Piece], n: u64, access: u32) -> Result<Pinned, Object> {
+    if !fits(pieces, n) {
+        let first = pieces.first().map_or(0, |p| p.token_id);
+        return Err(("segment of token id", first));
+    }
+    pin_pieces(pieces, access)
 }
 
 /// Pins for the owner's own SGEs (a recv WR's), or `None` when one of their segments died.
@@ -458,11 +521,9 @@ fn answer_data(m: &Msg<'_>) -> bool {
     };
     match op.class {
         Class::Write => {
-            let pinned = fits(m.pieces, n)
-                .then(|| pin_pieces(m.pieces, op.remote_access))
-                .flatten();
-            let Some((dst, _pins)) = pinned else {
-                return m.refuse(u::URMA_CR_REM_ACCESS_ABORT_ERR);
+            let (dst, _pins) = match pin_fitting(m.pieces, n, op.remote_access) {
+                Ok(p) => p,
+                Err(object) => return m.access_refused("a WRITE", object),
             };
             // SAFETY: the ranges lie in live registered segments of this process, which
             // cannot be unregistered while pinned.
@@ -470,11 +531,9 @@ fn answer_data(m: &Msg<'_>) -> bool {
             landed && ack(fd, u::URMA_CR_SUCCESS, n)
         }
         Class::Read => {
-            let pinned = fits(m.pieces, n)
-                .then(|| pin_pieces(m.pieces, op.remote_access))
-                .flatten();
-            let Some((src, _pins)) = pinned else {
-                return ack(fd, u::URMA_CR_REM_ACCESS_ABORT_ERR, 0);
+            let (src, _pins) = match pin_fitting(m.pieces, n, op.remote_access) {
+                Ok(p) => p,
+                Err(object) => return m.access_refused("a READ", object),
             };
             if !ack(fd, u::URMA_CR_SUCCESS, n) {
                 return false;
@@ -499,15 +558,16 @@ fn answer_data(m: &Msg<'_>) -> bool {
 fn two_sided(m: &Msg<'_>, op: &OpInfo) -> bool {
     let (fd, h, n) = (m.fd, m.h, m.h.len);
     let write_imm = op.class == Class::WriteImm;
-    if write_imm && !(fits(m.pieces, n) && pin_pieces(m.pieces, op.remote_access).is_some()) {
-        return m.refuse(u::URMA_CR_REM_ACCESS_ABORT_ERR);
+    if write_imm {
+        if let Err(object) = pin_fitting(m.pieces, n, op.remote_access) {
+            return m.access_refused("a WRITE_IMM", object);
+        }
     }
     if local_target(h.target_kind, h.target_id).is_none() {
         return m.refuse(u::URMA_CR_ACK_TIMEOUT_ERR);
     }
     let Some(t) = checked_target(h) else {
-        report_token(m.from, "a message to a jetty or JFR");
-        return m.refuse(u::URMA_CR_REM_ACCESS_ABORT_ERR);
+        return m.access_refused("a message", target_object(h));
     };
     let Some(end) = recv_end(&t) else {
         return m.refuse(u::URMA_CR_ACK_TIMEOUT_ERR);
@@ -519,11 +579,11 @@ fn two_sided(m: &Msg<'_>, op: &OpInfo) -> bool {
     };
     let from = u::urma_jetty_id_t {
         eid: crate::cobj::loopback_eid(),
-        uasid: m.from,
+        uasid: m.c.from,
         id: h.src_id,
     };
     let dst = if write_imm {
-        pin_pieces(m.pieces, op.remote_access).ok_or(u::URMA_CR_REM_ACCESS_ABORT_ERR)
+        pin_pieces(m.pieces, op.remote_access).map_err(|_| u::URMA_CR_REM_ACCESS_ABORT_ERR)
     } else if !check_sges(&recv.sges, false, 0) {
         Err(u::URMA_CR_LOC_ACCESS_ERR)
     } else if n > total(&recv.sges) {
