@@ -13,7 +13,8 @@
 //!   anything else crosses: another user's process is refused. The requester checks that the
 //!   socket's owner is the process that holds slot `n`; its first message ([`K_HELLO`]) names its
 //!   own uasid, which the owner checks the same way, so the sender named in a CR comes from the
-//!   connection, never from a request.
+//!   connection, never from a request. A pid that reads as 0 (a process of another pid
+//!   namespace) proves nothing and is refused at both ends.
 //! * **Connections**: a requester connects to an owner at its first import from it. It writes
 //!   requests (header, descriptors, payload); the owner's thread for that connection
 //!   (`urma-lb-rx`, see [`crate::xproc`]) answers each with one acknowledgement, in order. The
@@ -22,7 +23,11 @@
 //!   [`K_BYE`]: the requester sends nothing more on it and opens a new one for its next request,
 //!   after the old one's acknowledgements have arrived (so requests keep their order).
 //! * **Limits** ([`crate::knobs::limits`]): connecting, every message body and every
-//!   acknowledgement are bounded by time; an owner serves a bounded number of connections.
+//!   acknowledgement are bounded by time; an owner serves a bounded number of connections, at
+//!   most [`PER_PEER`] of one process, which must say HELLO within a short deadline.
+//! * **Refusals** ([`Incoming::gate`], [`Incoming::refused`]): a requesting process whose token
+//!   checks were refused waits, before each later check, for a back-off that grows with its
+//!   refusals, and an owner refusing many checks paces all of them.
 //!   No lock is held across socket I/O but the connection's own writer lock.
 //! * **Peer death**: the kernel closes a dead process's sockets, so the reader sees end-of-file
 //!   (or a reset) at once and completes every outstanding request with "peer gone"; later

@@ -419,6 +419,7 @@ fn role_entry() {
         Ok("squatter") => squatter(),
         Ok("deaf") => deaf(),
         Ok("liar") => liar(),
+        Ok("guesser") => guess_for_a_while(),
         _ => {}
     }
 }
@@ -935,6 +936,21 @@ fn rebind(d: &Path, uasid: u32, stolen: Stolen) {
             });
         }
     });
+}
+
+/// A process of the victim's user that holds a slot and guesses segment tokens for a while
+/// (`GUESS` = `<uasid> <token_id> <va> <ms>`, see [`guess`]): says `guessed <refusals>`.
+fn guess_for_a_while() {
+    let d = PathBuf::from(std::env::var("URMA_LOOPBACK_DIR").unwrap());
+    let (me, _slot) = (100..4000)
+        .find_map(|n| lock_slot(&d, n).map(|f| (n, f)))
+        .expect("a free slot");
+    let w: Vec<String> = std::env::var("GUESS")
+        .unwrap()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    say!("guessed", guess(&d, me, &w).0);
 }
 
 /// The `guess` command: `[uasid, token_id, va, ms]`. Returns (refusals received, connections
@@ -1696,6 +1712,62 @@ fn wrong_tokens_close_the_connection_and_are_throttled() {
     let err = v.finish();
     let lines = err.lines().filter(|l| l.contains("wrong token")).count();
     assert_eq!(lines, 1, "logged once for the segment:\n{err}");
+}
+
+/// How long each of the processes of [`fresh_processes_guessing_are_paced_by_the_owner`]
+/// guesses: long enough for several answers of its own back-off (0, 20, 40, 80, 160 ms).
+const GUESSER_MS: u64 = 500;
+
+/// Processes started afresh to guess get no more answers than the owner's pace: once it has
+/// refused 10 checks within a second it answers every check in turn, 100 ms apart, whoever
+/// asks (without that, four processes at a time, each with its own back-off starting at 0,
+/// would get about 40 answers per second).
+#[test]
+fn fresh_processes_guessing_are_paced_by_the_owner() {
+    let Some(h) = host() else { return };
+    let d = h.private_dir("d", &h.victim);
+    let (mut v, me) = victim_in(&h, Some(&d), &[]);
+    let (refused, started) = (AtomicU64::new(0), AtomicU64::new(0));
+    let t0 = Instant::now();
+    let end = t0 + Duration::from_millis(GUESS_MS);
+    std::thread::scope(|sc| {
+        for _ in 0..4 {
+            sc.spawn(|| {
+                while Instant::now() < end {
+                    let ms = end.saturating_duration_since(Instant::now()).as_millis() as u64;
+                    let guess = format!(
+                        "{} {} {} {}",
+                        me.uasid,
+                        me.token_id,
+                        me.va,
+                        ms.min(GUESSER_MS)
+                    );
+                    let mut p = as_victim(&h, "guesser", Some(&d), &[("GUESS", &guess)]);
+                    started.fetch_add(1, Ordering::Relaxed);
+                    let w = p.hear();
+                    assert_eq!(w[0], "guessed");
+                    refused.fetch_add(num(&w[1]), Ordering::Relaxed);
+                    p.finish();
+                }
+            });
+        }
+    });
+    let secs = t0.elapsed().as_secs_f64();
+    let (refused, started) = (refused.into_inner(), started.into_inner());
+    println!(
+        "{refused} wrong tokens answered in {secs:.1} s to {started} processes ({:.1}/s)",
+        refused as f64 / secs
+    );
+    // 10 in the second that starts the strain, then 10 per second, and a little for timing.
+    let budget = 10 + (10.0 * secs) as u64 + 5;
+    assert!(refused >= 1, "the guesses were answered");
+    assert!(
+        refused <= budget,
+        "at most {budget} in {secs:.1} s: {refused} to {started} processes"
+    );
+    let c = v.ask("counters", "counters");
+    assert!(c[0] as u64 >= refused, "counted: {c:?}");
+    v.finish();
 }
 
 // ---------------------------------------------------------------- acknowledgements
