@@ -49,8 +49,8 @@ use crate::knobs::limits;
 use crate::util::{lock, log_alert, RateLimit};
 
 pub use urma_loopback_ctl::wire::{
-    Hdr, Piece, HDR_LEN, IMPORT_OK, IMPORT_REFUSED, K_ACK, K_BYE, K_DATA, K_HELLO, K_IMPORT_JETTY,
-    K_IMPORT_SEG, PIECE_LEN, TARGET_JETTY, TARGET_JFR, TARGET_NONE, VERSION,
+    Hdr, Piece, ACK_CLOSING, HDR_LEN, IMPORT_OK, IMPORT_REFUSED, K_ACK, K_BYE, K_DATA, K_HELLO,
+    K_IMPORT_JETTY, K_IMPORT_SEG, PIECE_LEN, TARGET_JETTY, TARGET_JFR, TARGET_NONE, VERSION,
 };
 
 /// Highest slot number (uasid) handed out.
@@ -1218,8 +1218,13 @@ impl Peer {
                 let _ = w.shutdown(std::net::Shutdown::Write);
                 continue;
             }
+            // A refusal: the owner closes after it, so nothing more is sent here, decided
+            // before its request completes (a request made after that completion must not
+            // go out on this connection).
+            let closing = h.kind == K_ACK && h.flags & ACK_CLOSING != 0;
             let d = {
                 let mut st = lock(&c.st);
+                st.closed |= closing;
                 let d = st.q.pop_front();
                 if st.q.is_empty() {
                     c.drained.notify_all();
@@ -1227,7 +1232,7 @@ impl Peer {
                 d
             };
             let Some((_, d)) = d else { break };
-            if h.kind != K_ACK || !d(Some(&h), fd) {
+            if h.kind != K_ACK || !d(Some(&h), fd) || closing {
                 break;
             }
         }

@@ -21,8 +21,8 @@ use crate::knobs;
 use crate::objects::{AnySeg, Plan, RecvWr, Seg, SegPin, SendQ, Sge, Target};
 use crate::peer::{
     self, deadline, discard, read_exact, read_raw, write_hdr, write_raw, Got, Hdr, Incoming, Peer,
-    Piece, IMPORT_OK, IMPORT_REFUSED, K_ACK, K_DATA, K_IMPORT_JETTY, K_IMPORT_SEG, PIECE_LEN,
-    REFUSALS, TARGET_JETTY, TARGET_JFR, TARGET_NONE,
+    Piece, ACK_CLOSING, IMPORT_OK, IMPORT_REFUSED, K_ACK, K_DATA, K_IMPORT_JETTY, K_IMPORT_SEG,
+    PIECE_LEN, REFUSALS, TARGET_JETTY, TARGET_JFR, TARGET_NONE,
 };
 use crate::registry as reg;
 use crate::stats::COUNTERS;
@@ -231,6 +231,17 @@ fn ack(fd: RawFd, status: u32, len: u64) -> bool {
     write_hdr(fd, &h)
 }
 
+/// Acknowledges a request refused by a token check, saying that the connection closes.
+fn ack_closing(fd: RawFd, status: u32) -> bool {
+    let h = Hdr {
+        kind: K_ACK,
+        status,
+        flags: ACK_CLOSING,
+        ..Hdr::default()
+    };
+    write_hdr(fd, &h)
+}
+
 /// Serves one admitted connection ([`peer::Incoming`]) until it ends.
 pub fn serve(mut c: Incoming) {
     let fd = c.fd();
@@ -308,7 +319,7 @@ impl Msg<'_> {
     /// [`Msg::token_refused`] for a work request: `URMA_CR_REM_ACCESS_ABORT_ERR`.
     fn access_refused(&self, what: &str, object: Object) -> bool {
         self.token_refused(what, object, || {
-            ack(self.fd, u::URMA_CR_REM_ACCESS_ABORT_ERR, 0)
+            ack_closing(self.fd, u::URMA_CR_REM_ACCESS_ABORT_ERR)
         })
     }
 }
@@ -358,20 +369,19 @@ fn find_seg(token_id: u32, addr: u64, len: u64) -> Option<Arc<Seg>> {
 /// An import's answer: [`IMPORT_OK`] with the object's attributes, or [`IMPORT_REFUSED`], which
 /// does not tell an unknown object from a wrong token (and closes the connection).
 fn answer_import(m: &Msg<'_>, what: &str, object: Object, found: Option<(u64, u64, u64)>) -> bool {
-    let answer = |status, (a, b, c)| {
-        let h = Hdr {
-            kind: K_ACK,
-            status,
-            a,
-            b,
-            c,
-            ..Hdr::default()
-        };
-        write_hdr(m.fd, &h)
-    };
     match found {
-        Some(attrs) => answer(IMPORT_OK, attrs),
-        None => m.token_refused(what, object, || answer(IMPORT_REFUSED, (0, 0, 0))),
+        Some((a, b, c)) => write_hdr(
+            m.fd,
+            &Hdr {
+                kind: K_ACK,
+                status: IMPORT_OK,
+                a,
+                b,
+                c,
+                ..Hdr::default()
+            },
+        ),
+        None => m.token_refused(what, object, || ack_closing(m.fd, IMPORT_REFUSED)),
     }
 }
 
