@@ -682,11 +682,8 @@ fn squatter() {
 /// of n bytes with n - 1 bytes (and sends them). `report` tells how many lies it told and how
 /// many of those connections the requester closed right after.
 fn liar() {
-    let d = PathBuf::from(std::env::var("URMA_LOOPBACK_DIR").unwrap());
+    let (d, me, _slot) = dir_and_slot();
     let mode = std::env::var("LIAR_ACK").unwrap();
-    let (me, _slot) = (100..200)
-        .find_map(|n| lock_slot(&d, n).map(|f| (n, f)))
-        .expect("a free slot");
     let path = d.join(format!("{me}.sock"));
     let _ = std::fs::remove_file(&path);
     let l = UnixListener::bind(&path).unwrap();
@@ -795,10 +792,7 @@ fn lie(mut s: UnixStream, mode: &str, told: &(AtomicU64, AtomicU64)) {
 /// A process of the victim's user that holds a slot of the directory (so it can open
 /// connections under its own uasid) and writes messages of its choosing.
 fn rogue() {
-    let d = PathBuf::from(std::env::var("URMA_LOOPBACK_DIR").unwrap());
-    let (me, _slot) = (100..200)
-        .find_map(|n| lock_slot(&d, n).map(|f| (n, f)))
-        .expect("a free slot");
+    let (d, me, _slot) = dir_and_slot();
     say!("ready", me);
     let mut conns: Vec<UnixStream> = Vec::new();
     let stolen: Stolen = Arc::default();
@@ -941,10 +935,7 @@ fn rebind(d: &Path, uasid: u32, stolen: Stolen) {
 /// A process of the victim's user that holds a slot and guesses segment tokens for a while
 /// (`GUESS` = `<uasid> <token_id> <va> <ms>`, see [`guess`]): says `guessed <refusals>`.
 fn guess_for_a_while() {
-    let d = PathBuf::from(std::env::var("URMA_LOOPBACK_DIR").unwrap());
-    let (me, _slot) = (100..4000)
-        .find_map(|n| lock_slot(&d, n).map(|f| (n, f)))
-        .expect("a free slot");
+    let (d, me, _slot) = dir_and_slot();
     let w: Vec<String> = std::env::var("GUESS")
         .unwrap()
         .split_whitespace()
@@ -995,6 +986,17 @@ fn guess(d: &Path, me: u32, w: &[String]) -> (u64, u64) {
         }
     }
     (refused, opened)
+}
+
+/// The directory of this role process (`URMA_LOOPBACK_DIR`), and the first free slot of it
+/// from 100 on, held (locked) as a process that joined holds its own: (directory, uasid, the
+/// locked slot file).
+fn dir_and_slot() -> (PathBuf, u32, std::fs::File) {
+    let d = PathBuf::from(std::env::var("URMA_LOOPBACK_DIR").unwrap());
+    let (me, slot) = (100..4096)
+        .find_map(|n| lock_slot(&d, n).map(|f| (n, f)))
+        .expect("a free slot");
+    (d, me, slot)
 }
 
 fn lock_slot(d: &Path, n: u32) -> Option<std::fs::File> {
@@ -1487,10 +1489,7 @@ fn an_owner_that_does_not_accept_delays_only_imports_from_itself() {
 /// A process of the victim's user that holds a slot and listens on its socket with a full
 /// backlog (it never accepts).
 fn deaf() {
-    let d = PathBuf::from(std::env::var("URMA_LOOPBACK_DIR").unwrap());
-    let (me, _slot) = (100..200)
-        .find_map(|n| lock_slot(&d, n).map(|f| (n, f)))
-        .expect("a free slot");
+    let (d, me, _slot) = dir_and_slot();
     let path = d.join(format!("{me}.sock"));
     let l = UnixListener::bind(&path).unwrap();
     // SAFETY: listen on a bound socket this listener owns; a second listen sets the backlog.
