@@ -476,8 +476,10 @@ pub fn join(want: u32, serve: Serve) -> Option<u32> {
             return Some(m.uasid);
         }
     }
-    // A forked child: the parent's slot, socket and connections are the parent's.
+    // A forked child: the parent's slot, socket and connections are the parent's, and so are
+    // the requesters it served (their connection counts and back-off).
     forget_peers();
+    forget_requesters();
     let refuse = |why: String| {
         log_alert(&format!(
             "multi-process mode off, this process reaches no other: {why}"
@@ -594,11 +596,15 @@ struct Strain {
     next_turn: Option<Instant>,
 }
 
-static STRAIN: Mutex<Strain> = Mutex::new(Strain {
-    window: None,
-    until: None,
-    next_turn: None,
-});
+impl Strain {
+    const NONE: Strain = Strain {
+        window: None,
+        until: None,
+        next_turn: None,
+    };
+}
+
+static STRAIN: Mutex<Strain> = Mutex::new(Strain::NONE);
 /// Whether [`STRAIN`] may hold a strain (the checks' fast path reads only this).
 static STRAINED: AtomicBool = AtomicBool::new(false);
 
@@ -624,6 +630,14 @@ impl Requester {
         let shift = k.saturating_sub(1).min(16);
         Some(last + (BACKOFF_FIRST * (1u32 << shift)).min(BACKOFF_MAX))
     }
+}
+
+/// Forgets the requesting processes and the strain (in a forked child, where they are the
+/// parent's: none of the connections they count is served here).
+fn forget_requesters() {
+    lock(&REQUESTERS).take();
+    *lock(&STRAIN) = Strain::NONE;
+    STRAINED.store(false, Ordering::Release);
 }
 
 /// Sleeps until `t` (if it is in the future).
