@@ -45,6 +45,15 @@ impl<T: ?Sized, const R: u8> Mutex<T, R> {
             MutexGuard { g: Some(g), tag }
         })
     }
+
+    /// [`futex::Mutex::try_lock`], then acquire annotation.
+    pub fn try_lock(&self) -> Option<MutexGuard<'_, T, R>> {
+        let tag = self.tag();
+        self.0.try_lock().map(|g| {
+            hb::after(tag);
+            MutexGuard { g: Some(g), tag }
+        })
+    }
 }
 
 impl<T: ?Sized, const R: u8> Deref for MutexGuard<'_, T, R> {

@@ -153,6 +153,21 @@ impl<T: ?Sized, const R: u8> Mutex<T, R> {
         })
     }
 
+    /// Takes the lock if it is free, else `None` at once. A failed try cannot deadlock, so the
+    /// order is not checked; a lock taken is recorded like any other, and the locks taken while
+    /// it is held are checked against it.
+    #[inline]
+    pub fn try_lock(&self) -> Option<MutexGuard<'_, T, R>> {
+        self.word
+            .compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed)
+            .ok()?;
+        crate::order::record(R);
+        Some(MutexGuard {
+            m: self,
+            _not_send: PhantomData,
+        })
+    }
+
     #[inline]
     fn acquire(&self) {
         if self

@@ -54,6 +54,20 @@ mod imp {
         });
     }
 
+    /// After taking a lock of rank `r` without waiting (`try_lock`): records it as held, at its
+    /// place in the increasing stack, without checking the order.
+    pub fn record(r: u8) {
+        HELD.with(|h| {
+            let (mut ranks, n) = (h.ranks.get(), h.len.get());
+            assert!(n < DEPTH, "more than {DEPTH} locks held by one thread");
+            let at = ranks[..n].iter().position(|&x| x > r).unwrap_or(n);
+            ranks.copy_within(at..n, at + 1);
+            ranks[at] = r;
+            h.ranks.set(ranks);
+            h.len.set(n + 1);
+        });
+    }
+
     /// After releasing a lock of rank `r` (not necessarily the last one taken).
     pub fn release(r: u8) {
         HELD.with(|h| {
@@ -73,6 +87,9 @@ mod imp {
 mod imp {
     #[inline(always)]
     pub fn acquire(_r: u8) {}
+
+    #[inline(always)]
+    pub fn record(_r: u8) {}
 
     #[inline(always)]
     pub fn release(_r: u8) {}

@@ -192,3 +192,46 @@ fn the_layers_call_lock_under_its_object_names_panics() {
     let _n = super::write(&names);
     let _c = call.lock().unwrap();
 }
+
+#[test]
+fn try_lock_takes_a_free_lock_only_and_records_it() {
+    let m = Mutex::<u32, { rank::SLOT }>::new(7);
+    let g = m.try_lock().expect("free");
+    assert_eq!(*g, 7);
+    assert!(m.try_lock().is_none(), "held");
+    drop(g);
+    assert!(m.try_lock().is_some(), "free again");
+}
+
+#[cfg(debug_assertions)]
+#[test]
+#[should_panic(
+    expected = "taking the request-index shard lock (rank 2) while holding the sync \
+                           slot lock (rank 3)"
+)]
+fn a_lock_taken_by_try_lock_orders_the_locks_taken_after_it() {
+    let shard = Mutex::<(), { rank::SHARD }>::new(());
+    let slot = Mutex::<(), { rank::SLOT }>::new(());
+    let _s = slot.try_lock().expect("free");
+    let _t = shard.lock().unwrap();
+}
+
+#[cfg(debug_assertions)]
+#[test]
+#[should_panic(expected = "taking the peer map lock (rank 46) while holding the connection writer \
+                           lock (rank 49)")]
+fn the_providers_peer_chain_taken_backwards_panics() {
+    // docs/loopback.md, "Locking": peer map → entry → connection slot → writer → state.
+    let peers = Mutex::<(), { rank::PEERS }>::new(());
+    let entry = Mutex::<(), { rank::PEER_ENTRY }>::new(());
+    let writer = Mutex::<(), { rank::CONN_WRITER }>::new(());
+    let state = Mutex::<(), { rank::CONN_STATE }>::new(());
+    drop((
+        peers.lock().unwrap(),
+        entry.lock().unwrap(),
+        writer.lock().unwrap(),
+        state.lock().unwrap(),
+    ));
+    let _w = writer.lock().unwrap();
+    let _p = peers.lock().unwrap();
+}

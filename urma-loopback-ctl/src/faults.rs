@@ -16,10 +16,10 @@
 //! says its own state needs nothing ([`Own::busy`]); posts and CRs then take no lock. Every change
 //! goes through [`FaultPlane::edit`], which recomputes it under the lock.
 
+use ranked_lock::{rank, Condvar, Mutex, MutexGuard};
 use std::collections::VecDeque;
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::spec::{self, Knob};
@@ -289,7 +289,7 @@ pub enum Keep {
 /// The fault plane of one library (see the module doc). `X` is the library's own state, `T` what
 /// it keeps for a held or delayed CR.
 pub struct FaultPlane<X, T> {
-    state: Mutex<State<X, T>>,
+    state: Mutex<State<X, T>, { rank::FAULT_PLANE }>,
     /// `State::busy`, written under the lock, read without it.
     any: AtomicBool,
     /// Signalled when a delayed CR is added while a thread waits for the next one due.
@@ -304,7 +304,7 @@ pub struct FaultPlane<X, T> {
 
 /// The plane's state, locked; dropping it recomputes [`FaultPlane::any`].
 pub struct Edit<'a, X: Own, T> {
-    g: MutexGuard<'a, State<X, T>>,
+    g: MutexGuard<'a, State<X, T>, { rank::FAULT_PLANE }>,
     any: &'a AtomicBool,
 }
 
@@ -355,7 +355,7 @@ impl<X: Own, T> FaultPlane<X, T> {
     /// Locks the state; [`FaultPlane::any`] follows whatever is changed through the guard.
     pub fn lock(&self) -> Edit<'_, X, T> {
         Edit {
-            g: self.state.lock().unwrap_or_else(|e| e.into_inner()),
+            g: ranked_lock::lock(&self.state),
             any: &self.any,
         }
     }
@@ -540,7 +540,7 @@ impl<X: Own, T> FaultPlane<X, T> {
     /// Waits until delayed CRs are due and takes them (for a thread that hands delayed CRs over
     /// as they fall due).
     pub fn wait_due(&self) -> Vec<T> {
-        let mut g = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = ranked_lock::lock(&self.state);
         loop {
             let now = Instant::now();
             let due = g.kept.take_due(now);

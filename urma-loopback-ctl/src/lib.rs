@@ -179,6 +179,10 @@ counters! {
     peer_refusals,
     /// Objects (segments by token id, jetties, JFRs) refused at least once: each is logged once.
     peer_refused_objects,
+    /// Lock-order inversions the provider's debug build found since load (`ranked_lock`: each
+    /// panicked before taking the lock, and its export returned an error); always 0 in a
+    /// release build, which checks nothing. Not cleared by a reset.
+    lock_order_violations,
 }
 }
 
@@ -449,6 +453,15 @@ pub fn api() -> &'static Api {
 
 /// Resets knobs (held CRs released FIFO first), counters, trace sinks and symbolic names.
 pub fn reset() {
+    // An inversion inside the provider is caught at its C boundary and only seen as an error
+    // return, which a test expecting errors would not notice: every reset (between the
+    // harness's scenarios, and in the tests) checks that none happened in this process.
+    let found = counters().lock_order_violations;
+    assert_eq!(
+        found, 0,
+        "the loopback found {found} lock-order inversion(s) in this process (its stderr names \
+         the locks)"
+    );
     // SAFETY: resolved loopback function, no arguments.
     unsafe { (api().reset)() }
 }
@@ -748,7 +761,7 @@ mod tests {
             next += 8;
         }
         assert_eq!(next, std::mem::size_of::<Counters>());
-        assert_eq!(Counters::FIELDS.len(), 31);
+        assert_eq!(Counters::FIELDS.len(), 32);
     }
 
     #[test]

@@ -9,9 +9,9 @@
 //! `liburma-loopback-preload.so` answers the core's device queries with the plugin's own
 //! device attributes (one definition of them, in the provider).
 
+use ranked_lock::{rank, Mutex};
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use urma_sys::{urma_device_attr_t, urma_eid_info_t};
 
@@ -42,7 +42,7 @@ pub type EidListFn =
 /// A handle of the plugin, kept for the life of the process once taken (so that a function
 /// pointer found in it never dangles; the core's `dlclose` at `urma_uninit` then leaves the
 /// plugin loaded, and its registration with the core stays valid).
-static HANDLE: Mutex<usize> = Mutex::new(0);
+static HANDLE: Mutex<usize, { rank::PLUGIN_HANDLE }> = Mutex::new(0);
 
 /// Whether `path`'s file name is the plugin's.
 fn is_plugin(path: &Path) -> bool {
@@ -107,7 +107,7 @@ pub fn beside_core() -> Option<PathBuf> {
 /// (its constructor registers it with the core, and `urma_init` later finds it loaded).
 /// `None` when the process runs no genuine core with the plugin.
 fn handle() -> Option<*mut c_void> {
-    let mut h = HANDLE.lock().unwrap_or_else(|e| e.into_inner());
+    let mut h = ranked_lock::lock(&HANDLE);
     if *h != 0 {
         return Some(*h as *mut c_void);
     }

@@ -5,12 +5,12 @@
 //! line is made in one place, [`Event::line`], and only while a sink is active. The object
 //! kinds and their symbolic names ([`Kind`], [`Names`]) are shared too.
 
+use ranked_lock::{lock, rank, Mutex};
 use std::borrow::Cow;
 use std::ffi::c_char;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
 
 use urma_sys as u;
 
@@ -24,13 +24,9 @@ struct Sinks {
 /// Where trace lines go: a file and/or an in-memory capture. One `static` per library.
 pub struct Sink {
     on: AtomicBool,
-    sinks: Mutex<Sinks>,
+    sinks: Mutex<Sinks, { rank::TRACE_SINKS }>,
     /// Lines of a stopped capture, kept until [`Sink::take`].
-    stopped: Mutex<Vec<String>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+    stopped: Mutex<Vec<String>, { rank::TRACE_STOPPED }>,
 }
 
 impl Sink {

@@ -69,6 +69,7 @@ typedef struct urma_loopback_counters {
     uint64_t rnr_expired;       /* parked messages failed (RNR CR) after the RNR timeout */
     uint64_t peer_refusals;     /* requests of other processes refused by a token check (each closed its connection) */
     uint64_t peer_refused_objects; /* objects refused at least once (each logged once) */
+    uint64_t lock_order_violations; /* lock-order inversions found by a debug build since load (never reset) */
 } urma_loopback_counters_t;
 
 /* Clears knobs (held CRs are first released in FIFO order), counters, the trace (file closed,

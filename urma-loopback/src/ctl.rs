@@ -75,6 +75,7 @@ fn snapshot() -> Counters {
         rnr_expired: r(&c.rnr_expired),
         peer_refusals: r(&c.peer_refusals),
         peer_refused_objects: r(&c.peer_refused_objects),
+        lock_order_violations: ranked_lock::lock_order_violations() as u64,
     }
 }
 

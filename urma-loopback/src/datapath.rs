@@ -21,7 +21,9 @@
 //!   receiver not ready, target deleted, unsupported operations, injected failures.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use ranked_lock::{rank, Mutex};
 use std::time::{Duration, Instant};
 
 use urma_loopback_ctl::opcode::{self, Class, Layout};
@@ -438,7 +440,7 @@ fn move_data(p: &Plan, recv: &RecvWr, n: u64) -> u32 {
 static PARKED_TOTAL: AtomicU64 = AtomicU64::new(0);
 /// Receive queues that (may) hold parked messages. Lock order: `PARKED_QS` → `RecvQ::q`;
 /// nobody takes `PARKED_QS` while holding a `RecvQ::q`.
-static PARKED_QS: Mutex<Vec<Arc<RecvQ>>> = Mutex::new(Vec::new());
+static PARKED_QS: Mutex<Vec<Arc<RecvQ>>, { rank::PARKED_QUEUES }> = Mutex::new(Vec::new());
 
 /// Whether messages are parked anywhere (used to bound blocking waits).
 pub fn any_parked() -> bool {

@@ -23,10 +23,10 @@
 //! This module is generic over the job type so that it sits below the data path
 //! ([`crate::datapath`] defines the jobs and the function that runs one).
 
+use ranked_lock::{rank, Condvar, Mutex, RwLock};
 use std::cell::Cell;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, RwLock, TryLockError};
 use std::time::{Duration, Instant};
 
 use crate::util::{guard, lock, rlock, stripe, wlock, STRIPES};
@@ -85,9 +85,9 @@ extern "C" fn forked_child() {
 pub struct Engine<J: Send + 'static> {
     name: &'static str,
     run: fn(J),
-    st: Mutex<State<J>>,
+    st: Mutex<State<J>, { rank::ENGINE_QUEUE }>,
     work: Condvar,
-    done_m: Mutex<()>,
+    done_m: Mutex<(), { rank::ENGINE_DONE }>,
     done_cv: Condvar,
     /// Jobs submitted / finished since process start (only ever grow).
     submitted: AtomicU64,
@@ -98,7 +98,7 @@ pub struct Engine<J: Send + 'static> {
     /// [`Engine::submit_and_run`] / [`Engine::settle_running`], so jobs never run concurrently
     /// and are taken from the queue only by the one runner (which keeps their order). It holds
     /// the runner's queue, swapped with the shared one, so neither reallocates once grown.
-    exec: Mutex<VecDeque<J>>,
+    exec: Mutex<VecDeque<J>, { rank::ENGINE_RUNNER }>,
     /// Held shared by every [`Engine::run_in_lane`] while it runs (the stripe of its thread,
     /// [`stripe`]), and for a moment exclusively by [`Engine::wait_lanes`] (every stripe in
     /// turn), which thereby waits for the lane runs in progress. Striped because every
@@ -109,7 +109,7 @@ pub struct Engine<J: Send + 'static> {
 
 /// One stripe of [`Engine::lanes`], on cache lines of its own.
 #[repr(align(128))]
-struct LaneGate(RwLock<()>);
+struct LaneGate(RwLock<(), { rank::ENGINE_LANES }>);
 
 /// Jobs collected by one post call before they are submitted together.
 pub struct Batch<J> {
@@ -282,11 +282,7 @@ impl<J: Send + 'static> Engine<J> {
             // CPU) for a while before sleeping on the lock, and stop if it ran ours.
             let mut held = None;
             spin_until(SETTLE_SPIN, || {
-                held = match self.exec.try_lock() {
-                    Ok(g) => Some(g),
-                    Err(TryLockError::Poisoned(e)) => Some(e.into_inner()),
-                    Err(TryLockError::WouldBlock) => None,
-                };
+                held = self.exec.try_lock();
                 held.is_some() || self.done.load(Ordering::SeqCst) >= target
             });
             if self.done.load(Ordering::SeqCst) >= target {
@@ -311,7 +307,12 @@ impl<J: Send + 'static> Engine<J> {
     /// one thread submits and runs in lanes keeps its order. The engine's own run function must
     /// take the same lane lock for a job of that queue, so that the engine and a lane never run
     /// jobs of one queue at once. A job run here must not submit to the engine.
-    pub fn run_in_lane<T>(&'static self, lane: &Mutex<()>, b: &Batch<T>, run: impl Fn(&T)) {
+    pub fn run_in_lane<T>(
+        &'static self,
+        lane: &Mutex<(), { rank::SEND_LANE }>,
+        b: &Batch<T>,
+        run: impl Fn(&T),
+    ) {
         self.settle_running();
         if b.is_empty() {
             return;
@@ -404,7 +405,7 @@ mod tests {
     use std::sync::atomic::AtomicBool;
 
     /// What the test engine's jobs saw: (job number, ran on an engine thread).
-    static SEEN: Mutex<Vec<(u32, bool)>> = Mutex::new(Vec::new());
+    static SEEN: Mutex<Vec<(u32, bool)>, { rank::TEST_RECORD }> = Mutex::new(Vec::new());
     /// While set, jobs wait (so a test can hold work queued).
     static GATE: AtomicBool = AtomicBool::new(false);
 
@@ -425,7 +426,7 @@ mod tests {
 
     #[test]
     fn combining_runs_on_the_caller_and_never_before_earlier_batches() {
-        static SEEN2: Mutex<Vec<(u32, bool)>> = Mutex::new(Vec::new());
+        static SEEN2: Mutex<Vec<(u32, bool)>, { rank::TEST_RECORD }> = Mutex::new(Vec::new());
         static GATE2: AtomicBool = AtomicBool::new(false);
         fn record2(n: u32) {
             while GATE2.load(Ordering::Acquire) {
@@ -492,7 +493,7 @@ mod tests {
         static RUNNING: AtomicU32 = AtomicU32::new(0);
         static OVERLAP: AtomicBool = AtomicBool::new(false);
         /// Per poster thread: the jobs that ran, in the order they ran.
-        static RAN: Mutex<Vec<Vec<u32>>> = Mutex::new(Vec::new());
+        static RAN: Mutex<Vec<Vec<u32>>, { rank::TEST_RECORD }> = Mutex::new(Vec::new());
         fn record3(job: u32) {
             if RUNNING.fetch_add(1, Ordering::SeqCst) != 0 {
                 OVERLAP.store(true, Ordering::SeqCst);
@@ -546,7 +547,7 @@ mod tests {
     #[test]
     fn lanes_run_beside_each_other_one_run_per_lane_and_quiesce_waits_for_them() {
         /// Jobs that ran (lane runs and engine jobs alike), in the order they ended.
-        static ENDED: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+        static ENDED: Mutex<Vec<u32>, { rank::TEST_RECORD }> = Mutex::new(Vec::new());
         /// Job 1 waits while this is set; STARTED tells that it began.
         static HOLD: AtomicBool = AtomicBool::new(true);
         static STARTED: AtomicBool = AtomicBool::new(false);
@@ -560,8 +561,8 @@ mod tests {
             lock(&ENDED).push(n);
         }
         static E: Engine<u32> = Engine::new("engine-test-5", run);
-        static LANE_A: Mutex<()> = Mutex::new(());
-        static LANE_B: Mutex<()> = Mutex::new(());
+        static LANE_A: Mutex<(), { rank::SEND_LANE }> = Mutex::new(());
+        static LANE_B: Mutex<(), { rank::SEND_LANE }> = Mutex::new(());
         let first = std::thread::spawn(|| E.run_in_lane(&LANE_A, &one(1), |n| run(*n)));
         while !STARTED.load(Ordering::SeqCst) {
             std::thread::yield_now();
@@ -595,7 +596,7 @@ mod tests {
 
     #[test]
     fn a_lane_run_first_runs_the_jobs_submitted_before_it() {
-        static ENDED: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+        static ENDED: Mutex<Vec<u32>, { rank::TEST_RECORD }> = Mutex::new(Vec::new());
         static HOLD: AtomicBool = AtomicBool::new(true);
         fn run(n: u32) {
             while n == 10 && HOLD.load(Ordering::Acquire) {
@@ -604,7 +605,7 @@ mod tests {
             lock(&ENDED).push(n);
         }
         static E: Engine<u32> = Engine::new("engine-test-6", run);
-        static LANE: Mutex<()> = Mutex::new(());
+        static LANE: Mutex<(), { rank::SEND_LANE }> = Mutex::new(());
         // 10 is held on the engine thread (runner lock held), 11 queued behind it.
         E.submit(one(10));
         while !lock(&E.st).jobs.is_empty() {

@@ -2,8 +2,8 @@
 //! their context's owner. Below the queues (a JFC overflow queues an event), so it knows
 //! contexts by their registry key only.
 
+use ranked_lock::{rank, Mutex};
 use std::collections::VecDeque;
-use std::sync::Mutex;
 
 use crate::util::lock;
 
@@ -16,7 +16,7 @@ pub struct AsyncEv {
     pub element: usize,
 }
 
-static ASYNC: Mutex<VecDeque<AsyncEv>> = Mutex::new(VecDeque::new());
+static ASYNC: Mutex<VecDeque<AsyncEv>, { rank::ASYNC_EVENTS }> = Mutex::new(VecDeque::new());
 
 /// Queues an async event of the context with registry key `ctx` (used on JFC overflow).
 pub fn queue(ctx: usize, ty: u32, element: usize) {

@@ -8,7 +8,9 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
+
+use ranked_lock::{rank, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use urma_loopback_ctl::opcode::OpInfo;
@@ -144,14 +146,14 @@ pub struct Order {
     /// Entries in `q` (0: nothing outstanding, a CR is generated at once).
     waiting: AtomicU64,
     /// Ticket of `q[0]`, and the completions in ticket order (`None`: not ready yet).
-    q: Mutex<(u64, VecDeque<Option<Completion>>)>,
+    q: Mutex<(u64, VecDeque<Option<Completion>>), { rank::SEND_ORDER }>,
     /// Signalled when `q` becomes empty ([`Order::wait_idle`]).
     idle: Condvar,
     /// The queue's runner lock: held while a WR of this queue executes and generates its CRs
     /// (by a completion-synchronous post running its own WRs, or by whichever runner
     /// of the DMA engine runs a job of this queue), so the WRs of one queue, and the CRs they
     /// generate, never interleave with each other (docs/loopback.md, "Data path").
-    pub lane: Mutex<()>,
+    pub lane: Mutex<(), { rank::SEND_LANE }>,
 }
 
 impl Order {
@@ -232,7 +234,7 @@ pub struct Jfs {
     pub c: CBox<urma_sys::urma_jfs_t>,
     pub sq: Arc<SendQ>,
     pub ctx: Arc<Ctx>,
-    pub advised: Mutex<Vec<usize>>,
+    pub advised: Mutex<Vec<usize>, { rank::ADVISE }>,
 }
 
 /// Jetty For Receive.
@@ -263,8 +265,8 @@ pub struct Jetty {
     pub token_checked: bool,
     pub alive: AtomicBool,
     pub ctx: Arc<Ctx>,
-    pub advised: Mutex<Vec<usize>>,
-    pub bound: Mutex<Option<usize>>,
+    pub advised: Mutex<Vec<usize>, { rank::ADVISE }>,
+    pub bound: Mutex<Option<usize>, { rank::ADVISE }>,
 }
 
 /// What an imported jetty/JFR points at.
@@ -396,7 +398,7 @@ pub struct RecvQ {
     pub depth: u32,
     pub max_sge: u32,
     pub jfc: Arc<Jfc>,
-    pub q: Mutex<RecvState>,
+    pub q: Mutex<RecvState, { rank::RECV_QUEUE_WRS }>,
     /// Signalled by a recv post while `waiters` > 0 (a responder thread of another process's
     /// message waits for a recv WR, see [`crate::xproc`]).
     pub posted: Condvar,

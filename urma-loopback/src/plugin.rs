@@ -19,11 +19,11 @@
 //! `docs/loopback.md` ("The two faces") and `docs/umdk-core.md` tell what the core does around
 //! each call.
 
+use ranked_lock::{rank, Mutex};
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::path::PathBuf;
 use std::ptr;
 use std::sync::atomic::Ordering;
-use std::sync::Mutex;
 
 use urma_loopback_ctl::plugin as names;
 use urma_sys as u;
@@ -117,7 +117,7 @@ fn ops_ptr() -> *mut urma_ops_t {
 
 /// The directory given to the core as the device's sysfs path (`eids/eid0` holds the EID, so
 /// `urma_get_eid_list` works without the preload helper); removed at `uninit`.
-static SYSFS_DIR: Mutex<Option<PathBuf>> = Mutex::new(None);
+static SYSFS_DIR: Mutex<Option<PathBuf>, { rank::SYSFS_DIR }> = Mutex::new(None);
 
 /// Registers the provider with the core while the core loads the plugin (ELF constructor).
 extern "C" fn on_load() {
@@ -170,7 +170,7 @@ unsafe extern "C" fn provider_uninit() -> u::urma_status_t {
     guard(u::URMA_FAIL, || {
         // The core frees the device right after this call.
         api::REGISTERED_DEVICE.store(ptr::null_mut(), Ordering::Release);
-        if let Some(d) = SYSFS_DIR.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        if let Some(d) = crate::util::lock(&SYSFS_DIR).take() {
             let _ = std::fs::remove_dir_all(d);
         }
         if device::uninit() {
@@ -237,7 +237,7 @@ fn register_device() -> Result<*mut u::urma_device_t, String> {
             "urma_register_sysfs_dev returned {rc} (a device of that name exists already?)"
         ));
     }
-    *SYSFS_DIR.lock().unwrap_or_else(|e| e.into_inner()) = Some(dir);
+    *crate::util::lock(&SYSFS_DIR) = Some(dir);
     // SAFETY: registration returned 0; the core calls the providers' init ops one at a time.
     unsafe { dev.registered(provider_ptr()) }
         .map(|d| d.as_ptr())

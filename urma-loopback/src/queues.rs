@@ -5,7 +5,9 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
+
+use ranked_lock::{rank, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::cobj::{CBox, Ctx};
@@ -32,7 +34,7 @@ pub struct Jfc {
     pub depth: u32,
     pub non_blocking: bool,
     pub jfce: Option<Arc<Jfce>>,
-    pub q: Mutex<VecDeque<urma_sys::urma_cr_t>>,
+    pub q: Mutex<VecDeque<urma_sys::urma_cr_t>, { rank::JFC_CRS }>,
     /// `q.len()`, stored under the `q` lock: an empty poll (a busy poller makes many) returns
     /// without taking the lock that every CR push takes.
     pub queued: AtomicUsize,
@@ -41,7 +43,7 @@ pub struct Jfc {
     pub armed_hint: AtomicBool,
     /// CRs pushed while the queue already held `depth` entries (kept, never lost).
     pub overflow: AtomicU64,
-    pub ev: Mutex<EvState>,
+    pub ev: Mutex<EvState, { rank::JFC_EVENTS }>,
     pub ev_cv: Condvar,
     /// JFS/JFR/jetties bound to this JFC and alive.
     pub users: AtomicU64,
@@ -192,7 +194,7 @@ pub struct Jfce {
     pub c: CBox<urma_sys::urma_jfce_t>,
     pub name: String,
     pub efd: i32,
-    pub pending: Mutex<VecDeque<Arc<Jfc>>>,
+    pub pending: Mutex<VecDeque<Arc<Jfc>>, { rank::JFCE_PENDING }>,
     pub users: AtomicU64,
     pub ctx: Arc<Ctx>,
 }

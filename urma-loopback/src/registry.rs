@@ -14,7 +14,9 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
+
+use ranked_lock::{rank, RwLock};
 
 use urma_loopback_ctl::trace_line::Names;
 
@@ -64,7 +66,7 @@ pub struct Registry {
     pub segs_by_token_id: IdMap<u32, Vec<Arc<Seg>>>,
 }
 
-pub static REGISTRY: RwLock<Option<Registry>> = RwLock::new(None);
+pub static REGISTRY: RwLock<Option<Registry>, { rank::REGISTRY }> = RwLock::new(None);
 
 /// Runs `f` with the registry read-locked.
 pub fn with_reg<R>(f: impl FnOnce(&Registry) -> R) -> R {
@@ -370,5 +372,5 @@ pub static UASID: AtomicU32 = AtomicU32::new(0);
 fn _assert_send_sync() {
     fn f<T: Send + Sync>() {}
     f::<Obj>();
-    let _ = lock::<u8>;
+    let _ = lock::<u8, { ranked_lock::rank::LOG_FUNC }>;
 }

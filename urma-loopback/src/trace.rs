@@ -7,8 +7,8 @@
 //! assigned in creation order), addresses as offsets into their segment. The line format is
 //! documented in `docs/loopback.md`.
 
+use ranked_lock::{rank, RwLock};
 use std::collections::HashMap;
-use std::sync::RwLock;
 
 use urma_loopback_ctl::trace_line::{CrNames, Event, Sink};
 
@@ -30,7 +30,7 @@ pub fn event(e: &Event<'_>) {
 
 // ---- symbolic names of jetty/JFS/JFR ids (shared id space), for CR fields ----
 
-static QNAMES: RwLock<Option<HashMap<u32, String>>> = RwLock::new(None);
+static QNAMES: RwLock<Option<HashMap<u32, String>>, { rank::QUEUE_NAMES }> = RwLock::new(None);
 
 /// Records the symbolic name of a jetty/JFS/JFR id.
 pub fn name_qid(id: u32, name: &str) {

@@ -1,6 +1,8 @@
 //! Small helpers: panic boundary, poison-tolerant locking, zeroed C structs, logging.
 
-use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::ops::{Deref, DerefMut};
+
+use ranked_lock::{rank, Mutex, MutexGuard, RwLock};
 
 /// Runs `f` behind a panic boundary: a panic never unwinds into C; `default` is returned instead.
 pub fn guard<R>(default: R, f: impl FnOnce() -> R) -> R {
@@ -13,20 +15,25 @@ pub fn guard<R>(default: R, f: impl FnOnce() -> R) -> R {
     }
 }
 
-/// Locks a mutex, ignoring poisoning (a panicking thread never leaves our state half-updated in a
-/// way that matters more than a deadlock would).
-pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+/// Locks a mutex of rank `R` (`ranked_lock`: every lock of the provider has a rank from the
+/// workspace's one table, `ranked_lock::rank`, and debug builds check their order), ignoring
+/// poisoning (a panicking thread never leaves our state half-updated in a way that matters more
+/// than a deadlock would).
+#[cfg_attr(debug_assertions, track_caller)]
+pub fn lock<T: ?Sized, const R: u8>(m: &Mutex<T, R>) -> MutexGuard<'_, T, R> {
+    ranked_lock::lock(m)
 }
 
-/// Read-locks an `RwLock`, ignoring poisoning.
-pub fn rlock<T>(m: &RwLock<T>) -> RwLockReadGuard<'_, T> {
-    m.read().unwrap_or_else(|e| e.into_inner())
+/// Read-locks an `RwLock` of rank `R`, ignoring poisoning.
+#[cfg_attr(debug_assertions, track_caller)]
+pub fn rlock<T, const R: u8>(m: &RwLock<T, R>) -> impl Deref<Target = T> + '_ {
+    ranked_lock::read(m)
 }
 
-/// Write-locks an `RwLock`, ignoring poisoning.
-pub fn wlock<T>(m: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
-    m.write().unwrap_or_else(|e| e.into_inner())
+/// Write-locks an `RwLock` of rank `R`, ignoring poisoning.
+#[cfg_attr(debug_assertions, track_caller)]
+pub fn wlock<T, const R: u8>(m: &RwLock<T, R>) -> impl DerefMut<Target = T> + '_ {
+    ranked_lock::write(m)
 }
 
 /// An all-zero value of a plain C type.
@@ -38,7 +45,7 @@ pub fn zeroed<T: Copy>() -> T {
     unsafe { std::mem::MaybeUninit::<T>::zeroed().assume_init() }
 }
 
-static LOG_FUNC: Mutex<urma_sys::urma_log_cb_t> = Mutex::new(None);
+static LOG_FUNC: Mutex<urma_sys::urma_log_cb_t, { rank::LOG_FUNC }> = Mutex::new(None);
 
 /// Stores the callback given to `urma_register_log_func`.
 pub fn set_log_func(f: urma_sys::urma_log_cb_t) {
@@ -72,7 +79,7 @@ pub fn log_alert(msg: &str) {
 
 /// At most [`RateLimit::BURST`] reports per [`RateLimit::WINDOW`]; the number held back is told
 /// with the next report let through.
-pub struct RateLimit(Mutex<(Option<std::time::Instant>, u32, u64)>);
+pub struct RateLimit(Mutex<(Option<std::time::Instant>, u32, u64), { rank::RATE_LIMIT }>);
 
 impl RateLimit {
     pub const BURST: u32 = 10;

@@ -10,7 +10,9 @@
 use std::collections::HashSet;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use ranked_lock::{rank, Mutex};
 use std::time::{Duration, Instant};
 
 use urma_loopback_ctl::opcode::{self, Class, OpInfo};
@@ -329,7 +331,8 @@ type Object = (&'static str, u32);
 
 /// Objects refused so far (at most [`REFUSED_OBJECTS_MAX`]; beyond it refusals are counted
 /// only).
-static REFUSED_OBJECTS: Mutex<Option<HashSet<Object>>> = Mutex::new(None);
+static REFUSED_OBJECTS: Mutex<Option<HashSet<Object>>, { rank::REFUSED_OBJECTS }> =
+    Mutex::new(None);
 const REFUSED_OBJECTS_MAX: usize = 4096;
 
 /// Whether `object` is refused for the first time (and so is logged).

@@ -172,7 +172,7 @@ pub unsafe extern "C" fn urma_unimport_jfr(
     entry(u::URMA_FAIL, || unimport(target_jfr, "urma_unimport_jfr"))
 }
 
-fn advise(list: &Mutex<Vec<usize>>, t: usize, on: bool) -> u::urma_status_t {
+fn advise(list: &Mutex<Vec<usize>, { rank::ADVISE }>, t: usize, on: bool) -> u::urma_status_t {
     let mut l = lock(list);
     let pos = l.iter().position(|&x| x == t);
     match (on, pos) {

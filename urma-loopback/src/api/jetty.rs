@@ -14,7 +14,8 @@ fn sge_limit(v: u8) -> Option<u32> {
 /// unambiguous); `want` != 0 asks for that id. Ids are never reused within a process.
 fn alloc_qid(want: u32) -> Option<u32> {
     static NEXT: AtomicU64 = AtomicU64::new(1);
-    static USED: Mutex<Option<std::collections::HashSet<u32>>> = Mutex::new(None);
+    static USED: Mutex<Option<std::collections::HashSet<u32>>, { rank::JETTY_IDS }> =
+        Mutex::new(None);
     let mut g = lock(&USED);
     let used = g.get_or_insert_with(Default::default);
     if want != 0 {

@@ -13,7 +13,9 @@ use std::ffi::c_int;
 #[cfg(not(feature = "plugin"))]
 use std::ffi::{c_char, CStr};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
+
+use ranked_lock::{rank, Condvar, Mutex};
 use std::time::Duration;
 
 use urma_sys as u;

@@ -5,7 +5,9 @@ use std::collections::HashMap;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use ranked_lock::{rank, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::knobs::limits;
@@ -43,11 +45,12 @@ pub struct Requester {
     pid: i32,
     conns: AtomicUsize,
     /// Refusals so far and the time of the last one; `penalised` says whether there are any.
-    refusals: Mutex<(u32, Option<Instant>)>,
+    refusals: Mutex<(u32, Option<Instant>), { rank::REQUESTER_REFUSALS }>,
     penalised: AtomicBool,
 }
 
-pub(super) static REQUESTERS: Mutex<Option<HashMap<i32, Arc<Requester>>>> = Mutex::new(None);
+pub(super) static REQUESTERS: Mutex<Option<HashMap<i32, Arc<Requester>>>, { rank::REQUESTERS }> =
+    Mutex::new(None);
 
 /// The record of `pid`, holding one more connection, or `None` when it holds [`PER_PEER`].
 pub(super) fn requester(pid: i32) -> Option<Arc<Requester>> {
@@ -106,7 +109,7 @@ impl Strain {
     };
 }
 
-pub(super) static STRAIN: Mutex<Strain> = Mutex::new(Strain::NONE);
+pub(super) static STRAIN: Mutex<Strain, { rank::STRAIN }> = Mutex::new(Strain::NONE);
 /// Whether [`STRAIN`] may hold a strain (the checks' fast path reads only this).
 pub(super) static STRAINED: AtomicBool = AtomicBool::new(false);
 

@@ -6,7 +6,9 @@ use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
+
+use ranked_lock::{rank, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::knobs::limits;
@@ -36,8 +38,8 @@ pub(super) struct CState {
 
 /// One connection to an owner.
 pub(super) struct Conn {
-    w: Mutex<UnixStream>,
-    st: Mutex<CState>,
+    w: Mutex<UnixStream, { rank::CONN_WRITER }>,
+    st: Mutex<CState, { rank::CONN_STATE }>,
     /// Signalled when `q` empties or the connection closes.
     drained: Condvar,
 }
@@ -79,7 +81,7 @@ pub struct Peer {
     opener: u32,
     dir: Arc<Dir>,
     /// The current connection (replaced after the owner closed an idle one).
-    conn: Mutex<Option<Arc<Conn>>>,
+    conn: Mutex<Option<Arc<Conn>>, { rank::PEER_CONN }>,
     /// The owning process is gone.
     dead: AtomicBool,
 }
@@ -88,8 +90,8 @@ pub struct Peer {
 /// reaching a process happens under that entry's own lock, so one slow owner delays only the
 /// imports from itself, and two threads importing from one process share one connection (its
 /// requests keep one order).
-pub(super) type PeerSlot = Arc<Mutex<Option<Arc<Peer>>>>;
-pub(super) static PEERS: Mutex<Option<HashMap<u32, PeerSlot>>> = Mutex::new(None);
+pub(super) type PeerSlot = Arc<Mutex<Option<Arc<Peer>>, { rank::PEER_ENTRY }>>;
+pub(super) static PEERS: Mutex<Option<HashMap<u32, PeerSlot>>, { rank::PEERS }> = Mutex::new(None);
 
 pub(super) fn forget_peers() {
     // In a forked child these connections belong to the parent; dropping ours closes only our
@@ -305,7 +307,7 @@ impl Peer {
 
     /// A control request (import): waits at most the I/O timeout for the acknowledgement.
     pub fn rpc(self: &Arc<Self>, h: &Hdr) -> Option<Hdr> {
-        type Slot = (Mutex<Option<Option<Hdr>>>, Condvar);
+        type Slot = (Mutex<Option<Option<Hdr>>, { rank::RPC_ANSWER }>, Condvar);
         let slot: Arc<Slot> = Arc::new((Mutex::new(None), Condvar::new()));
         let s2 = slot.clone();
         let done: Done = Box::new(move |a, _fd| {

@@ -6,7 +6,9 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use ranked_lock::{rank, Mutex};
 
 use crate::util::lock;
 
@@ -147,7 +149,7 @@ pub(super) struct Me {
     pub(super) _slot: std::fs::File,
 }
 
-pub(super) static ME: Mutex<Option<Me>> = Mutex::new(None);
+pub(super) static ME: Mutex<Option<Me>, { rank::MEMBERSHIP }> = Mutex::new(None);
 /// Our uasid while joined (0 = not joined, or joined by the parent before a fork).
 pub(super) static MY_UASID: AtomicU32 = AtomicU32::new(0);
 pub(super) static MY_PID: AtomicU32 = AtomicU32::new(0);
