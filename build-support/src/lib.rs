@@ -5,6 +5,8 @@
 //!
 //! * [`urma`]: the URMA header selection and the `-lurma` link directory (with the link-only
 //!   stub), as published by `urma-sys` to its dependents (`DEP_URMA_INCLUDE`, `DEP_URMA_LINK_DIR`).
+//! * [`archive`]: `libos_transport.a`, the library as a static archive whose only global symbols
+//!   are the ten API functions (for the packaging and its tests).
 //! * [`cprog`]: every C program and small C library of the tests, the harness and the xtask (a
 //!   [`cprog::Build`] in a [`cprog::Flavour`]: plain, ASan/UBSan, libFuzzer, for valgrind),
 //!   including the link stub above.
@@ -20,6 +22,7 @@
 //! The `cc` crate reads `TARGET`, `HOST`, `OPT_LEVEL` and `DEBUG` from the environment inside a
 //! build script. Outside one (the xtask), [`compiler_for`] fills them in explicitly.
 
+pub mod archive;
 pub mod cprog;
 pub mod legacy;
 pub mod umdk;

@@ -17,7 +17,7 @@ pub const GOALS: &[(&str, &str, &str)] = &[
     ),
     (
         "test",
-        "base rpm bench fuzz aarch64 umdk",
+        "base rpm bench fuzz aarch64 umdk msrv",
         "everything a change must pass",
     ),
     (
@@ -102,7 +102,7 @@ pub const GOALS: &[(&str, &str, &str)] = &[
     (
         "stage",
         "",
-        "cargo build (args passed on), then place liburma.so.0 and legacy-c in --dest DIR",
+        "cargo build (args passed on), then place liburma.so.0, legacy-c and libos_transport.a in --dest DIR",
     ),
     (
         "test-aarch64",

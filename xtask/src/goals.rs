@@ -7,6 +7,7 @@ use crate::cargo::{self, Built};
 use crate::cmd::{cargo as cargo_cmd, env_or, fail, run, show, try_run};
 use crate::ctx::Ctx;
 use crate::reports;
+use ost_build_support::archive;
 use ost_build_support::cprog::{self, Build, Compiler, Lib};
 use ost_build_support::legacy::{self, Flavour, Inputs};
 use ost_build_support::umdk;
@@ -820,8 +821,10 @@ fn rpm_test(ctx: &Ctx) {
 
 /// `stage --dest DIR [cargo build args]`: `cargo build` with those arguments (the default
 /// members), then `DIR/liburma.so.0` (the loopback) and `DIR/legacy/` (legacy-c's library of
-/// that profile, with its SONAME links) as copies. The packaging takes both from there: build
-/// scripts keep their outputs in their OUT_DIR.
+/// that profile, with its SONAME links) as copies, and `DIR/libos_transport.a` with
+/// `DIR/native-static-libs` (the static archive, built with the same arguments:
+/// `ost_build_support::archive`). The packaging takes them from there: build scripts keep their
+/// outputs in their OUT_DIR.
 fn stage(args: &[String]) {
     let pos = args
         .iter()
@@ -838,7 +841,7 @@ fn stage(args: &[String]) {
         .map(|(_, a)| a)
         .collect();
     let mut cmd = cargo_cmd();
-    cmd.arg("build").args(cargo_args);
+    cmd.arg("build").args(&cargo_args);
     let built = cargo::build(cmd);
     let legacy_dir = built
         .legacy_dir
@@ -861,7 +864,13 @@ fn stage(args: &[String]) {
     );
     legacy::symlink_replace(legacy::REAL_NAME, &dest_legacy.join(legacy::SONAME));
     legacy::symlink_replace(legacy::SONAME, &dest_legacy.join(legacy::DEV_NAME));
-    println!("stage: {}", dest.display());
+    let archive = archive::build(cargo_cmd(), &cargo_args, None, &dest);
+    println!(
+        "stage: {} ({}, needs {})",
+        dest.display(),
+        archive.path.display(),
+        archive.native_libs.join(" ")
+    );
 }
 
 /// cargo with the aarch64 target (the runner and linker of .cargo/config.toml).
@@ -922,6 +931,16 @@ const AARCH64_QUICK_TESTS: &[(&str, &[&str])] = &[
     ("c_consumer", &[]),
     ("abi_drift", &[]),
     ("symbols", &[]),
+    // The archive with the aarch64 binutils: its symbols, a C program under qemu, a shared
+    // library (no aarch64 C++ compiler, nor the 1.82 toolchain's aarch64 std, for the others).
+    (
+        "static_archive",
+        &[
+            "only_the_ten_functions_are_global",
+            "a_c_program_links_it_after_ranlib",
+            "a_shared_library_without_version_script",
+        ],
+    ),
     ("split_nodes", &["--skip", "two_invocations_judge_as_one"]),
     ("behaviour", &["wake_up_task_return_table"]),
 ];
