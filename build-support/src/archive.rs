@@ -26,6 +26,8 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::checked;
+
 /// The ten functions of `os_transport.h`: the archive's only global symbols.
 pub const API: [&str; 10] = [
     "os_transport_cancel_tasks",
@@ -80,7 +82,7 @@ pub fn build(
         cargo.args(["--target", t]);
     }
     cargo.args(["--", "--print", "native-static-libs"]);
-    let out = output(&mut cargo, "cargo rustc --crate-type staticlib");
+    let out = checked(&mut cargo);
     let raw = raw_archive(&String::from_utf8_lossy(&out.stdout)).unwrap_or_else(|| {
         panic!(
             "cargo built no {ARCHIVE} ({cargo:?}); its messages:\n{}",
@@ -114,22 +116,20 @@ pub fn localise(raw: &Path, target: Option<&str>, dest: &Path) -> PathBuf {
     for name in API {
         ld.args(["-u", name]);
     }
-    output(ld.arg("-o").arg(&joined).arg(raw), "ld -r");
-    output(
+    checked(ld.arg("-o").arg(&joined).arg(raw));
+    checked(
         Command::new(tool(target, "objcopy"))
             .args(["--remove-section=.llvmbc", "--remove-section=.llvmcmd"])
             .arg(format!("--keep-global-symbols={}", keep.display()))
             .arg(&joined)
             .arg(&object),
-        "objcopy",
     );
     let _ = std::fs::remove_file(&archive);
-    output(
+    checked(
         Command::new(tool(target, "ar"))
             .arg("rcsD")
             .arg(&archive)
             .arg(&object),
-        "ar",
     );
     for f in [&keep, &joined, &object] {
         let _ = std::fs::remove_file(f);
@@ -148,7 +148,7 @@ pub fn localise(raw: &Path, target: Option<&str>, dest: &Path) -> PathBuf {
 /// The global and weak symbols an ELF object or archive defines, read with `readelf -sW` (which,
 /// unlike `nm`, loads no linker plugin).
 pub fn defined_globals(file: &Path) -> BTreeSet<String> {
-    let out = output(Command::new("readelf").arg("-sW").arg(file), "readelf -s");
+    let out = checked(Command::new("readelf").arg("-sW").arg(file));
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| {
@@ -201,20 +201,6 @@ fn text(out: &std::process::Output) -> String {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     )
-}
-
-/// Runs `cmd`, panicking with its output when it cannot start or fails.
-fn output(cmd: &mut Command, what: &str) -> std::process::Output {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("{what}: cannot run {cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{what} failed ({}): {cmd:?}\n{}",
-        out.status,
-        text(&out)
-    );
-    out
 }
 
 #[cfg(test)]

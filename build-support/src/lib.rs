@@ -48,3 +48,19 @@ pub(crate) fn run(cmd: &mut std::process::Command, what: &str) {
         .unwrap_or_else(|e| panic!("{what}: cannot run {cmd:?}: {e}"));
     assert!(status.success(), "{what} failed ({status}): {cmd:?}");
 }
+
+/// Runs `cmd` with its output captured and returns it; panics with the command line and the
+/// output when it cannot start or fails.
+pub(crate) fn checked(cmd: &mut std::process::Command) -> std::process::Output {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}):\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}

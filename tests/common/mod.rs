@@ -10,19 +10,8 @@ pub use testkit::{
 };
 
 /// The ten functions of `os_transport.h`: the exports of the shared library and the only global
-/// symbols of the static archive.
-pub const PUBLIC: [&str; 10] = [
-    "os_transport_cancel_tasks",
-    "os_transport_destroy",
-    "os_transport_init",
-    "os_transport_log_reg",
-    "os_transport_recv",
-    "os_transport_reg_jfc",
-    "os_transport_send",
-    "os_transport_wake_up_task",
-    "wait_and_free_sync",
-    "wait_and_free_sync_timeout",
-];
+/// symbols of the static archive (the list the archive's build keeps global).
+pub use testkit::archive::API as PUBLIC;
 
 /// The Rust cdylib under test.
 pub fn rust_lib() -> PathBuf {

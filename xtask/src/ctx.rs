@@ -17,7 +17,7 @@ pub const GOALS: &[(&str, &str, &str)] = &[
     ),
     (
         "test",
-        "base rpm bench fuzz aarch64 umdk msrv",
+        "base rpm bench fuzz aarch64 umdk msrv bazel",
         "everything a change must pass",
     ),
     (
@@ -94,7 +94,7 @@ pub const GOALS: &[(&str, &str, &str)] = &[
     ),
     (
         "rpm-test",
-        "rpm umdk",
+        "rpm umdk bazel",
         "make rpm, then the install test packaging/rpm-test.sh (over the genuine URMA core too: \
          the system's, or built from UMDK_SRC)",
     ),

@@ -802,7 +802,8 @@ fn rpm(ctx: &mut Ctx, goal: &str) {
 /// installed packages over the genuine URMA core: the one `umdk::get` gives (the system's, or
 /// built from `UMDK_SRC` into `<target>/umdk`), named in `RPM_TEST_UMDK_CORE`,
 /// `RPM_TEST_UMDK_COMMON` and `RPM_TEST_URMA_SAMPLE`; without one the script says why it skips
-/// that step (or fails, in CI).
+/// that step (or fails, in CI). Its consumer-shaped probe takes the genuine UMDK headers of the
+/// same UMDK: `RPM_TEST_UMDK_INCLUDE` (the system's) or `RPM_TEST_UMDK_SRC` (the source tree).
 fn rpm_test(ctx: &Ctx) {
     let mut cmd = Command::new("./packaging/rpm-test.sh");
     cmd.env("TARGET_DIR", &ctx.target);
@@ -813,6 +814,10 @@ fn rpm_test(ctx: &Ctx) {
             if let Some(sample) = &core.sample {
                 cmd.env("RPM_TEST_URMA_SAMPLE", sample);
             }
+            match &core.origin {
+                umdk::Origin::System(_) => cmd.env("RPM_TEST_UMDK_INCLUDE", "/usr/include"),
+                umdk::Origin::Source(src) => cmd.env("RPM_TEST_UMDK_SRC", src),
+            };
         }
         Err(why) => println!("rpm-test: {why}"),
     }
