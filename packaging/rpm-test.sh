@@ -9,7 +9,8 @@
 #      `rpm -V`, and checks of the dependency metadata (nothing offers the loopback liburma.so.0)
 #   4. C consumer: tests/c/consumer.c (with the C tests' URMA fixture tests/c/urma_fixture.c) built
 #      with `pkg-config --cflags --libs os-transport` from the root, run in its `install` mode on
-#      the root's library over the loopback provider (2 MiB + 1 byte)
+#      the root's library over the loopback provider (2 MiB + 1 byte); again linked with the
+#      archive of mlcachedirect-static through `pkg-config --static`
 #   5. CMake consumer: the same program built by CMake with find_package(os-transport) from the root
 #  5b. consumer-shaped probe: packaging/tests/consumer-shaped (the known consumer's CMake build
 #      re-stated, with docs/migration.md's option block) against the archive and the shared
@@ -249,7 +250,20 @@ run_consumer() {
     grep -qx "consumer: OK" "$log" || fail "$exe did not finish"
 }
 run_consumer "$work/consumer" "$work/log/consumer.log"
-step "C consumer (pkg-config, send + recv of 2 MiB + 1 byte over the loopback)"
+# The same program linked statically (mlcachedirect-static) with `pkg-config --static`: Libs.private
+# carries the system libraries rustc names for the archive; -los_transport taken from the archive.
+pcstatic=$(PKG_CONFIG_SYSROOT_DIR=$root PKG_CONFIG_LIBDIR=$root$libdir/pkgconfig:$root/usr/share/pkgconfig \
+    pkg-config --static --libs os-transport)
+echo "   pkg-config --static --libs os-transport: $pcstatic"
+grep -qw -- -lgcc_s <<<"$pcstatic" || fail "pkg-config --static has no rustc native-static-libs: $pcstatic"
+gcc -std=c11 -O2 -Wall -Wextra -Werror -pthread -I"$root/usr/include" -I"$src/tests/c" \
+    "$src/tests/c/consumer.c" "$src/tests/c/urma_fixture.c" \
+    -I"$root/usr/include/os-transport" ${pcstatic/-los_transport/-Wl,-Bstatic -los_transport -Wl,-Bdynamic} \
+    -Wl,-rpath-link,"$root$privdir" -o "$work/consumer-static"
+readelf -d "$work/consumer-static" | grep -q 'libos_transport' && fail "consumer-static needs libos_transport.so"
+out=$(LD_LIBRARY_PATH=$root$privdir timeout 120 "$work/consumer-static" install) || { echo "$out"; fail "consumer-static"; }
+grep -qx "consumer: OK" <<<"$out" || { echo "$out"; fail "consumer-static did not finish"; }
+step "C consumer (pkg-config, send + recv of 2 MiB + 1 byte over the loopback; also linked with pkg-config --static)"
 
 # --- 5. CMake consumer -----------------------------------------------------------------------------
 # find_package(os-transport) from the root's %{_libdir}/cmake/os-transport; nothing else is given
