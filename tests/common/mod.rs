@@ -11,6 +11,7 @@ pub use testkit::{
 
 /// The ten functions of `os_transport.h`: the exports of the shared library and the only global
 /// symbols of the static archive (the list the archive's build keeps global).
+#[allow(unused_imports)] // each test binary uses a subset
 pub use testkit::archive::API as PUBLIC;
 
 /// The Rust cdylib under test.
