@@ -1,7 +1,7 @@
 //! Happens-before hints for Helgrind (the race checker of docs/reliability.md).
 //!
-//! Helgrind only models pthread primitives; the library synchronises with futex-based
-//! `std::sync` types, so it cannot see their ordering. With the cargo feature
+//! Helgrind only models pthread primitives; the locks of this crate are futex-based (and
+//! `std::sync::RwLock`), so it cannot see their ordering. With the cargo feature
 //! `valgrind-annotations` these functions issue Helgrind's user-level synchronisation-object
 //! client requests (`ANNOTATE_HAPPENS_BEFORE` / `ANNOTATE_HAPPENS_AFTER`): every
 //! [`before`]`(tag)` happens-before any later [`after`]`(tag)` with the same tag. Outside
@@ -43,7 +43,10 @@ mod imp {
         // 3+13+61+51 = 128 bits (rdi ends unchanged) and `xchg rbx, rbx` (no effect). Natively it
         // changes only the flags (declared by not using `preserves_flags`); under Valgrind the
         // core reads the 6-word block at rax (valid and live for the duration: `args` is on this
-        // frame) and writes the answer to rdx. No memory is written by the guest code.
+        // frame) and writes the answer to rdx. No memory is written by the guest code, yet the
+        // block is not declared `readonly`: it is a synchronisation point for Helgrind, so it
+        // must stay a compiler barrier (a `readonly` block lets the compiler move this thread's
+        // stores across it, out of the happens-before edge it announces).
         unsafe {
             core::arch::asm!(
                 "rol rdi, 3",
@@ -54,7 +57,7 @@ mod imp {
                 in("rax") args.as_ptr(),
                 inout("rdx") res,
                 out("rdi") _,
-                options(nostack, readonly),
+                options(nostack),
             );
         }
         res
