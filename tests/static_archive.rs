@@ -73,22 +73,23 @@ fn binutil(tool: &str) -> String {
     }
 }
 
+/// A build on the C URMA fixture of `src` (relative to the repository) into `out`, for this test
+/// binary's target.
+fn fixture_build(src: &str, out: PathBuf) -> Build {
+    Build::urma_program(&repo(), Flavour::Plain, repo().join(src), out)
+        .compiler(Compiler::Triple(TARGET.to_string()))
+}
+
 /// consumer.c with its main renamed `consumer_main`, and the URMA fixture, as objects.
 fn consumer_objects(dir: &Path) -> Vec<PathBuf> {
     ["tests/c/consumer.c", "tests/c/urma_fixture.c"]
         .iter()
         .map(|src| {
             let stem = Path::new(src).file_stem().unwrap().to_string_lossy();
-            Build::urma_program(
-                &repo(),
-                Flavour::Plain,
-                repo().join(src),
-                dir.join(format!("{stem}.o")),
-            )
-            .compiler(Compiler::Triple(TARGET.to_string()))
-            .define("main", "consumer_main")
-            .object()
-            .run()
+            fixture_build(src, dir.join(format!("{stem}.o")))
+                .define("main", "consumer_main")
+                .object()
+                .run()
         })
         .collect()
 }
@@ -157,18 +158,20 @@ fn a_c_program_links_it_after_ranlib_and_moves_2_mib_plus_1() {
     let dir = scratch("static-c");
     let copy = dir.join(archive::ARCHIVE);
     std::fs::copy(&built().path, &copy).expect("copy the archive");
-    let ranlib = run(Command::new(binutil("ranlib")).arg(&copy));
-    assert!(ranlib.trim().is_empty(), "ranlib said: {ranlib}");
-    let exe = Build::urma_program(
-        &repo(),
-        Flavour::Plain,
-        repo().join("tests/c/consumer.c"),
-        dir.join("consumer"),
-    )
-    .compiler(Compiler::Triple(TARGET.to_string()))
-    .lib(archive_lib(&copy))
-    .lib(Lib::Urma(loopback_dir()))
-    .run();
+    // A linker plugin that cannot read a member says so on stderr (and drops its symbols).
+    let ranlib = Command::new(binutil("ranlib"))
+        .arg(&copy)
+        .output()
+        .expect("run ranlib");
+    assert!(
+        ranlib.status.success() && ranlib.stderr.is_empty(),
+        "ranlib: {}",
+        String::from_utf8_lossy(&ranlib.stderr)
+    );
+    let exe = fixture_build("tests/c/consumer.c", dir.join("consumer"))
+        .lib(archive_lib(&copy))
+        .lib(Lib::Urma(loopback_dir()))
+        .run();
     assert_no_shared_library(&exe);
     let out = run_over_loopback(&exe, &["install"], "consumer: OK");
     assert!(out.contains("all bytes equal"), "{out}");
@@ -178,14 +181,7 @@ fn a_c_program_links_it_after_ranlib_and_moves_2_mib_plus_1() {
 #[test]
 fn a_cxx_program_links_it_and_moves_2_mib_plus_1() {
     let dir = scratch("static-cxx");
-    let mut b = Build::urma_program(
-        &repo(),
-        Flavour::Plain,
-        repo().join("tests/static/consumer.cpp"),
-        dir.join("consumer-cxx"),
-    )
-    .compiler(Compiler::Triple(TARGET.to_string()))
-    .cxx();
+    let mut b = fixture_build("tests/static/consumer.cpp", dir.join("consumer-cxx")).cxx();
     b.sources.truncate(1);
     b.sources.extend(consumer_objects(&dir));
     let exe = b
@@ -216,13 +212,7 @@ fn links_with_a_rust_archive_of_another_rust_version_in_both_orders() {
         ("ours-first", [ours.clone(), theirs.clone()]),
         ("theirs-first", [theirs, ours]),
     ] {
-        let mut b = Build::urma_program(
-            &repo(),
-            Flavour::Plain,
-            repo().join("tests/static/two_rust.c"),
-            dir.join(name),
-        )
-        .compiler(Compiler::Triple(TARGET.to_string()));
+        let mut b = fixture_build("tests/static/two_rust.c", dir.join(name));
         b.sources.truncate(1);
         b.sources.extend(objects.iter().cloned());
         b.libs.extend(libs);
@@ -239,18 +229,12 @@ fn links_with_a_rust_archive_of_another_rust_version_in_both_orders() {
 #[test]
 fn a_shared_library_without_version_script_exports_no_rust_symbol() {
     let dir = scratch("static-so");
-    let so = Build::urma_program(
-        &repo(),
-        Flavour::Plain,
-        repo().join("tests/c/consumer.c"),
-        dir.join("libconsumer.so"),
-    )
-    .compiler(Compiler::Triple(TARGET.to_string()))
-    .define("main", "consumer_main")
-    .shared(Some("libconsumer.so"))
-    .lib(archive_lib(&built().path))
-    .lib(Lib::Urma(loopback_dir()))
-    .run();
+    let so = fixture_build("tests/c/consumer.c", dir.join("libconsumer.so"))
+        .define("main", "consumer_main")
+        .shared(Some("libconsumer.so"))
+        .lib(archive_lib(&built().path))
+        .lib(Lib::Urma(loopback_dir()))
+        .run();
     let dynsyms = run(Command::new("readelf").args(["--dyn-syms", "-W"]).arg(&so));
     let exported: BTreeSet<&str> = dynsyms
         .lines()

@@ -51,7 +51,7 @@ pub(crate) fn run(cmd: &mut std::process::Command, what: &str) {
 
 /// Runs `cmd` with its output captured and returns it; panics with the command line and the
 /// output when it cannot start or fails.
-pub(crate) fn checked(cmd: &mut std::process::Command) -> std::process::Output {
+pub fn checked(cmd: &mut std::process::Command) -> std::process::Output {
     let out = cmd
         .output()
         .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
