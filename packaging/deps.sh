@@ -2,7 +2,8 @@
 # Usage: packaging/deps.sh check|install [group...|all]
 #   groups: base (always), rpm (make rpm / rpm-test), bench (valgrind, plotting), fuzz (libFuzzer),
 #           aarch64 (cross build + qemu: make test-aarch64), msrv (rust 1.82: make msrv),
-#           umdk (building the genuine UMDK URMA core from UMDK_SRC: make test-umdk)
+#           umdk (building the genuine UMDK URMA core from UMDK_SRC: make test-umdk),
+#           bazel (Debian's Bazel 4.2.3: rpm-test's consumer-shaped probe through Bazel)
 # The one list of what the build and the tests need; the Makefile (`make deps`, and every goal
 # before it builds anything) and .ci/run use it. Each probe tests the capability itself (links a
 # libFuzzer program, runs an aarch64 program, finds the 1.82 toolchain), not a command name.
@@ -13,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-check}
 shift || true
-all_groups=(base rpm bench fuzz aarch64 msrv umdk)
+all_groups=(base rpm bench fuzz aarch64 msrv umdk bazel)
 groups=(base "$@")
 [[ " $* " == *" all "* ]] && groups=("${all_groups[@]}")
 
@@ -32,6 +33,8 @@ probe_a64_rust='test -d "$(rustc --print sysroot)/lib/rustlib/'"$AARCH64_TRIPLE"
 # compat-tests/junit.xsd.
 probe_chromium="$probe_tmp"' && printf "<p id=x></p><script>document.getElementById(\"x\").textContent=6*7</script>" > $d/p.html && chromium --headless --no-sandbox --disable-gpu --user-data-dir=$d/prof --dump-dom file://$d/p.html | grep -q ">42<"'
 probe_xmllint="$probe_tmp"' && printf "<xs:schema xmlns:xs=\"http://www.w3.org/2001/XMLSchema\"><xs:element name=\"a\" type=\"xs:integer\"/></xs:schema>" > $d/s.xsd && printf "<a>7</a>" > $d/ok.xml && printf "<a>x</a>" > $d/bad.xml && xmllint --noout --schema $d/s.xsd $d/ok.xml && ! xmllint --noout --schema $d/s.xsd $d/bad.xml'
+# Debian packages Bazel (4.2.3); openEuler does not: there, nothing to install (rpm-test skips).
+probe_bazel='{ command -v bazel && test -d /usr/share/bazel/tools/platforms; } || ! command -v apt-get'
 probe_msrv='rustup toolchain list | grep -q "^'"$MSRV"'[.-]" && RUSTUP_AUTO_INSTALL=0 rustup run '"$MSRV"' rustc --version'
 
 # Each requirement: group@description@probe@debian packages@rpm packages@rustup arguments
@@ -62,6 +65,7 @@ reqs=(
   "aarch64@running aarch64 programs (qemu user emulation)@$probe_a64_run@qemu-user-static@qemu-user-static@"
   "aarch64@Rust target $AARCH64_TRIPLE@$probe_a64_rust@@@target add $AARCH64_TRIPLE"
   "umdk@cmake (builds the genuine UMDK URMA core from UMDK_SRC)@cmake --version@cmake@cmake@"
+  "bazel@Bazel with its offline platforms (rpm-test's consumer-shaped probe through Bazel; Debian's bazel-bootstrap, none on openEuler)@$probe_bazel@bazel-bootstrap bazel-platforms@@"
   "msrv@Rust $MSRV toolchain (minimum supported Rust version)@$probe_msrv@@@toolchain install $MSRV --profile minimal"
 )
 

@@ -9,8 +9,15 @@
 #      `rpm -V`, and checks of the dependency metadata (nothing offers the loopback liburma.so.0)
 #   4. C consumer: tests/c/consumer.c (with the C tests' URMA fixture tests/c/urma_fixture.c) built
 #      with `pkg-config --cflags --libs os-transport` from the root, run in its `install` mode on
-#      the root's library over the loopback provider (2 MiB + 1 byte)
+#      the root's library over the loopback provider (2 MiB + 1 byte); again linked with the
+#      archive of mlcachedirect-static through `pkg-config --static`
 #   5. CMake consumer: the same program built by CMake with find_package(os-transport) from the root
+#  5b. consumer-shaped probe: packaging/tests/consumer-shaped (the known consumer's CMake build
+#      re-stated, with docs/migration.md's option block) against the archive and the shared
+#      library, over the genuine UMDK headers (RPM_TEST_UMDK_INCLUDE / RPM_TEST_UMDK_SRC), run
+#      over the loopback; without those headers: skipped, said so; with CI set: a failure
+#  5c. the same probe through Bazel (WORKSPACE mode, local_repository of the root's
+#      /usr/share/mlcachedirect/bazel), static and shared, where `bazel` is installed
 #   6. mlcachedirect-conformance from the root: the full comparison, C runner included; then a
 #      few scenarios in hardware mode (--device) with the shipped interposition layer in front
 #   7. runtime-only migration: a root with only the original os-transport 1.0.0-1 (stand-in),
@@ -52,10 +59,10 @@ fail() { echo "rpm-test: FAIL: $*" >&2; exit 1; }
 
 shopt -s nullglob
 main_rpms=("$rpmdir"/RPMS/"$arch"/$name-"$version"-"$release".*.rpm
-           "$rpmdir"/RPMS/"$arch"/$name-{devel,conformance,urma-loopback}-"$version"-"$release".*.rpm)
+           "$rpmdir"/RPMS/"$arch"/$name-{devel,static,conformance,urma-loopback}-"$version"-"$release".*.rpm)
 srpms=("$rpmdir"/SRPMS/$name-"$version"-"$release".src.rpm)
 shopt -u nullglob
-[ ${#main_rpms[@]} -eq 4 ] || fail "expected 4 binary RPMs of $name-$version-$release in $rpmdir/RPMS/$arch (run make rpm): ${main_rpms[*]:-none}"
+[ ${#main_rpms[@]} -eq 5 ] || fail "expected 5 binary RPMs of $name-$version-$release in $rpmdir/RPMS/$arch (run make rpm): ${main_rpms[*]:-none}"
 [ ${#srpms[@]} -eq 1 ] || fail "no source RPM in $rpmdir/SRPMS"
 rpm_of() {
     local f
@@ -138,6 +145,22 @@ dyn() { readelf -d "$work/files$1" | sed -n -E "s/.*\($2\).*\[(.*)\]/\1/p" | tr 
 # preloaded into.
 grep -qw 'liburma\.so\.0' <<<"$(dyn "$plugin" NEEDED)" || fail "$plugin does not need liburma.so.0: $(dyn "$plugin" NEEDED)"
 grep -q 'liburma' <<<"$(dyn "$preload" NEEDED)" && fail "$preload needs $(dyn "$preload" NEEDED)"
+# mlcachedirect-static: the archive, whose only global symbols are the ten API functions (readelf:
+# no linker plugin), and the Bazel repository; it requires -devel.
+static_rpm=$(rpm_of $name-static)
+has_fixed "$(rpm -qp --requires "$static_rpm")" "$name-devel$isa = $version-$release" ||
+    fail "$name-static does not require $name-devel$isa = $version-$release"
+static_files=$(rpm -qlp "$static_rpm")
+for f in "$libdir/libos_transport.a" /usr/share/mlcachedirect/bazel/BUILD.bazel /usr/share/mlcachedirect/bazel/WORKSPACE; do
+    has_fixed "$static_files" "$f" || fail "$name-static does not ship $f"
+done
+(cd "$work/files" && rpm2cpio "$static_rpm" | cpio -id --quiet ".$libdir/libos_transport.a")
+static_globals=$(readelf -sW "$work/files$libdir/libos_transport.a" |
+    awk '($5 == "GLOBAL" || $5 == "WEAK") && $7 != "UND" { print $8 }' | sort | tr '\n' ' ')
+api="os_transport_cancel_tasks os_transport_destroy os_transport_init os_transport_log_reg os_transport_recv"
+api="$api os_transport_reg_jfc os_transport_send os_transport_wake_up_task wait_and_free_sync wait_and_free_sync_timeout "
+[ "$static_globals" = "$api" ] || fail "$libdir/libos_transport.a: global symbols '$static_globals'"
+echo "   $name-static: $libdir/libos_transport.a ($(stat -c %s "$work/files$libdir/libos_transport.a") bytes), globals: the 10 API functions"
 echo "   $name requires: $(grep -e liburma -e umdk <<<"$main_requires" | tr '\n' ' ')"
 echo "   $name-devel requires: $(grep -e umdk -e "^$name" <<<"$devel_requires" | tr '\n' ' ')"
 echo "   $name-conformance provides/obsoletes: $(grep compat <<<"$conf_provides" | tr '\n' ' ')/ $conf_obsoletes"
@@ -191,14 +214,14 @@ installed() { rpm_root "$1" -q "$2" >/dev/null 2>&1; }
 # --- 3. clean root --------------------------------------------------------------------------------
 root=$work/root
 mkdir -p "$root"
-dnf_root "$root" install $name $name-devel $name-conformance > "$work/log/install.log" 2>&1 ||
+dnf_root "$root" install $name $name-devel $name-static $name-conformance > "$work/log/install.log" 2>&1 ||
     { cat "$work/log/install.log"; fail "dnf install into a clean root"; }
 echo "   installed: $(rpm_root "$root" -qa --qf '%{NAME}-%{VERSION}-%{RELEASE} ' | tr ' ' '\n' | sort | tr '\n' ' ')"
 installed "$root" os-transport && fail "os-transport was pulled in"
 installed "$root" umdk-urma-lib || fail "liburma.so.0 did not pull in umdk-urma-lib"
-rpm_root "$root" -V $name $name-devel $name-conformance || fail "rpm -V"
-echo "   rpm -V $name $name-devel $name-conformance: OK"
-for p in $name $name-devel $name-conformance; do echo "   rpm -ql $p:"; rpm_root "$root" -ql $p | sed 's/^/     /'; done
+rpm_root "$root" -V $name $name-devel $name-static $name-conformance || fail "rpm -V"
+echo "   rpm -V $name $name-devel $name-static $name-conformance: OK"
+for p in $name $name-devel $name-static $name-conformance; do echo "   rpm -ql $p:"; rpm_root "$root" -ql $p | sed 's/^/     /'; done
 [ "$(readlink "$root$libdir/libos_transport.so")" = libos_transport.so.1 ] || fail "libos_transport.so link"
 [ "$(rpm_root "$root" -qf --qf '%{NAME}' "$libdir/libos_transport.so")" = $name ] || fail "libos_transport.so is not in $name"
 [ -f "$root$libdir/libos_transport.so.1.0.0" ] && [ -x "$root$libdir/libos_transport.so.1.0.0" ] || fail "library file"
@@ -227,7 +250,20 @@ run_consumer() {
     grep -qx "consumer: OK" "$log" || fail "$exe did not finish"
 }
 run_consumer "$work/consumer" "$work/log/consumer.log"
-step "C consumer (pkg-config, send + recv of 2 MiB + 1 byte over the loopback)"
+# The same program linked statically (mlcachedirect-static) with `pkg-config --static`: Libs.private
+# carries the system libraries rustc names for the archive; -los_transport taken from the archive.
+pcstatic=$(PKG_CONFIG_SYSROOT_DIR=$root PKG_CONFIG_LIBDIR=$root$libdir/pkgconfig:$root/usr/share/pkgconfig \
+    pkg-config --static --libs os-transport)
+echo "   pkg-config --static --libs os-transport: $pcstatic"
+grep -qw -- -lgcc_s <<<"$pcstatic" || fail "pkg-config --static has no rustc native-static-libs: $pcstatic"
+gcc -std=c11 -O2 -Wall -Wextra -Werror -pthread -I"$root/usr/include" -I"$src/tests/c" \
+    "$src/tests/c/consumer.c" "$src/tests/c/urma_fixture.c" \
+    -I"$root/usr/include/os-transport" ${pcstatic/-los_transport/-Wl,-Bstatic -los_transport -Wl,-Bdynamic} \
+    -Wl,-rpath-link,"$root$privdir" -o "$work/consumer-static"
+readelf -d "$work/consumer-static" | grep -q 'libos_transport' && fail "consumer-static needs libos_transport.so"
+out=$(LD_LIBRARY_PATH=$root$privdir timeout 120 "$work/consumer-static" install) || { echo "$out"; fail "consumer-static"; }
+grep -qx "consumer: OK" <<<"$out" || { echo "$out"; fail "consumer-static did not finish"; }
+step "C consumer (pkg-config, send + recv of 2 MiB + 1 byte over the loopback; also linked with pkg-config --static)"
 
 # --- 5. CMake consumer -----------------------------------------------------------------------------
 # find_package(os-transport) from the root's %{_libdir}/cmake/os-transport; nothing else is given
@@ -244,6 +280,114 @@ cmake -S "$src/packaging/tests/cmake-consumer" -B "$work/cmake-build" -DCMAKE_PR
 grep -E -- '-o cmake-consumer|cmake-consumer ' "$work/log/cmake.log" | tail -n 1 | sed 's/^/   link: /'
 run_consumer "$work/cmake-build/cmake-consumer" "$work/log/cmake-consumer.log"
 step "CMake consumer (find_package(os-transport), send + recv over the loopback)"
+
+# --- 5b. the consumer-shaped probe -----------------------------------------------------------------
+# packaging/tests/consumer-shaped: the known consumer's build re-stated (its target and variable
+# names, the include "os-transport/os_transport.h", URMA_OVER_UB, a static library linked into a
+# shared library without a version script and into programs), with the option block of
+# docs/migration.md, built from the root against the archive and against the shared library and
+# run over the loopback (2 MiB + 1 byte). The URMA headers are the genuine UMDK ones
+# (RPM_TEST_UMDK_INCLUDE, or assembled from the source tree RPM_TEST_UMDK_SRC; `make rpm-test`
+# passes one): the stand-in umdk-urma-devel has no urma_ubagg.h.
+uinc=${RPM_TEST_UMDK_INCLUDE:-}
+if [ -z "$uinc" ] && [ -n "${RPM_TEST_UMDK_SRC:-}" ]; then
+    uinc=$work/umdk-include
+    mkdir -p "$uinc/ub/umdk/urma"
+    cp "$RPM_TEST_UMDK_SRC"/src/urma/lib/urma/core/include/*.h \
+        "$RPM_TEST_UMDK_SRC"/src/urma/lib/urma/bond/include/urma_ubagg.h "$uinc/ub/umdk/urma/"
+fi
+if [ -z "$uinc" ]; then
+    why="no genuine UMDK headers (RPM_TEST_UMDK_INCLUDE or RPM_TEST_UMDK_SRC: \`make rpm-test\` passes the system's or UMDK_SRC)"
+    [ -z "${CI:-}" ] || fail "$why; in CI this step must run"
+    echo "== rpm-test: consumer-shaped probe: $why: skipped"
+else
+    [ -f "$uinc/ub/umdk/urma/urma_ubagg.h" ] || fail "$uinc has no ub/umdk/urma/urma_ubagg.h"
+    # The option block the probe builds is the one docs/migration.md gives (its cmake block).
+    block=$src/packaging/tests/consumer-shaped/cmake/external_libs/mlcachedirect.cmake
+    diff <(grep -v '^#' "$block") <(sed -n '/^```cmake$/,/^```$/p' "$src/docs/migration.md" | sed '1d;$d') ||
+        fail "docs/migration.md's CMake block differs from $block"
+    for linkage in static shared; do
+        b=$work/probe-$linkage
+        plog=$work/log/probe-$linkage.log
+        cmake -S "$src/packaging/tests/consumer-shaped" -B "$b" -DCMAKE_PREFIX_PATH="$root/usr" \
+            -DCMAKE_PROJECT_INCLUDE="$work/lib64-paths.cmake" -DMLCACHEDIRECT_SYSTEM=ON \
+            -DMLCACHEDIRECT_LINKAGE=$linkage -DURMA_INCLUDE_DIR="$uinc" \
+            -DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath-link,$root$privdir" > "$plog" 2>&1 &&
+            cmake --build "$b" --verbose >> "$plog" 2>&1 || { cat "$plog"; fail "consumer-shaped probe build ($linkage)"; }
+        grep -q -- "-I$uinc" "$plog" || fail "the probe was not compiled with the genuine UMDK headers $uinc"
+        ds=$b/src/client/libdatasystem.so
+        needed=$(readelf -d "$ds" | sed -n -E 's/.*\(NEEDED\).*\[(.*)\]/\1/p' | tr '\n' ' ')
+        exports=$(readelf --dyn-syms -W "$ds" | awk '$7 != "UND" && $5 != "LOCAL" && NF >= 8 { print $8 }')
+        for exe in datasystem_worker pipeline_direct; do
+            out=$(LD_LIBRARY_PATH=$root$libdir:$root$privdir timeout 120 "$b/src/client/$exe" 2>&1) ||
+                { echo "$out"; fail "$exe ($linkage) failed"; }
+            grep -qx "consumer: OK" <<<"$out" && grep -qx "$exe: OK" <<<"$out" || { echo "$out"; fail "$exe ($linkage)"; }
+            from=$(sed -n 's/^consumer: os_transport.h [0-9]*, libos_transport from \(.*\), liburma from .*/\1/p' <<<"$out")
+            echo "   $linkage: $exe: 2 MiB + 1 byte sent and received; os_transport from $from"
+            if [ $linkage = shared ]; then
+                [ "$from" = "$root$libdir/libos_transport.so.1" ] || fail "$exe ($linkage) ran $from"
+            else
+                case $from in *libos_transport*) fail "$exe ($linkage) ran $from" ;; esac
+            fi
+        done
+        if [ $linkage = shared ]; then
+            grep -qw 'libos_transport\.so\.1' <<<"$needed" || fail "libdatasystem.so ($linkage) needs $needed"
+        else
+            grep -q libos_transport <<<"$needed" && fail "libdatasystem.so ($linkage) needs $needed"
+            # Rust's names: v0 (_R...), legacy (_ZN...17h<hash>E) and the runtime's (rust_*).
+            rust=$(grep -E '^_R|17h[0-9a-f]{16}E$|rust' <<<"$exports" || true)
+            [ -z "$rust" ] || fail "libdatasystem.so ($linkage) exports Rust symbols: $(head -n 5 <<<"$rust" | tr '\n' ' ')"
+            for f in $api; do grep -qx "$f" <<<"$exports" || fail "libdatasystem.so ($linkage) does not export $f"; done
+        fi
+        echo "   $linkage: libdatasystem.so (no version script): NEEDED $needed; $(wc -l <<<"$exports") exports, no Rust symbol"
+    done
+    step "consumer-shaped probe (CMake, static and shared, genuine UMDK headers, send + recv over the loopback)"
+
+    # --- 5c. the same probe through Bazel (Debian's bazel-bootstrap, where it is installed) --------
+    # WORKSPACE mode, offline: @mlcachedirect is the root's installed repository (the consumer's one
+    # line, pointed into the root with --override_repository), @local_urma the genuine headers and
+    # the root's link-time liburma.so; rules_cc and rules_java, which Bazel's default WORKSPACE
+    # would download, are local stand-ins of the native rules, platforms is Debian's.
+    if ! command -v bazel >/dev/null; then
+        echo "== rpm-test: consumer-shaped probe through Bazel: no bazel (packaging/deps.sh install bazel: Debian's bazel-bootstrap): skipped"
+    else
+        bw=$work/bazel-probe
+        mkdir -p "$bw/c" "$work/bazel-urma/lib"
+        cp -r "$src/packaging/tests/consumer-shaped/." "$bw/"
+        cp "$src/tests/c/consumer.c" "$src/tests/c/urma_fixture.c" "$src/tests/c/urma_fixture.h" "$bw/c/"
+        echo 'workspace(name = "local_urma")' > "$work/bazel-urma/WORKSPACE"
+        cp "$bw/bazel/local_urma.BUILD" "$work/bazel-urma/BUILD.bazel"
+        ln -sfn "$uinc" "$work/bazel-urma/include"
+        ln -sf "$root$libdir/liburma.so" "$work/bazel-urma/lib/liburma.so"
+        bazel_opts=(--override_repository=mlcachedirect="$root/usr/share/mlcachedirect/bazel"
+                    --override_repository=local_urma="$work/bazel-urma"
+                    --override_repository=rules_cc="$bw/bazel/rules_cc"
+                    --override_repository=rules_java="$bw/bazel/rules_java"
+                    --override_repository=platforms=/usr/share/bazel/tools/platforms
+                    --linkopt=-Wl,-rpath-link,"$root$privdir")
+        for linkage in static shared; do
+            blog=$work/log/bazel-$linkage.log
+            define=()
+            [ $linkage = shared ] && define=(--define os_transport_linkage=shared)
+            (cd "$bw" && bazel --batch --output_user_root="$work/bazel-root" build "${bazel_opts[@]}" "${define[@]}" \
+                //:pipeline_direct //:libdatasystem.so) > "$blog" 2>&1 || { tail -n 40 "$blog"; fail "Bazel probe build ($linkage)"; }
+            exe=$bw/bazel-bin/pipeline_direct
+            out=$(LD_LIBRARY_PATH=$root$libdir:$root$privdir timeout 120 "$exe" 2>&1) || { echo "$out"; fail "Bazel pipeline_direct ($linkage)"; }
+            grep -qx "consumer: OK" <<<"$out" || { echo "$out"; fail "Bazel pipeline_direct ($linkage)"; }
+            from=$(sed -n 's/^consumer: os_transport.h [0-9]*, libos_transport from \(.*\), liburma from .*/\1/p' <<<"$out")
+            needed=$(readelf -d "$exe" | sed -n -E 's/.*\(NEEDED\).*\[(.*)\]/\1/p' | tr '\n' ' ')
+            exports=$(readelf --dyn-syms -W "$bw/bazel-bin/libdatasystem.so" | awk '$7 != "UND" && $5 != "LOCAL" && NF >= 8 { print $8 }')
+            if [ $linkage = shared ]; then
+                grep -qw 'libos_transport\.so\.1' <<<"$needed" || fail "Bazel pipeline_direct ($linkage) needs $needed"
+            else
+                grep -q libos_transport <<<"$needed" && fail "Bazel pipeline_direct ($linkage) needs $needed"
+                grep -qE '^_R|17h[0-9a-f]{16}E$|rust' <<<"$exports" && fail "Bazel libdatasystem.so ($linkage) exports Rust symbols"
+            fi
+            echo "   Bazel, $linkage: pipeline_direct moved 2 MiB + 1 byte (os_transport from $from); NEEDED $needed"
+        done
+        step "consumer-shaped probe through Bazel $(bazel --batch --output_user_root="$work/bazel-root" --version 2>/dev/null | tr -d '\n') (static and --define os_transport_linkage=shared)"
+    fi
+fi
 
 # --- 6. mlcachedirect-conformance --------------------------------------------------------------------
 # root_wrapper ROOT DEST: ROOT's installed wrapper, with its absolute paths moved into ROOT, as DEST.

@@ -2,22 +2,9 @@
 //! libos_transport.so.1 (docs/abi.md "Exported symbols").
 mod common;
 
-use common::{run, rust_lib};
+use common::{run, rust_lib, PUBLIC};
 use std::collections::BTreeSet;
 use std::process::Command;
-
-const PUBLIC: [&str; 10] = [
-    "os_transport_cancel_tasks",
-    "os_transport_destroy",
-    "os_transport_init",
-    "os_transport_log_reg",
-    "os_transport_recv",
-    "os_transport_reg_jfc",
-    "os_transport_send",
-    "os_transport_wake_up_task",
-    "wait_and_free_sync",
-    "wait_and_free_sync_timeout",
-];
 
 #[test]
 fn exports_exactly_the_ten_public_functions() {

@@ -76,6 +76,8 @@ pub enum Lib {
     OsTransport(PathBuf),
     /// `-L<dir> -l:liburma.so.0`: the `liburma.so.0` in `dir` (the loopback, or a test double).
     Urma(PathBuf),
+    /// A static archive by path, then the libraries it needs as given (`-lgcc_s`, ...).
+    Archive(PathBuf, Vec<String>),
 }
 
 /// What a build writes.
@@ -85,12 +87,24 @@ pub enum Output {
     Program,
     /// A shared library (`-fPIC -shared`), with this SONAME when given.
     Shared(Option<String>),
+    /// An object file (`-c`) of the one source.
+    Object,
+}
+
+/// The language of a build's sources.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Language {
+    /// C (`-std=gnu11`): `$CC`, else `cc`.
+    C,
+    /// C++ (`-std=gnu++17`): `$CXX`, else `c++`; C parts come in as objects ([`Output::Object`]).
+    Cxx,
 }
 
 /// One C program or shared library: see the module documentation.
 #[derive(Clone, Debug)]
 pub struct Build {
     pub flavour: Flavour,
+    pub language: Language,
     pub compiler: Compiler,
     pub sources: Vec<PathBuf>,
     pub includes: Vec<PathBuf>,
@@ -106,6 +120,7 @@ impl Build {
     pub fn new(flavour: Flavour, output: impl Into<PathBuf>) -> Build {
         Build {
             flavour,
+            language: Language::C,
             compiler: Compiler::Running,
             sources: Vec::new(),
             includes: Vec::new(),
@@ -180,6 +195,19 @@ impl Build {
         self
     }
 
+    /// Compiles the first source only, into an object file, instead of linking a program.
+    pub fn object(mut self) -> Build {
+        self.kind = Output::Object;
+        self.sources.truncate(1);
+        self
+    }
+
+    /// A C++ build: the C++ compiler and standard; C sources must be given as objects.
+    pub fn cxx(mut self) -> Build {
+        self.language = Language::Cxx;
+        self
+    }
+
     /// Builds a shared library (`-fPIC -shared`) instead of a program, with `soname` if given.
     pub fn shared(mut self, soname: Option<&str>) -> Build {
         self.kind = Output::Shared(soname.map(str::to_string));
@@ -188,18 +216,33 @@ impl Build {
 
     /// The compiler command with every argument, as [`Build::compile`] runs it.
     pub fn command(&self) -> Command {
+        let cxx = self.language == Language::Cxx;
         let mut cmd = match &self.compiler {
-            Compiler::Running => Command::new(running_compiler(self.flavour)),
-            Compiler::Triple(t) => crate::compiler_for(Some(t)).get_compiler().to_command(),
+            Compiler::Running => Command::new(running_compiler(self.flavour, cxx)),
+            Compiler::Triple(t) => crate::compiler_for(Some(t))
+                .cpp(cxx)
+                .get_compiler()
+                .to_command(),
             Compiler::Command(c) => Command::new(c),
             Compiler::Tool(t) => t.to_command(),
         };
-        cmd.args(COMMON_FLAGS).args(self.flavour.flags());
-        if let Output::Shared(soname) = &self.kind {
-            cmd.args(["-fPIC", "-shared"]);
-            if let Some(s) = soname {
-                cmd.arg(format!("-Wl,-soname,{s}"));
+        if cxx {
+            cmd.arg("-std=gnu++17").args(&COMMON_FLAGS[1..]);
+        } else {
+            cmd.args(COMMON_FLAGS);
+        }
+        cmd.args(self.flavour.flags());
+        match &self.kind {
+            Output::Shared(soname) => {
+                cmd.args(["-fPIC", "-shared"]);
+                if let Some(s) = soname {
+                    cmd.arg(format!("-Wl,-soname,{s}"));
+                }
             }
+            Output::Object => {
+                cmd.arg("-c");
+            }
+            Output::Program => {}
         }
         for d in &self.includes {
             cmd.arg(format!("-I{}", d.display()));
@@ -208,10 +251,17 @@ impl Build {
             cmd.arg(format!("-D{name}={value}"));
         }
         cmd.args(&self.sources).arg("-o").arg(&self.output);
+        if self.kind == Output::Object {
+            return cmd;
+        }
         for lib in &self.libs {
             let (dir, name) = match lib {
                 Lib::OsTransport(d) => (d, "-los_transport"),
                 Lib::Urma(d) => (d, "-l:liburma.so.0"),
+                Lib::Archive(path, needs) => {
+                    cmd.arg(path).args(needs);
+                    continue;
+                }
             };
             cmd.arg(format!("-L{}", dir.display())).arg(name);
         }
@@ -246,10 +296,11 @@ impl Build {
     }
 }
 
-/// The compiler of [`Compiler::Running`] for `flavour`.
-fn running_compiler(flavour: Flavour) -> OsString {
-    let (var, default) = match flavour {
-        Flavour::Fuzzer => ("CLANG", "clang"),
+/// The compiler of [`Compiler::Running`] for `flavour` (the C++ one when `cxx`).
+fn running_compiler(flavour: Flavour, cxx: bool) -> OsString {
+    let (var, default) = match (flavour, cxx) {
+        (Flavour::Fuzzer, _) => ("CLANG", "clang"),
+        (_, true) => ("CXX", "c++"),
         _ => ("CC", "cc"),
     };
     std::env::var_os(var)

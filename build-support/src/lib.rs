@@ -5,6 +5,8 @@
 //!
 //! * [`urma`]: the URMA header selection and the `-lurma` link directory (with the link-only
 //!   stub), as published by `urma-sys` to its dependents (`DEP_URMA_INCLUDE`, `DEP_URMA_LINK_DIR`).
+//! * [`archive`]: `libos_transport.a`, the library as a static archive whose only global symbols
+//!   are the ten API functions (for the packaging and its tests).
 //! * [`cprog`]: every C program and small C library of the tests, the harness and the xtask (a
 //!   [`cprog::Build`] in a [`cprog::Flavour`]: plain, ASan/UBSan, libFuzzer, for valgrind),
 //!   including the link stub above.
@@ -20,6 +22,7 @@
 //! The `cc` crate reads `TARGET`, `HOST`, `OPT_LEVEL` and `DEBUG` from the environment inside a
 //! build script. Outside one (the xtask), [`compiler_for`] fills them in explicitly.
 
+pub mod archive;
 pub mod cprog;
 pub mod legacy;
 pub mod umdk;
@@ -44,4 +47,20 @@ pub(crate) fn run(cmd: &mut std::process::Command, what: &str) {
         .status()
         .unwrap_or_else(|e| panic!("{what}: cannot run {cmd:?}: {e}"));
     assert!(status.success(), "{what} failed ({status}): {cmd:?}");
+}
+
+/// Runs `cmd` with its output captured and returns it; panics with the command line and the
+/// output when it cannot start or fails.
+pub fn checked(cmd: &mut std::process::Command) -> std::process::Output {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}):\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
 }

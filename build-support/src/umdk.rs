@@ -18,6 +18,7 @@
 //! Concurrent callers (a test and the xtask) build one at a time: the build holds a lock on
 //! `<out>/build.lock`. A failing build panics with the tool's output.
 
+use crate::checked;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -235,20 +236,6 @@ fn build(src: &Path, out: &Path) -> Umdk {
     std::fs::create_dir_all(&umdk.plugin_dir)
         .unwrap_or_else(|e| panic!("create {}: {e}", umdk.plugin_dir.display()));
     umdk
-}
-
-/// Runs `cmd` with its output captured; panics with the output when it fails.
-fn checked(cmd: &mut Command) {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed ({}):\n{}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// What a build is of: the tree (first line), the recipe, and a fingerprint of the content of

@@ -35,7 +35,7 @@ pub mod target;
 
 pub use fixture::*;
 pub use os_transport::{fn_from_ptr, rust_lib_path, OsTransportLib, PairArgs, SegArgs};
-pub use ost_build_support::cprog;
+pub use ost_build_support::{archive, cprog};
 pub use paths::*;
 pub use peer::EndpointInfo;
 pub use urma_loopback_ctl as loopback_ctl;

@@ -76,15 +76,5 @@ pub fn loopback_lib() -> std::path::PathBuf {
 /// Runs `cmd` to completion and returns its stdout; panics with its stdout and stderr when it
 /// cannot start or does not succeed.
 pub fn run(cmd: &mut Command) -> String {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed ({}):\n{}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    String::from_utf8_lossy(&ost_build_support::checked(cmd).stdout).into_owned()
 }

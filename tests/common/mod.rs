@@ -9,6 +9,11 @@ pub use testkit::{
     target::run,
 };
 
+/// The ten functions of `os_transport.h`: the exports of the shared library and the only global
+/// symbols of the static archive (the list the archive's build keeps global).
+#[allow(unused_imports)] // each test binary uses a subset
+pub use testkit::archive::API as PUBLIC;
+
 /// The Rust cdylib under test.
 pub fn rust_lib() -> PathBuf {
     profile_dir().join("libos_transport.so")

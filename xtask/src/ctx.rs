@@ -17,7 +17,7 @@ pub const GOALS: &[(&str, &str, &str)] = &[
     ),
     (
         "test",
-        "base rpm bench fuzz aarch64 umdk",
+        "base rpm bench fuzz aarch64 umdk msrv bazel",
         "everything a change must pass",
     ),
     (
@@ -94,7 +94,7 @@ pub const GOALS: &[(&str, &str, &str)] = &[
     ),
     (
         "rpm-test",
-        "rpm umdk",
+        "rpm umdk bazel",
         "make rpm, then the install test packaging/rpm-test.sh (over the genuine URMA core too: \
          the system's, or built from UMDK_SRC)",
     ),
@@ -102,7 +102,7 @@ pub const GOALS: &[(&str, &str, &str)] = &[
     (
         "stage",
         "",
-        "cargo build (args passed on), then place liburma.so.0 and legacy-c in --dest DIR",
+        "cargo build (args passed on), then place liburma.so.0, legacy-c and libos_transport.a in --dest DIR",
     ),
     (
         "test-aarch64",

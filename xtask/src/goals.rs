@@ -7,6 +7,7 @@ use crate::cargo::{self, Built};
 use crate::cmd::{cargo as cargo_cmd, env_or, fail, run, show, try_run, urma_exports};
 use crate::ctx::Ctx;
 use crate::reports;
+use ost_build_support::archive;
 use ost_build_support::cprog::{self, Build, Compiler, Lib};
 use ost_build_support::legacy::{self, Flavour, Inputs};
 use ost_build_support::umdk;
@@ -803,7 +804,8 @@ fn rpm(ctx: &mut Ctx, goal: &str) {
 /// installed packages over the genuine URMA core: the one `umdk::get` gives (the system's, or
 /// built from `UMDK_SRC` into `<target>/umdk`), named in `RPM_TEST_UMDK_CORE`,
 /// `RPM_TEST_UMDK_COMMON` and `RPM_TEST_URMA_SAMPLE`; without one the script says why it skips
-/// that step (or fails, in CI).
+/// that step (or fails, in CI). Its consumer-shaped probe takes the genuine UMDK headers of the
+/// same UMDK: `RPM_TEST_UMDK_INCLUDE` (the system's) or `RPM_TEST_UMDK_SRC` (the source tree).
 fn rpm_test(ctx: &Ctx) {
     let mut cmd = Command::new("./packaging/rpm-test.sh");
     cmd.env("TARGET_DIR", &ctx.target);
@@ -814,6 +816,10 @@ fn rpm_test(ctx: &Ctx) {
             if let Some(sample) = &core.sample {
                 cmd.env("RPM_TEST_URMA_SAMPLE", sample);
             }
+            match &core.origin {
+                umdk::Origin::System(_) => cmd.env("RPM_TEST_UMDK_INCLUDE", "/usr/include"),
+                umdk::Origin::Source(src) => cmd.env("RPM_TEST_UMDK_SRC", src),
+            };
         }
         Err(why) => println!("rpm-test: {why}"),
     }
@@ -822,8 +828,10 @@ fn rpm_test(ctx: &Ctx) {
 
 /// `stage --dest DIR [cargo build args]`: `cargo build` with those arguments (the default
 /// members), then `DIR/liburma.so.0` (the loopback) and `DIR/legacy/` (legacy-c's library of
-/// that profile, with its SONAME links) as copies. The packaging takes both from there: build
-/// scripts keep their outputs in their OUT_DIR.
+/// that profile, with its SONAME links) as copies, and `DIR/libos_transport.a` with
+/// `DIR/native-static-libs` (the static archive, built with the same arguments:
+/// `ost_build_support::archive`). The packaging takes them from there: build scripts keep their
+/// outputs in their OUT_DIR.
 fn stage(args: &[String]) {
     let pos = args
         .iter()
@@ -840,7 +848,7 @@ fn stage(args: &[String]) {
         .map(|(_, a)| a)
         .collect();
     let mut cmd = cargo_cmd();
-    cmd.arg("build").args(cargo_args);
+    cmd.arg("build").args(&cargo_args);
     let built = cargo::build(cmd);
     let legacy_dir = built
         .legacy_dir
@@ -863,7 +871,13 @@ fn stage(args: &[String]) {
     );
     legacy::symlink_replace(legacy::REAL_NAME, &dest_legacy.join(legacy::SONAME));
     legacy::symlink_replace(legacy::SONAME, &dest_legacy.join(legacy::DEV_NAME));
-    println!("stage: {}", dest.display());
+    let archive = archive::build(cargo_cmd(), &cargo_args, None, &dest);
+    println!(
+        "stage: {} ({}, needs {})",
+        dest.display(),
+        archive.path.display(),
+        archive.native_libs.join(" ")
+    );
 }
 
 /// cargo with the aarch64 target (the runner and linker of .cargo/config.toml).
@@ -924,6 +938,16 @@ const AARCH64_QUICK_TESTS: &[(&str, &[&str])] = &[
     ("c_consumer", &[]),
     ("abi_drift", &[]),
     ("symbols", &[]),
+    // The archive with the aarch64 binutils: its symbols, a C program under qemu, a shared
+    // library (no aarch64 C++ compiler, nor the 1.82 toolchain's aarch64 std, for the others).
+    (
+        "static_archive",
+        &[
+            "only_the_ten_functions_are_global",
+            "a_c_program_links_it_after_ranlib",
+            "a_shared_library_without_version_script",
+        ],
+    ),
     ("split_nodes", &["--skip", "two_invocations_judge_as_one"]),
     ("behaviour", &["wake_up_task_return_table"]),
 ];
