@@ -218,8 +218,10 @@ fn a_lock_taken_by_try_lock_orders_the_locks_taken_after_it() {
 
 #[cfg(debug_assertions)]
 #[test]
-#[should_panic(expected = "taking the peer map lock (rank 46) while holding the connection writer \
-                           lock (rank 49)")]
+#[should_panic(
+    expected = "taking the peer map lock (rank 46) while holding the connection writer \
+                           lock (rank 49)"
+)]
 fn the_providers_peer_chain_taken_backwards_panics() {
     // docs/loopback.md, "Locking": peer map → entry → connection slot → writer → state.
     let peers = Mutex::<(), { rank::PEERS }>::new(());
