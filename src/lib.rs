@@ -6,6 +6,7 @@ pub mod abi;
 pub mod chunk;
 pub mod ffi;
 mod hb;
+mod inject;
 mod instance;
 mod log;
 mod pool;
