@@ -15,3 +15,50 @@ pub fn legacy_lib_path() -> PathBuf {
         _ => os_transport_legacy::legacy_lib_path(),
     }
 }
+
+/// The inject flavour of both libraries and the tool that arms them (docs/inject.md).
+pub struct InjectBuild {
+    /// The Rust library built with the cargo feature `inject`.
+    pub rust: PathBuf,
+    /// legacy-c's inject flavour (`os_transport_legacy::legacy_inject_lib_path`).
+    pub legacy: PathBuf,
+    /// `mlcachedirect-inject`.
+    pub tool: PathBuf,
+}
+
+/// The inject flavours and the tool. The Rust flavour and the tool are built on first use, by
+/// one `cargo build -p os-transport --features inject -p mlcachedirect-inject` into
+/// `<target>/inject` (a target directory of its own, so that the default
+/// `libos_transport.so` of this profile is never replaced), in this profile.
+pub fn inject_build() -> &'static InjectBuild {
+    static BUILD: std::sync::OnceLock<InjectBuild> = std::sync::OnceLock::new();
+    BUILD.get_or_init(|| {
+        let dir = target_dir().join("inject");
+        let profile = profile_dir();
+        let release = profile.file_name().is_some_and(|n| n == "release");
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let status = std::process::Command::new(cargo)
+            .current_dir(testkit::paths::repo())
+            .args([
+                "build",
+                "-q",
+                "-p",
+                "os-transport",
+                "-p",
+                "mlcachedirect-inject",
+            ])
+            .args(["--features", "os-transport/inject"])
+            .args(release.then_some("--release"))
+            .arg("--target-dir")
+            .arg(&dir)
+            .status()
+            .expect("run cargo build for the inject flavour");
+        assert!(status.success(), "cargo build of the inject flavour failed");
+        let out = dir.join(if release { "release" } else { "debug" });
+        InjectBuild {
+            rust: out.join("libos_transport.so"),
+            legacy: os_transport_legacy::legacy_inject_lib_path(),
+            tool: out.join("mlcachedirect-inject"),
+        }
+    })
+}
