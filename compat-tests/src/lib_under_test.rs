@@ -36,6 +36,12 @@ pub fn inject_build() -> &'static InjectBuild {
         let dir = target_dir().join("inject");
         let profile = profile_dir();
         let release = profile.file_name().is_some_and(|n| n == "release");
+        // A cross build's profile directory is `<target>/<triple>/<profile>`: build for the same
+        // triple (`make test-aarch64`).
+        let triple = target_dir()
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .filter(|n| n.contains("-linux-"));
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let status = std::process::Command::new(cargo)
             .current_dir(testkit::paths::repo())
@@ -49,12 +55,15 @@ pub fn inject_build() -> &'static InjectBuild {
             ])
             .args(["--features", "os-transport/inject"])
             .args(release.then_some("--release"))
+            .args(triple.iter().flat_map(|t| ["--target", t.as_str()]))
             .arg("--target-dir")
             .arg(&dir)
             .status()
             .expect("run cargo build for the inject flavour");
         assert!(status.success(), "cargo build of the inject flavour failed");
-        let out = dir.join(if release { "release" } else { "debug" });
+        let out = triple
+            .map_or(dir.clone(), |t| dir.join(t))
+            .join(if release { "release" } else { "debug" });
         InjectBuild {
             rust: out.join("libos_transport.so"),
             legacy: os_transport_legacy::legacy_inject_lib_path(),

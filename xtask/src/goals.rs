@@ -895,6 +895,7 @@ const AARCH64_QUICK_PACKAGES: &[&str] = &[
     "os-transport-legacy",
     "os-transport",
     "compat-tests",
+    "os-transport-inject",
 ];
 
 /// The aarch64 test binaries of the quick part, with the arguments given to each (a filter when
@@ -924,6 +925,8 @@ const AARCH64_QUICK_TESTS: &[(&str, &[&str])] = &[
     ("symbols", &[]),
     ("split_nodes", &["--skip", "two_invocations_judge_as_one"]),
     ("behaviour", &["wake_up_task_return_table"]),
+    // The inject registry's bytes in /dev/shm at the spec's offsets (docs/inject.md).
+    ("registry", &[]),
 ];
 
 /// What differs on aarch64 (part of `test`): [`AARCH64_QUICK_TESTS`] and the library's unit
