@@ -293,12 +293,8 @@ impl Worker {
 
     /// One MGetH2D of one key: the local side registers the receive (or falls back to a plain
     /// copy when it cannot), the remote side sends, the local side waits for its receive.
-    fn mget_h2d(&mut self) -> Outcome {
-        self.dst.fill(0);
-        let ck = self.next_key;
-        let sk = self.next_key + 1;
-        self.next_key += 2;
-        let t = Instant::now();
+    /// The local side's `os_transport_recv` of [`LEN`] bytes into `dst` under `ck`.
+    fn recv(&self, ck: u64) -> (u32, *mut task_sync_t) {
         let mut host = self.src.info();
         let mut dev = self.pair.device_info(self.dst.as_ptr().cast());
         let mut rs = null_mut();
@@ -314,12 +310,11 @@ impl Worker {
                 Some(h2d_done),
             )
         };
-        if r != 0 {
-            // The consumer's fallback path: the data moves without URMA.
-            assert!(rs.is_null(), "a failed recv returns no sync");
-            self.dst.as_mut_slice().copy_from_slice(self.src.as_slice());
-            return self.outcome(true, false, t);
-        }
+        (r, rs)
+    }
+
+    /// The remote side's `os_transport_send` of `src` to `dst`: result, sync, status.
+    fn send(&self, sk: u64, ck: u64) -> (u32, *mut task_sync_t, i32) {
         let (mut ji, mut s, mut d) = (self.pair.jetty_info(), self.src.info(), self.remote.info());
         let (mut ss, mut st) = (null_mut(), -7);
         // SAFETY: live fixture objects and valid out-pointers.
@@ -336,14 +331,41 @@ impl Worker {
                 &mut st,
             )
         };
+        (r, ss, st)
+    }
+
+    /// Gives the receive of `ck` up (its sync, if any, released).
+    fn cancel(&self, rs: *mut task_sync_t, ck: u64) {
+        let mut rs = rs;
+        // SAFETY: NULL or the receive's sync of this instance.
+        unsafe { (self.lib.os_transport_cancel_tasks)(self.h(), &mut rs, ck) };
+    }
+
+    fn keys(&mut self) -> (u64, u64) {
+        self.next_key += 2;
+        (self.next_key, self.next_key + 1)
+    }
+
+    /// One MGetH2D of one key: the local side registers the receive (or falls back to a plain
+    /// copy when it cannot), the remote side sends, the local side waits for its receive.
+    fn mget_h2d(&mut self) -> Outcome {
+        self.dst.fill(0);
+        let (ck, sk) = self.keys();
+        let t = Instant::now();
+        let (r, rs) = self.recv(ck);
+        if r != 0 {
+            // The consumer's fallback path: the data moves without URMA.
+            assert!(rs.is_null(), "a failed recv returns no sync");
+            self.dst.as_mut_slice().copy_from_slice(self.src.as_slice());
+            return self.outcome(true, false, t);
+        }
+        let (r, ss, _) = self.send(sk, ck);
         if !ss.is_null() {
             let _ = self.wait(ss);
         }
         if r != 0 {
             // The remote worker reports the failure; the local side gives its receive up.
-            let mut rs = rs;
-            // SAFETY: the receive's sync of this instance.
-            unsafe { (self.lib.os_transport_cancel_tasks)(self.h(), &mut rs, ck) };
+            self.cancel(rs, ck);
             return self.outcome(false, false, t);
         }
         let (r, _) = self.wait(rs);
@@ -503,6 +525,69 @@ fn hand_written_registry_arms_the_rust_flavour() {
 #[test]
 fn hand_written_registry_arms_the_legacy_flavour() {
     hand_written_registry(&inject_build().legacy);
+}
+
+/// An injected error 0 fails the step in the Rust flavour (ledger D18), where the original
+/// reports success while doing nothing (send/recv: 0 with a NULL handle; chunk 0's WRITE: the
+/// wait hangs; notify_callback: the chunk counts as done) or crashes (task_group.alloc). Not run
+/// on the C reference, which behaves as the original.
+#[test]
+fn injected_zero_fails_the_step_rust_flavour() {
+    let _x = exclusive();
+    let lib = OsTransportLib::load(&inject_build().rust).expect("load the inject flavour");
+    fresh_registry(&lib);
+    let inj = lookup(&lib).expect("the four inject functions resolve");
+    let mut w = Worker::start(lib);
+    let arm0 = |p: &str| {
+        // SAFETY: the library's clear_all and set_return_error with a C string.
+        unsafe {
+            (inj.clear_all)();
+            assert_eq!((inj.set_return_error)(cstr(p).as_ptr(), 0), 0);
+        }
+    };
+    const ERR: u32 = OST_ERR;
+    for p in ["os_transport.recv.begin", "os_transport.task_group.alloc"] {
+        arm0(p);
+        let (ck, _) = w.keys();
+        let (r, rs) = w.recv(ck);
+        assert_eq!((r, rs.is_null()), (ERR, true), "{p}");
+    }
+    for p in [
+        "os_transport.send.begin",
+        "os_transport.send.first_chunk",
+        "os_transport.urma.write",
+    ] {
+        arm0(p);
+        let (ck, sk) = w.keys();
+        let (r, rs) = w.recv(ck);
+        assert_eq!(r, 0, "{p}: recv");
+        let (r, ss, st) = w.send(sk, ck);
+        assert_eq!(r, ERR, "{p}: send");
+        if p == "os_transport.send.begin" {
+            assert!(ss.is_null(), "{p}: no handle");
+        } else {
+            assert_eq!(st, URMA_FAIL, "{p}: status");
+            assert_eq!(
+                w.wait(ss),
+                (ERR, URMA_FAIL),
+                "{p}: the wait fails at once (D8)"
+            );
+        }
+        w.cancel(rs, ck);
+    }
+    arm0("os_transport.notify_callback");
+    let out = w.mget_h2d();
+    assert!(
+        !out.ok && !out.deadline_exceeded,
+        "notify_callback: {out:?}"
+    );
+    // SAFETY: as above.
+    unsafe { (inj.clear_all)() };
+    assert!(
+        w.mget_h2d().judge(Expect::Success, Duration::ZERO),
+        "works once cleared"
+    );
+    w.stop();
 }
 
 /// The default libraries do not have the four functions: the consumer's injection is unavailable.
