@@ -119,6 +119,8 @@ fn test(ctx: &mut Ctx) {
     compat_device(ctx, "test", &[]);
     // The same scenarios with sender and receiver in two processes (docs/compat.md).
     compat(ctx, "test", &["--split".to_string()]);
+    // Faults at the inject points of both libraries' inject flavours (docs/inject.md).
+    compat(ctx, "test", &["--inject".to_string()]);
     // The pages and JUnit files of those runs (in-process and --split; hardware mode).
     report_files(&ctx.target.join("compat"));
     report_files(&ctx.target.join("compat-device"));
