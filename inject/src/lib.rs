@@ -12,6 +12,7 @@
 
 pub mod layout;
 mod lock;
+mod map;
 mod ops;
 mod shm;
 

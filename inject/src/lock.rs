@@ -6,8 +6,8 @@
 //! lock again.
 
 use crate::layout::{Point, Registry, REGISTRY_SIZE, VERSION};
+use crate::map::Mapping;
 use crate::say;
-use crate::shm::Mapping;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 

@@ -6,7 +6,8 @@
 
 use crate::layout::*;
 use crate::lock::Guard;
-use crate::shm::{attach, Mapping};
+use crate::map::Mapping;
+use crate::shm::attach;
 use crate::{now_ns, say};
 use std::cell::Cell;
 use std::ptr::{addr_of, addr_of_mut};

@@ -3,8 +3,9 @@
 //! foreign version. One mapping per process, shared by every caller through an `Arc`; a failure is
 //! remembered for [`RETRY_AFTER`], so a point on the hot path does not retry (and log) per call.
 
-use crate::layout::{Registry, REGISTRY_SIZE, SHM_NAME, VERSION};
+use crate::layout::{REGISTRY_SIZE, SHM_NAME, VERSION};
 use crate::lock;
+pub use crate::map::Mapping;
 use crate::say;
 use std::ffi::CString;
 use std::ptr::NonNull;
@@ -17,44 +18,6 @@ pub const RETRY_AFTER: Duration = Duration::from_secs(1);
 /// How long an attacher waits for the creator's initialisation (or size), as the original: 1000
 /// polls 1 ms apart.
 const INIT_POLLS: u32 = 1000;
-
-/// The process's mapping of the registry.
-pub struct Mapping {
-    reg: NonNull<Registry>,
-    fd: libc::c_int,
-}
-
-// SAFETY: the mapping is shared memory that every process and thread accesses through atomics or
-// under the registry's spin lock; the pointer and the fd are plain values.
-unsafe impl Send for Mapping {}
-// SAFETY: as above.
-unsafe impl Sync for Mapping {}
-
-impl Mapping {
-    /// The mapped registry. Its non-atomic fields are only written under the spin lock.
-    pub fn registry(&self) -> &Registry {
-        // SAFETY: `reg` maps REGISTRY_SIZE bytes, at least size_of::<Registry>(), page-aligned,
-        // for as long as this Mapping lives.
-        unsafe { self.reg.as_ref() }
-    }
-
-    /// The raw pointer, for `os_transport_inject_init`'s return value and for writes under the
-    /// lock.
-    pub fn as_ptr(&self) -> *mut Registry {
-        self.reg.as_ptr()
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: `reg` is this mapping of REGISTRY_SIZE bytes and `fd` its descriptor; nothing
-        // uses either after the last Arc is gone.
-        unsafe {
-            libc::munmap(self.reg.as_ptr().cast(), REGISTRY_SIZE);
-            libc::close(self.fd);
-        }
-    }
-}
 
 enum State {
     Detached,
@@ -178,10 +141,8 @@ fn open_and_map() -> Option<Mapping> {
     if p == libc::MAP_FAILED {
         return give_up(format!("mmap failed: {}", errno()));
     }
-    let m = Mapping {
-        reg: NonNull::new(p.cast()).expect("mmap returned a mapping"),
-        fd,
-    };
+    // SAFETY: `p` maps REGISTRY_SIZE bytes of `fd`, both now owned by the Mapping.
+    let m = unsafe { Mapping::new(NonNull::new(p.cast()).expect("mmap returned a mapping"), fd) };
     let r = m.registry();
     let pid = std::process::id();
     if created {

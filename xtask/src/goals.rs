@@ -1028,4 +1028,11 @@ fn lint(ctx: &Ctx) {
         .arg("--target-dir")
         .arg(ctx.target.join("xtask/plugin"))
         .args(["--", "-D", "warnings"]));
+    // Likewise the library's inject flavour (docs/inject.md), in the target directory the tests
+    // build it in: src/inject/ffi.rs is compiled only with the feature.
+    run(cargo_cmd()
+        .args(["clippy", "-p", "os-transport", "--features", "inject"])
+        .arg("--target-dir")
+        .arg(ctx.target.join("inject"))
+        .args(["--", "-D", "warnings"]));
 }
