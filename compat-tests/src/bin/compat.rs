@@ -59,6 +59,7 @@ fn main() {
     let mut serve: Option<String> = None;
     let mut peer: Option<String> = None;
     let mut eid: Option<String> = None;
+    let mut render_ledger = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut val = |name: &str| {
@@ -88,6 +89,7 @@ fn main() {
                 opts.only.push(v);
             }
             "--list" => opts.list = true,
+            "--render-ledger" => render_ledger = true,
             "--no-c-runner" => opts.c_runner = false,
             "--c-runner-exe" => opts.c_runner_exe = Some(PathBuf::from(val("--c-runner-exe"))),
             "--no-interop" => opts.interop = false,
@@ -120,6 +122,18 @@ fn main() {
             opts.legacy_lib = os_transport_legacy::legacy_inject_lib_path();
         }
         std::process::exit(inject::run(&opts));
+    }
+    if render_ledger {
+        match ledger::Ledger::load(&opts.ledger).and_then(|l| l.markdown()) {
+            Ok(md) => {
+                print!("{md}");
+                return;
+            }
+            Err(e) => {
+                eprintln!("compat: {e}");
+                std::process::exit(2);
+            }
+        }
     }
     // A random scenario named on the command line (rand-<seed>) is generated from its seed.
     let mut extra = Vec::new();

@@ -11,13 +11,12 @@ use os_transport_inject as registry;
 use serde_json::json;
 
 use super::backend;
-use super::ctx::Setup;
 use super::outcome::{judge, Options, Outcome, Verdict};
 use super::present::progress::Progress;
 use super::present::summary::Summary;
 use super::present::{self, meta, Doc};
 use super::report::{ledger_of, line, load, run_on};
-use super::scenario::{flow_features, Body, Flow, Scenario, Xfer, MIB};
+use super::scenario::{flow_features, one, setup_for, Body, Flow, Scenario, MIB};
 
 /// What an armed point does.
 #[derive(Clone, Copy, Debug)]
@@ -87,12 +86,9 @@ fn point(short: &str) -> &'static str {
 }
 
 fn scenario(id: String, desc: String, arms: Vec<Arm>) -> InjectScenario {
-    let setup = Setup {
-        buf_len: LEN as usize,
-        ..Default::default()
-    };
+    let setup = setup_for(LEN);
     let f = Flow {
-        xfers: vec![Xfer::new(LEN, 0x1_2345, 0x6_7890)],
+        xfers: one(LEN, 0x1_2345, 0x6_7890),
         wait_ms: WAIT_MS,
         ..Default::default()
     };
