@@ -393,7 +393,8 @@ impl Worker {
 }
 
 fn tool(build: &InjectBuild, args: &[&str]) -> bool {
-    std::process::Command::new(&build.tool)
+    // Through the target runner when there is one (the aarch64 build under qemu).
+    compat_tests::target::command(&build.tool)
         .args(args)
         .stdout(std::process::Stdio::null())
         .status()
