@@ -15,7 +15,7 @@ use super::outcome::{judge, Options, Outcome, Verdict};
 use super::present::progress::Progress;
 use super::present::summary::Summary;
 use super::present::{self, meta, Doc};
-use super::report::{ledger_of, line, load, run_on};
+use super::report::{ledger_of, line, load_or_say, run_on};
 use super::scenario::{flow_features, one, setup_for, Body, Flow, Scenario, MIB};
 
 /// What an armed point does.
@@ -201,12 +201,8 @@ pub fn run(opts: &Options) -> i32 {
         }
         return 0;
     }
-    let libs = match load(opts) {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("compat: {e}");
-            return 2;
-        }
+    let Some(libs) = load_or_say(opts) else {
+        return 2;
     };
     // The registry is one object per host: no test may arm it meanwhile.
     let _exclusive = registry::testing::exclusive();
@@ -292,13 +288,7 @@ pub fn run(opts: &Options) -> i32 {
         "legacy_lib": opts.legacy_lib.display().to_string(),
         "rust_lib": opts.rust_lib.display().to_string(),
         "seconds": doc.seconds,
-        "totals": {
-            "scenarios": sum.scenarios,
-            "pass": sum.pass,
-            "diverges": sum.diverges,
-            "fail": sum.fail + sum.run_failures,
-            "skipped": sum.skipped,
-        },
+        "totals": present::json::totals(&sum),
         "scenarios": outcomes.iter().map(|o| present::json::scenario(o, true)).collect::<Vec<_>>(),
     });
     present::json::extend(&mut j, &doc);
