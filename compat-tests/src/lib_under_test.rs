@@ -2,6 +2,7 @@
 //! ([`testkit::os_transport`], re-exported here with the ABI types); this module adds where the
 //! C reference is ([`legacy_lib_path`]).
 
+use ost_supervise::Capture;
 use std::path::PathBuf;
 
 pub use testkit::os_transport::*;
@@ -43,8 +44,8 @@ pub fn inject_build() -> &'static InjectBuild {
             .map(|n| n.to_string_lossy().into_owned())
             .filter(|n| n.contains("-linux-"));
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let status = std::process::Command::new(cargo)
-            .current_dir(testkit::paths::repo())
+        let mut cmd = std::process::Command::new(cargo);
+        cmd.current_dir(testkit::paths::repo())
             .args([
                 "build",
                 "-q",
@@ -57,10 +58,15 @@ pub fn inject_build() -> &'static InjectBuild {
             .args(release.then_some("--release"))
             .args(triple.iter().flat_map(|t| ["--target", t.as_str()]))
             .arg("--target-dir")
-            .arg(&dir)
-            .status()
-            .expect("run cargo build for the inject flavour");
-        assert!(status.success(), "cargo build of the inject flavour failed");
+            .arg(&dir);
+        let end = ost_supervise::spawn("cargo build (inject flavour)", &mut cmd, Capture::Pipes)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .finish(std::time::Duration::from_secs(1800));
+        assert!(
+            end.success(),
+            "cargo build of the inject flavour failed:\n{}",
+            end.output()
+        );
         let out = triple
             .map_or(dir.clone(), |t| dir.join(t))
             .join(if release { "release" } else { "debug" });

@@ -394,12 +394,16 @@ impl Worker {
 
 fn tool(build: &InjectBuild, args: &[&str]) -> bool {
     // Through the target runner when there is one (the aarch64 build under qemu).
-    compat_tests::target::command(&build.tool)
-        .args(args)
-        .stdout(std::process::Stdio::null())
-        .status()
-        .expect("run mlcachedirect-inject")
-        .success()
+    let mut cmd = compat_tests::target::command(&build.tool);
+    cmd.args(args);
+    ost_supervise::spawn(
+        "mlcachedirect-inject",
+        &mut cmd,
+        ost_supervise::Capture::Pipes,
+    )
+    .expect("start mlcachedirect-inject")
+    .finish(Duration::from_secs(30))
+    .success()
 }
 
 fn cstr(s: &str) -> CString {
