@@ -25,6 +25,12 @@ fn main() {
         dir.join(legacy::SONAME).display()
     );
     println!("cargo:rustc-env=OST_LEGACY_DIR={}", dir.display());
+    // The inject flavour (docs/inject.md), for the fault-injection tests and `compat --inject`.
+    let inject = legacy::build(&cc::Build::new(), Flavour::Inject, &inputs, &out_dir);
+    println!(
+        "cargo:rustc-env=OST_LEGACY_INJECT_LIB_PATH={}",
+        inject.join(legacy::SONAME).display()
+    );
     // For tests/c_smoke.rs, which builds the ASan/UBSan flavour with the same inputs.
     println!(
         "cargo:rustc-env=OST_LEGACY_URMA_LINK_DIR={}",

@@ -31,7 +31,10 @@
 #      and client on loopback0 with the helper preloaded, and mlcachedirect-conformance --device
 #      loopback0 (also --split) over the core and its plugin. Without a core: skipped, said so;
 #      with CI set: a failure
-#  10. rpmlint of every RPM and the spec: 0 errors
+#  10. mlcachedirect-inject: a root with mlcachedirect alone, then with -inject added: the default
+#      library and the loader's cache unchanged, the inject flavour (20 exports) off the loader's
+#      path, the tool under both names (list, usage exit code)
+#  11. rpmlint of every RPM and the spec: 0 errors
 # Prints one line per step with its time; exits non-zero on the first failure.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -59,10 +62,10 @@ fail() { echo "rpm-test: FAIL: $*" >&2; exit 1; }
 
 shopt -s nullglob
 main_rpms=("$rpmdir"/RPMS/"$arch"/$name-"$version"-"$release".*.rpm
-           "$rpmdir"/RPMS/"$arch"/$name-{devel,static,conformance,urma-loopback}-"$version"-"$release".*.rpm)
+           "$rpmdir"/RPMS/"$arch"/$name-{devel,static,conformance,urma-loopback,inject}-"$version"-"$release".*.rpm)
 srpms=("$rpmdir"/SRPMS/$name-"$version"-"$release".src.rpm)
 shopt -u nullglob
-[ ${#main_rpms[@]} -eq 5 ] || fail "expected 5 binary RPMs of $name-$version-$release in $rpmdir/RPMS/$arch (run make rpm): ${main_rpms[*]:-none}"
+[ ${#main_rpms[@]} -eq 6 ] || fail "expected 6 binary RPMs of $name-$version-$release in $rpmdir/RPMS/$arch (run make rpm): ${main_rpms[*]:-none}"
 [ ${#srpms[@]} -eq 1 ] || fail "no source RPM in $rpmdir/SRPMS"
 rpm_of() {
     local f
@@ -73,6 +76,9 @@ rpm_of() {
 }
 conf_rpm=$(rpm_of $name-conformance)
 plugin_rpm=$(rpm_of $name-urma-loopback)
+inject_rpm=$(rpm_of $name-inject)
+# The inject flavour, off the loader's path.
+injectdir=$libdir/mlcachedirect/inject
 # The loopback's plugin face in UMDK's providers' directory, its preload helper in mlcachedirect's.
 plugin=$libdir/urma/liburma-loopback.so
 preload=$libdir/mlcachedirect/liburma-loopback-preload.so
@@ -161,6 +167,14 @@ api="os_transport_cancel_tasks os_transport_destroy os_transport_init os_transpo
 api="$api os_transport_reg_jfc os_transport_send os_transport_wake_up_task wait_and_free_sync wait_and_free_sync_timeout "
 [ "$static_globals" = "$api" ] || fail "$libdir/libos_transport.a: global symbols '$static_globals'"
 echo "   $name-static: $libdir/libos_transport.a ($(stat -c %s "$work/files$libdir/libos_transport.a") bytes), globals: the 10 API functions"
+# mlcachedirect-inject offers no library to the system (its libos_transport.so.1 is loaded by path).
+inject_provides=$(rpm -qp --provides "$inject_rpm")
+inject_files=$(rpm -qlp "$inject_rpm")
+grep -q 'libos_transport' <<<"$inject_provides" && fail "$name-inject offers $(grep libos_transport <<<"$inject_provides")"
+for f in "$injectdir/libos_transport.so.1.0.0" /usr/bin/mlcachedirect-inject /usr/bin/mlcd_inject_cli; do
+    has_fixed "$inject_files" "$f" || fail "$name-inject does not ship $f"
+done
+grep -q "^$libdir/libos_transport" <<<"$inject_files" && fail "$name-inject ships a library on the loader's path"
 echo "   $name requires: $(grep -e liburma -e umdk <<<"$main_requires" | tr '\n' ' ')"
 echo "   $name-devel requires: $(grep -e umdk -e "^$name" <<<"$devel_requires" | tr '\n' ' ')"
 echo "   $name-conformance provides/obsoletes: $(grep compat <<<"$conf_provides" | tr '\n' ' ')/ $conf_obsoletes"
@@ -621,7 +635,38 @@ else
     fi
 fi
 
-# --- 10. rpmlint ------------------------------------------------------------------------------------
+# --- 10. mlcachedirect-inject -------------------------------------------------------------------
+iroot=$work/inject-root
+mkdir -p "$iroot"
+dnf_root "$iroot" install $name > "$work/log/inject-install.log" 2>&1 ||
+    { cat "$work/log/inject-install.log"; fail "dnf install $name (inject root)"; }
+# exports FILE: the functions FILE defines in its dynamic symbol table.
+exports() { nm -D --defined-only "$1" | awk '$2 == "T" { print $3 }' | sort; }
+default_lib=$iroot$libdir/libos_transport.so.1.0.0
+before=$(exports "$default_lib")
+cache_before=$(sha256sum "$iroot/etc/ld.so.cache" | cut -d' ' -f1)
+[ "$(grep -c . <<<"$before")" = 10 ] || fail "the default library exports $(grep -c . <<<"$before") functions"
+dnf_root "$iroot" install $name-inject >> "$work/log/inject-install.log" 2>&1 ||
+    { cat "$work/log/inject-install.log"; fail "dnf install $name-inject"; }
+rpm_root "$iroot" -V $name $name-inject || fail "rpm -V with $name-inject"
+[ "$(exports "$default_lib")" = "$before" ] || fail "installing $name-inject changed the default library"
+[ "$(sha256sum "$iroot/etc/ld.so.cache" | cut -d' ' -f1)" = "$cache_before" ] ||
+    fail "installing $name-inject changed the loader's cache"
+flavour=$(exports "$iroot$injectdir/libos_transport.so.1.0.0")
+[ "$(grep -c . <<<"$flavour")" = 20 ] && [ "$(grep -c '^os_transport_inject_' <<<"$flavour")" = 10 ] ||
+    fail "the inject flavour exports: $(tr '\n' ' ' <<<"$flavour")"
+[ "$(readlink "$iroot$injectdir/libos_transport.so")" = libos_transport.so.1 ] || fail "$injectdir/libos_transport.so link"
+for tool in mlcachedirect-inject mlcd_inject_cli; do
+    out=$("$iroot/usr/bin/$tool" list) || fail "$tool list"
+    [ "$(head -n 1 <<<"$out")" = "Available injection points:" ] && [ "$(grep -c 'os_transport\.' <<<"$out")" = 7 ] ||
+        fail "$tool list: $out"
+    rc=0; "$iroot/usr/bin/$tool" > /dev/null 2>&1 || rc=$?
+    [ $rc = 1 ] || fail "$tool without a command exits $rc, not 1"
+done
+echo "   default library: 10 exports, unchanged; $injectdir: 20 exports (10 os_transport_inject_*); loader cache unchanged"
+step "$name-inject beside $name: the default library stays the default, the tool under both names"
+
+# --- 11. rpmlint ------------------------------------------------------------------------------------
 set +e
 rpmlint -r "$src/packaging/mlcachedirect.rpmlintrc" "${main_rpms[@]}" "${srpms[@]}" "$src/openeuler.spec" \
     > "$work/log/rpmlint.log" 2>&1

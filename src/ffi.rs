@@ -24,7 +24,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use urma_sys::{urma_context_t, urma_cr_t, urma_jfc_t, urma_jfce_t, urma_status_t, URMA_SUCCESS};
 
 /// The value an export returns when it cannot do its job.
-trait ErrorValue {
+pub(crate) trait ErrorValue {
     const ERROR: Self;
 }
 
@@ -36,11 +36,19 @@ impl ErrorValue for c_int {
     const ERROR: c_int = -1;
 }
 
+impl ErrorValue for () {
+    const ERROR: () = ();
+}
+
+impl ErrorValue for *mut c_void {
+    const ERROR: *mut c_void = std::ptr::null_mut();
+}
+
 /// The one boundary every export runs in: a panic inside becomes the export's error value (it
 /// never unwinds into C), and log lines for the application's callback are held for the whole call
 /// and delivered after it let go of every internal lock (`log::held`), so a log callback may call
 /// the library back.
-fn boundary<R: ErrorValue>(name: &str, f: impl FnOnce() -> R) -> R {
+pub(crate) fn boundary<R: ErrorValue>(name: &str, f: impl FnOnce() -> R) -> R {
     let held = crate::log::hold();
     let r = catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
         error!("{}: internal panic caught at the API boundary", name);

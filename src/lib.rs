@@ -5,6 +5,7 @@
 pub mod abi;
 pub mod chunk;
 pub mod ffi;
+mod inject;
 mod instance;
 mod log;
 mod pool;

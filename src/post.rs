@@ -2,6 +2,7 @@
 //! stack: posting allocates nothing.
 
 use crate::chunk;
+use crate::inject::{as_status, fault, Point};
 use crate::request::SendCtx;
 use crate::urma::{RecvQueue, SendQueue, TargetJetty, TargetSeg};
 use crate::user_data::UserData;
@@ -22,6 +23,9 @@ fn blank_wr() -> urma_jfs_wr_t {
 }
 
 fn post_send(ctx: &SendCtx, wr: &mut urma_jfs_wr_t) -> urma_status_t {
+    if let Some(v) = fault(Point::UrmaWrite) {
+        return as_status(v);
+    }
     let mut bad: *mut urma_jfs_wr_t = null_mut();
     match ctx.queue {
         // SAFETY: the handle names the application's JFS, alive while the request is in flight
@@ -87,6 +91,9 @@ pub fn send_imm(ctx: &SendCtx, user_ctx: u64, imm: u64) -> urma_status_t {
 
 /// Posts one zero-length recv WR `{addr 0, len 0, tseg}` with `user_ctx`.
 pub fn recv_wr(q: RecvQueue, tseg: Option<TargetSeg>, user_ctx: u64) -> urma_status_t {
+    if let Some(v) = fault(Point::UrmaRecv) {
+        return as_status(v);
+    }
     let mut sge = urma_sge_t {
         addr: 0,
         len: 0,

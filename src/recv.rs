@@ -2,6 +2,7 @@
 
 use crate::abi::{notify_callback_t, task_sync_t, Out, ERR};
 use crate::chunk::chunk_count;
+use crate::inject::{as_return, fault, Point};
 use crate::instance::Instance;
 use crate::log::{debug, error, warning};
 use crate::post;
@@ -83,10 +84,16 @@ pub fn recv(inst: &Instance, a: RecvArgs, mut ret: Out<'_, *mut task_sync_t>) ->
         error!("os_transport_recv: client_key {:#x} exceeds 40 bits", ck);
         return ERR;
     }
+    if let Some(v) = fault(Point::RecvBegin) {
+        return as_return(v);
+    }
     let Some(n) = chunk_count(len) else {
         error!("os_transport_recv: len {} needs more than 7 chunks", len);
         return ERR;
     };
+    if fault(Point::TaskGroupAlloc).is_some() {
+        return ERR;
+    }
     let Ok((idx, gen)) =
         request::register(&inst.reqs, &inst.pool, inst.seq, ck, n, Job::Recv(a.cb))
     else {

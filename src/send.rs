@@ -2,6 +2,7 @@
 
 use crate::abi::{task_sync_t, Out, ERR};
 use crate::chunk::chunk_count;
+use crate::inject::{as_return, as_status, fault, Point};
 use crate::instance::Instance;
 use crate::log::{debug, error};
 use crate::post;
@@ -87,10 +88,16 @@ pub fn send(
         );
         return ERR;
     }
+    if let Some(v) = fault(Point::SendBegin) {
+        return as_return(v);
+    }
     let Some(n) = chunk_count(len) else {
         error!("os_transport_send: len {} needs more than 7 chunks", len);
         return ERR;
     };
+    if fault(Point::TaskGroupAlloc).is_some() {
+        return ERR;
+    }
     let ctx = SendCtx {
         queue,
         tjetty,
@@ -109,7 +116,10 @@ pub fn send(
         1,
         "send {:#x}: {} bytes in {} chunks to client {:#x}", sk, len, n, ck
     );
-    let st = post::write_chunk(&ctx, sk, n, 0);
+    let st = match fault(Point::SendFirstChunk) {
+        Some(v) => as_status(v),
+        None => post::write_chunk(&ctx, sk, n, 0),
+    };
     if st != URMA_SUCCESS {
         error!(
             "os_transport_send {:#x}: first WRITE failed, status {}",

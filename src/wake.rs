@@ -2,6 +2,7 @@
 //! the matching task (§5.4), with D3 (failed completions fail their request) and D4 (early
 //! receive completions are kept).
 
+use crate::inject::{fault, Point};
 use crate::instance::Instance;
 use crate::log::{debug, error, warning};
 use crate::pool::{EnqueueError, WorkerCtx};
@@ -312,13 +313,21 @@ pub fn on_wake(ctx: &WorkerCtx, reqs: &ReqTables, idx: u32, gen: u32, ud: u64) {
             slot.ud.store(ud, Ordering::Relaxed);
             let arg: *mut c_void = slot.ud.as_ptr().cast();
             drop(held);
-            let ret = match cb {
+            let ret = match (fault(Point::NotifyCallback), cb) {
+                // An injected error stands for the callback's result (an injected 0 fails too).
+                (Some(v), _) => {
+                    if v == 0 {
+                        -1
+                    } else {
+                        v
+                    }
+                }
                 // SAFETY: cb is the application's notify_callback; arg points to this slot's 8-byte
                 // copy, which stays valid and unchanged at least until the callback returns (the
                 // slot cannot be freed while `running` is set, and only this worker, one task at a
                 // time, runs the request's receive tasks and writes the copy).
-                Some(f) => unsafe { f(arg) },
-                None => -1,
+                (None, Some(f)) => unsafe { f(arg) },
+                (None, None) => -1,
             };
             ctx.shared.busy.store(false, Ordering::Relaxed);
             let _held = crate::log::hold();

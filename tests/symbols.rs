@@ -86,3 +86,21 @@ fn no_urma_namespace_squatting_or_rust_symbols() {
         );
     }
 }
+
+/// The default build pays nothing for the inject flavour (docs/inject.md): no point name and no
+/// `[OS_TRANSPORT_INJECT]` text is in the file, so no point is evaluated.
+#[test]
+fn default_library_has_no_inject_points() {
+    let bytes = std::fs::read(rust_lib()).expect("read the library");
+    for needle in [
+        &b"os_transport.urma.write"[..],
+        b"os_transport.notify_callback",
+        b"OS_TRANSPORT_INJECT",
+    ] {
+        assert!(
+            !bytes.windows(needle.len()).any(|w| w == needle),
+            "{} found in the default library",
+            String::from_utf8_lossy(needle)
+        );
+    }
+}

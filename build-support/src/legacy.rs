@@ -15,6 +15,7 @@ pub const SOURCES: &[&str] = &[
     "src/ost_log.c",
     "src/ost_thread_pool.c",
     "src/ost_urma.c",
+    "src/os_transport_inject.c",
 ];
 const HEADERS: &[&str] = &["src/ost_log.h", "src/ost_thread_pool.h", "src/ost_urma.h"];
 /// File names of the library: the real file, the SONAME link, the development link.
@@ -33,6 +34,10 @@ pub enum Flavour {
     /// `-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined` (compile and link): the
     /// sanitizer run of the behavioural suite.
     Asan,
+    /// The profile's flags with `OS_TRANSPORT_WITH_INJECT=1` (and `-lrt`): the inject flavour,
+    /// which adds the seven inject points and the ten `os_transport_inject_*` exports
+    /// (docs/inject.md).
+    Inject,
 }
 
 impl Flavour {
@@ -42,6 +47,7 @@ impl Flavour {
             Flavour::Profile => "legacy",
             Flavour::O2 => "legacy-O2",
             Flavour::Asan => "legacy-asan",
+            Flavour::Inject => "legacy-inject",
         }
     }
 
@@ -93,7 +99,10 @@ pub fn input_files(repo: &Path) -> Vec<PathBuf> {
         .iter()
         .chain(HEADERS)
         .map(|f| legacy.join(f))
-        .chain([repo.join("include/os_transport.h")])
+        .chain([
+            repo.join("include/os_transport.h"),
+            repo.join("include/os_transport_inject.h"),
+        ])
         .collect()
 }
 
@@ -123,6 +132,9 @@ pub fn build(base: &cc::Build, flavour: Flavour, inputs: &Inputs, out: &Path) ->
         .include(legacy.join("src"));
     match flavour {
         Flavour::Profile => {}
+        Flavour::Inject => {
+            b.define("OS_TRANSPORT_WITH_INJECT", "1");
+        }
         Flavour::O2 => {
             b.opt_level(2).debug(true);
         }
@@ -150,6 +162,7 @@ pub fn build(base: &cc::Build, flavour: Flavour, inputs: &Inputs, out: &Path) ->
         .arg(&tmp)
         .arg(format!("-L{}", inputs.urma_link_dir.display()))
         .arg("-lurma")
+        .args((flavour == Flavour::Inject).then_some("-lrt"))
         .arg("-lpthread");
     // The `cc` crate passes CFLAGS to the compile step only; the link step takes LDFLAGS here.
     if let Ok(ldflags) = std::env::var("LDFLAGS") {

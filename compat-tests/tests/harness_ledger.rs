@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 use compat_tests::harness::normalise::normalise;
-use compat_tests::harness::{aspect, crunner, ledger, received, scenario};
+use compat_tests::harness::{aspect, crunner, inject, ledger, received, scenario};
 use serde_json::Value;
 
 #[test]
@@ -33,6 +33,7 @@ fn ledger_names_existing_scenarios_and_explains_observable_entries() {
     let l = ledger::Ledger::load(&ledger::default_path()).expect("ledger.json");
     let mut ids: BTreeSet<String> = scenario::catalogue().into_iter().map(|s| s.id).collect();
     ids.extend(crunner::SCENARIOS.iter().map(|(id, _)| id.to_string()));
+    ids.extend(inject::catalogue().into_iter().map(|s| s.scenario.id));
     for e in &l.entries {
         for s in &e.scenarios {
             assert!(

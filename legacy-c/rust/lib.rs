@@ -12,6 +12,12 @@ pub fn legacy_lib_path() -> PathBuf {
     PathBuf::from(env!("OST_LEGACY_LIB_PATH"))
 }
 
+/// Absolute path of `$OUT_DIR/legacy-inject/libos_transport.so.1`: the inject flavour
+/// (`OS_TRANSPORT_WITH_INJECT=1`, docs/inject.md), built beside the default one.
+pub fn legacy_inject_lib_path() -> PathBuf {
+    PathBuf::from(env!("OST_LEGACY_INJECT_LIB_PATH"))
+}
+
 /// Absolute path of `$OUT_DIR/legacy/`.
 pub fn legacy_lib_dir() -> PathBuf {
     PathBuf::from(env!("OST_LEGACY_DIR"))

@@ -28,6 +28,9 @@
 #include "ost_log.h"
 #include "ost_thread_pool.h"
 #include "ost_urma.h"
+#if defined(OS_TRANSPORT_WITH_INJECT) && OS_TRANSPORT_WITH_INJECT
+#include "os_transport_inject.h"
+#endif
 
 #define OST_API __attribute__((visibility("default")))
 
@@ -229,7 +232,24 @@ static void ost_task_group_free(ost_task_group_t *group)
 
 static ost_task_group_t *ost_task_group_alloc(uint32_t n)
 {
-    ost_task_group_t *group = (ost_task_group_t *)calloc(1, sizeof(*group));
+    ost_task_group_t *group;
+#if defined(OS_TRANSPORT_WITH_INJECT) && OS_TRANSPORT_WITH_INJECT
+    {
+        /* The original returns the injected value as its status: v != 0 fails the registration,
+         * v == 0 reports a group it never made and the caller dereferences NULL. */
+        int v = 0;
+        if (os_transport_inject_execute(OS_TRANSPORT_INJECT_TASK_GROUP_ALLOC, &v) == 1) {
+            fprintf(stderr, "[OS_TRANSPORT_INJECT] Injected at %s:%d (%s), ret=%d\n", __FILE__, __LINE__,
+                    OS_TRANSPORT_INJECT_TASK_GROUP_ALLOC, v);
+            if (v == 0) {
+                OST_LOG_ERROR("injected 0 at task_group.alloc: no group (the original crashes here)");
+                abort();
+            }
+            return NULL;
+        }
+    }
+#endif
+    group = (ost_task_group_t *)calloc(1, sizeof(*group));
     if (group == NULL) {
         return NULL;
     }
@@ -398,7 +418,13 @@ static int ost_recv_task_func(void *varg)
     uint32_t task_idx = arg->task_idx;
     int ret;
 
+#if defined(OS_TRANSPORT_WITH_INJECT) && OS_TRANSPORT_WITH_INJECT
+    if (os_transport_inject_execute(OS_TRANSPORT_INJECT_NOTIFY_CALLBACK, &ret) != 1) {
+        ret = arg->notify_cb(&arg->user_data);
+    }
+#else
     ret = arg->notify_cb(&arg->user_data);
+#endif
     if (ret != 0) {
         OST_LOG_WARN("notify_callback returned %d: request_id=%llu chunk %u", ret, (unsigned long long)request_id,
                      task_idx);
@@ -707,6 +733,12 @@ OST_API uint32_t os_transport_send(void *handle,
         return OST_ERR;
     }
     ost_require_live_handle(h, "os_transport_send");
+#if defined(OS_TRANSPORT_WITH_INJECT) && OS_TRANSPORT_WITH_INJECT
+    {
+        uint32_t injected = 0;
+        OS_TRANSPORT_INJECT_POINT(OS_TRANSPORT_INJECT_SEND_BEGIN, injected);
+    }
+#endif
 
     chunk_num = ost_split_chunks(local_src->addr, remote_dst->addr, len, &chunks);
     if (chunk_num == OST_ERR) {
@@ -727,7 +759,18 @@ OST_API uint32_t os_transport_send(void *handle,
     wi.tjetty = jetty_info->tjetty;
     wi.src_tseg = local_src->tseg;
     wi.dst_tseg = remote_dst->tseg;
+#if defined(OS_TRANSPORT_WITH_INJECT) && OS_TRANSPORT_WITH_INJECT
+    {
+        int v = 0;
+        if (os_transport_inject_execute(OS_TRANSPORT_INJECT_SEND_FIRST_CHUNK, &v) == 1) {
+            st = (urma_status_t)v;
+        } else {
+            st = ost_urma_write_chunk(&wi, &chunks[0], ost_ud_make(server_key, OST_CHUNK_TYPE_MIDDLE, 0));
+        }
+    }
+#else
     st = ost_urma_write_chunk(&wi, &chunks[0], ost_ud_make(server_key, OST_CHUNK_TYPE_MIDDLE, 0));
+#endif
     if (st != URMA_SUCCESS) {
         OST_LOG_ERROR("os_transport_send: first chunk post failed: request_id=%llu status %d",
                       (unsigned long long)server_key, st);
@@ -776,6 +819,12 @@ OST_API uint32_t os_transport_recv(void *handle,
         return OST_ERR;
     }
     ost_require_live_handle(h, "os_transport_recv");
+#if defined(OS_TRANSPORT_WITH_INJECT) && OS_TRANSPORT_WITH_INJECT
+    {
+        uint32_t injected = 0;
+        OS_TRANSPORT_INJECT_POINT(OS_TRANSPORT_INJECT_RECV_BEGIN, injected);
+    }
+#endif
 
     chunk_num = ost_split_chunks(host_src->addr, (uint64_t)(uintptr_t)device_dst->dst, len, &chunks);
     if (chunk_num == OST_ERR) {

@@ -10,6 +10,9 @@
 
 #include <stddef.h>
 #include <string.h>
+#if defined(OS_TRANSPORT_WITH_INJECT) && OS_TRANSPORT_WITH_INJECT
+#include "os_transport_inject.h"
+#endif
 
 static urma_status_t ost_urma_post_send(const ost_write_info_t *info, urma_jfs_wr_t *wr)
 {
@@ -43,6 +46,13 @@ urma_status_t ost_urma_write_chunk(const ost_write_info_t *info, const ost_chunk
     urma_sge_t src_sge;
     urma_sge_t dst_sge;
 
+#if defined(OS_TRANSPORT_WITH_INJECT) && OS_TRANSPORT_WITH_INJECT
+    {
+        urma_status_t injected = URMA_SUCCESS;
+        OS_TRANSPORT_INJECT_POINT(OS_TRANSPORT_INJECT_URMA_WRITE, injected);
+    }
+#endif
+
     if (info == NULL || chunk == NULL || (info->jfs == NULL && info->jetty == NULL)) {
         return URMA_FAIL;
     }
@@ -68,6 +78,13 @@ urma_status_t ost_urma_write_notify(const ost_write_info_t *info, uint64_t user_
 {
     urma_jfs_wr_t wr;
 
+#if defined(OS_TRANSPORT_WITH_INJECT) && OS_TRANSPORT_WITH_INJECT
+    {
+        urma_status_t injected = URMA_SUCCESS;
+        OS_TRANSPORT_INJECT_POINT(OS_TRANSPORT_INJECT_URMA_WRITE, injected);
+    }
+#endif
+
     if (info == NULL || (info->jfs == NULL && info->jetty == NULL)) {
         return URMA_FAIL;
     }
@@ -85,6 +102,13 @@ urma_status_t ost_urma_recv_with_notify(urma_jetty_t *jetty, urma_jfr_t *jfr, ur
     urma_jfr_wr_t wr;
     urma_jfr_wr_t *bad_wr = NULL;
     urma_sge_t sge;
+
+#if defined(OS_TRANSPORT_WITH_INJECT) && OS_TRANSPORT_WITH_INJECT
+    {
+        urma_status_t injected = URMA_SUCCESS;
+        OS_TRANSPORT_INJECT_POINT(OS_TRANSPORT_INJECT_URMA_RECV, injected);
+    }
+#endif
 
     if (jetty == NULL && jfr == NULL) {
         return URMA_FAIL;

@@ -121,6 +121,8 @@ fn test(ctx: &mut Ctx) {
     compat_device(ctx, "test", &[]);
     // The same scenarios with sender and receiver in two processes (docs/compat.md).
     compat(ctx, "test", &["--split".to_string()]);
+    // Faults at the inject points of both libraries' inject flavours (docs/inject.md).
+    compat(ctx, "test", &["--inject".to_string()]);
     // The pages and JUnit files of those runs (in-process and --split; hardware mode).
     report_files(&ctx.target.join("compat"));
     report_files(&ctx.target.join("compat-device"));
@@ -911,6 +913,7 @@ const AARCH64_QUICK_PACKAGES: &[&str] = &[
     "os-transport-legacy",
     "os-transport",
     "compat-tests",
+    "os-transport-inject",
 ];
 
 /// The aarch64 test binaries of the quick part, with the arguments given to each (a filter when
@@ -950,6 +953,8 @@ const AARCH64_QUICK_TESTS: &[(&str, &[&str])] = &[
     ),
     ("split_nodes", &["--skip", "two_invocations_judge_as_one"]),
     ("behaviour", &["wake_up_task_return_table"]),
+    // The inject registry's bytes in /dev/shm at the spec's offsets (docs/inject.md).
+    ("registry", &[]),
 ];
 
 /// What differs on aarch64 (part of `test`): [`AARCH64_QUICK_TESTS`] and the library's unit
@@ -1056,5 +1061,12 @@ fn lint(ctx: &Ctx) {
         .args(["clippy", "-p", "urma-loopback", "--features", "plugin"])
         .arg("--target-dir")
         .arg(ctx.target.join("xtask/plugin"))
+        .args(["--", "-D", "warnings"]));
+    // Likewise the library's inject flavour (docs/inject.md), in the target directory the tests
+    // build it in: src/inject/ffi.rs is compiled only with the feature.
+    run(cargo_cmd()
+        .args(["clippy", "-p", "os-transport", "--features", "inject"])
+        .arg("--target-dir")
+        .arg(ctx.target.join("inject"))
         .args(["--", "-D", "warnings"]));
 }

@@ -4,17 +4,19 @@
 //! compat [--rust-lib PATH] [--legacy-lib PATH] [--out DIR] [--random N] [--seed S]
 //!        [--scenario ID]... [--list] [--no-c-runner] [--c-runner-exe PATH] [--no-interop]
 //!        [--ledger PATH] [--interpose] [--device NAME [--eid EID]] [--verbose]
-//!        [--split [--serve HOST:PORT | --peer HOST:PORT]]
+//!        [--split [--serve HOST:PORT | --peer HOST:PORT]] [--inject]
 //! ```
 //! Defaults: the Rust library `<target>/<profile>/libos_transport.so`, the reference C library
 //! `$LEGACY_LIB` or the library legacy-c's build script built, `--out <target>/compat`,
 //! `--random $COMPAT_RANDOM` or 200, `--seed $COMPAT_SEED` or 20250413. Exit status 0 only when
-//! nothing FAILs. `--device` is hardware mode: only the public URMA API of the system library, with
+//! nothing FAILs. `--inject` runs the inject scenarios on the inject flavours of both libraries
+//! (defaults: the Rust flavour built into `<target>/inject`, legacy-c's `legacy-inject/`).
+//! `--device` is hardware mode: only the public URMA API of the system library, with
 //! the interposition layer in front for the trace and the faults. See docs/compat.md.
 
 use std::path::{Path, PathBuf};
 
-use compat_tests::harness::{backend, ledger, outcome, report, split};
+use compat_tests::harness::{backend, inject, ledger, outcome, report, split};
 use compat_tests::interpose_ctl;
 use compat_tests::lib_under_test::{legacy_lib_path, rust_lib_path, target_dir};
 
@@ -23,7 +25,7 @@ fn usage() -> ! {
         "usage: compat [--rust-lib PATH] [--legacy-lib PATH] [--out DIR] [--random N] [--seed S] \
          [--scenario ID]... [--list] [--no-c-runner] [--c-runner-exe PATH] [--no-interop] \
          [--ledger PATH] [--interpose] [--device NAME [--eid EID]] [--verbose] \
-         [--split [--serve HOST:PORT | --peer HOST:PORT]]"
+         [--split [--serve HOST:PORT | --peer HOST:PORT]] [--inject]"
     );
     std::process::exit(2)
 }
@@ -50,6 +52,8 @@ fn main() {
         verbose: false,
     };
     let mut interpose = false;
+    let mut inject_mode = false;
+    let mut libs_given = (false, false);
     let mut two_processes = false;
     let mut device: Option<String> = None;
     let mut serve: Option<String> = None;
@@ -65,8 +69,15 @@ fn main() {
             })
         };
         match a.as_str() {
-            "--rust-lib" => opts.rust_lib = PathBuf::from(val("--rust-lib")),
-            "--legacy-lib" => opts.legacy_lib = PathBuf::from(val("--legacy-lib")),
+            "--rust-lib" => {
+                opts.rust_lib = PathBuf::from(val("--rust-lib"));
+                libs_given.0 = true;
+            }
+            "--legacy-lib" => {
+                opts.legacy_lib = PathBuf::from(val("--legacy-lib"));
+                libs_given.1 = true;
+            }
+            "--inject" => inject_mode = true,
             "--out" => opts.out = PathBuf::from(val("--out")),
             "--ledger" => opts.ledger = PathBuf::from(val("--ledger")),
             "--random" => {
@@ -98,6 +109,19 @@ fn main() {
                 usage()
             }
         }
+    }
+    if inject_mode {
+        if interpose || device.is_some() || two_processes {
+            eprintln!("compat: --inject runs in one process over the loopback");
+            usage()
+        }
+        if !libs_given.0 && !opts.list {
+            opts.rust_lib = compat_tests::inject_build().rust.clone();
+        }
+        if !libs_given.1 {
+            opts.legacy_lib = os_transport_legacy::legacy_inject_lib_path();
+        }
+        std::process::exit(inject::run(&opts));
     }
     if render_ledger {
         match ledger::Ledger::load(&opts.ledger).and_then(|l| l.markdown()) {

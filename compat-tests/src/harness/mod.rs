@@ -17,6 +17,8 @@
 //!   against the ledger (its verdict);
 //! * [`crunner`]: the C consumer (`compat-tests/c/runner.c`) built and run against each library;
 //! * [`interop`]: the C <-> Rust interop matrix;
+//! * [`inject`]: `compat --inject`, faults at the inject points of both libraries' inject
+//!   flavours;
 //! * [`split`]: `compat --split`, a scenario's sender and receiver in two processes;
 //! * [`present`]: how a run is shown: the counts per verdict and per aspect, `report.md`,
 //!   `report.html`, `report.xml` (JUnit), the parts of `report.json`, the progress line and the
@@ -30,6 +32,7 @@ pub mod aspect;
 pub mod backend;
 pub mod crunner;
 pub mod ctx;
+pub mod inject;
 pub mod interop;
 pub mod ledger;
 pub mod normalise;

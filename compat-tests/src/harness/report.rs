@@ -98,6 +98,11 @@ pub fn load(opts: &Options) -> Result<Loaded, String> {
     })
 }
 
+/// [`load`], with the reason on stderr when a library cannot be loaded.
+pub fn load_or_say(opts: &Options) -> Option<Loaded> {
+    load(opts).map_err(|e| eprintln!("compat: {e}")).ok()
+}
+
 /// The outcome of a scenario the backend does not run.
 fn skipped(id: &str, kind: &'static str, desc: &str, why: &str) -> Outcome {
     Outcome::new(id, kind, desc, Verdict::Skipped(why.into()))
@@ -187,12 +192,8 @@ pub fn run(opts: &Options) -> i32 {
         println!("rand-<seed>            random scenario (--random N --seed S)");
         return 0;
     }
-    let libs = match load(opts) {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("compat: {e}");
-            return 2;
-        }
+    let Some(libs) = load_or_say(opts) else {
+        return 2;
     };
     println!("compat: reference C library: {}", opts.legacy_lib.display());
     println!("compat: Rust library:        {}", opts.rust_lib.display());
@@ -434,6 +435,9 @@ fn document<'a>(
 fn write_reports(opts: &Options, doc: &Doc, sum: &Summary) -> std::io::Result<()> {
     std::fs::create_dir_all(&opts.out)?;
     let interop = doc.checks.iter().filter(|c| c.suite == "interop");
+    let mut totals = present::json::totals(sum);
+    totals["interop_ok"] = json!(sum.suite("interop").ok);
+    totals["interop_cells"] = json!(sum.suite("interop").total);
     let mut j = json!({
         "backend": backend::get().name(),
         "loopback_control_calls": crate::loopback_ctl::forbidden_attempts(),
@@ -442,15 +446,7 @@ fn write_reports(opts: &Options, doc: &Doc, sum: &Summary) -> std::io::Result<()
         "seed": opts.seed,
         "random": opts.random,
         "seconds": doc.seconds,
-        "totals": {
-            "scenarios": sum.scenarios,
-            "pass": sum.pass,
-            "diverges": sum.diverges,
-            "fail": sum.fail + sum.run_failures,
-            "skipped": sum.skipped,
-            "interop_ok": sum.suite("interop").ok,
-            "interop_cells": sum.suite("interop").total,
-        },
+        "totals": totals,
         "ledger_problems": doc.checks.iter().filter(|c| c.suite == present::RUN).filter_map(|c| c.status.reason()).collect::<Vec<_>>(),
         "scenarios": doc.outcomes.iter().map(|o| present::json::scenario(o, true)).collect::<Vec<_>>(),
         "interop": doc.tables.first().map(|t| t.rows.iter().zip(interop).map(|(r, c)| json!({

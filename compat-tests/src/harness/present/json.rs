@@ -7,6 +7,18 @@ use super::super::outcome::{Outcome, Verdict};
 use super::model::Doc;
 use super::summary::{meaning, Summary};
 
+/// The scenario totals of a run: scenarios, PASS, DIVERGES-AS-DOCUMENTED, FAIL (the run's own
+/// FAILs included) and SKIPPED.
+pub fn totals(sum: &Summary) -> Value {
+    json!({
+        "scenarios": sum.scenarios,
+        "pass": sum.pass,
+        "diverges": sum.diverges,
+        "fail": sum.fail + sum.run_failures,
+        "skipped": sum.skipped,
+    })
+}
+
 /// One scenario: id, kind, description, verdict word, ledger entries, reason (FAIL, SKIPPED),
 /// differing trace sections, seed, time, the verdict of each aspect (`{}` when the traces were
 /// not compared) and, with `traces` and unless it passed, both normalised traces.
