@@ -10,7 +10,9 @@ use crate::say;
 use std::ffi::CString;
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
+
+use ranked_lock::{rank, RwLock};
 use std::time::{Duration, Instant};
 
 /// How long a failed attach is remembered before the next call tries again.
@@ -25,7 +27,7 @@ enum State {
     Failed(Instant),
 }
 
-static STATE: RwLock<State> = RwLock::new(State::Detached);
+static STATE: RwLock<State, { rank::INJECT_REGISTRY }> = RwLock::new(State::Detached);
 
 fn name() -> CString {
     CString::new(SHM_NAME).expect("no NUL in the name")
@@ -39,14 +41,14 @@ fn errno() -> std::io::Error {
 /// [`RETRY_AFTER`] ago.
 pub fn attach() -> Option<Arc<Mapping>> {
     {
-        let s = STATE.read().unwrap_or_else(|e| e.into_inner());
+        let s = ranked_lock::read(&STATE);
         match &*s {
             State::Attached(m) => return Some(m.clone()),
             State::Failed(at) if at.elapsed() < RETRY_AFTER => return None,
             _ => {}
         }
     }
-    let mut s = STATE.write().unwrap_or_else(|e| e.into_inner());
+    let mut s = ranked_lock::write(&STATE);
     match &*s {
         State::Attached(m) => return Some(m.clone()),
         State::Failed(at) if at.elapsed() < RETRY_AFTER => return None,
@@ -69,10 +71,7 @@ pub fn attach() -> Option<Arc<Mapping>> {
 /// creates a new object.
 pub fn cleanup() {
     say!("Cleaning up shared memory...");
-    let old = std::mem::replace(
-        &mut *STATE.write().unwrap_or_else(|e| e.into_inner()),
-        State::Detached,
-    );
+    let old = std::mem::replace(&mut *ranked_lock::write(&STATE), State::Detached);
     drop(old);
     // SAFETY: a valid C string.
     unsafe { libc::shm_unlink(name().as_ptr()) };

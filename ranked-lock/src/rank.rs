@@ -31,6 +31,10 @@ pub const JFC_INFO: u8 = 9;
 /// The log backend (`log`), which writes to a file or syslog while held.
 pub const LOG: u8 = 10;
 
+/// The inject registry's attach state (`os-transport-inject`, `shm::STATE`, `RwLock`; the
+/// library's cargo feature `inject`): a leaf, taken at an inject point under any library lock.
+pub const INJECT_REGISTRY: u8 = 19;
+
 /// The interposition layer's call lock (`urma-interpose`, `datapath::CALL`): held while a post
 /// or a poll with tracing or faults on goes through the layer to the provider, so that the
 /// post and CR numbers follow the order of the calls.
@@ -124,6 +128,7 @@ pub const fn name(r: u8) -> &'static str {
         RECV_QUEUE => "receive queue",
         JFC_INFO => "JFC record",
         LOG => "log",
+        INJECT_REGISTRY => "inject registry",
         INTERPOSE_CALL => "interposition call",
         INTERPOSE_OBJECTS => "interposition object names",
         ENGINE_RUNNER => "engine runner",
