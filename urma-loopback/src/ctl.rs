@@ -78,12 +78,12 @@ fn snapshot() -> Counters {
 
 /// Applies `URMA_LOOPBACK_KNOBS` and `URMA_LOOPBACK_TRACE` (called once, from `urma_init`).
 pub fn apply_env() {
-    if let Ok(spec) = std::env::var("URMA_LOOPBACK_KNOBS") {
+    if let Some(spec) = crate::util::env("URMA_LOOPBACK_KNOBS") {
         if let Err(item) = faults::apply_spec(&spec) {
             crate::util::log_err(&format!("URMA_LOOPBACK_KNOBS: cannot parse '{item}'"));
         }
     }
-    if let Ok(path) = std::env::var("URMA_LOOPBACK_TRACE") {
+    if let Some(path) = crate::util::env("URMA_LOOPBACK_TRACE") {
         if !path.is_empty() {
             if let Err(e) = trace::SINK.open_file(Some(&path)) {
                 crate::util::log_err(&format!("URMA_LOOPBACK_TRACE={path}: {e}"));

@@ -297,7 +297,7 @@ fn my_uid() -> u32 {
 
 /// The registry directory's path: `$URMA_LOOPBACK_DIR`, or `/dev/shm/urma-loopback-<uid>`.
 pub fn dir_path() -> PathBuf {
-    match std::env::var_os("URMA_LOOPBACK_DIR") {
+    match crate::util::env_os("URMA_LOOPBACK_DIR") {
         Some(d) if !d.is_empty() => PathBuf::from(d),
         _ => PathBuf::from(format!("/dev/shm/urma-loopback-{}", my_uid())),
     }

@@ -116,6 +116,34 @@ impl Default for RateLimit {
     }
 }
 
+/// Whether the process runs with privileges its user did not have (`AT_SECURE`: setuid, setgid,
+/// file capabilities, an LSM transition): the loader then ignores `LD_*`, and the provider
+/// ignores its own variables ([`env_os`]).
+pub fn privileged() -> bool {
+    // SAFETY: getauxval only reads the auxiliary vector the kernel gave the process.
+    unsafe { libc::getauxval(libc::AT_SECURE) != 0 }
+}
+
+/// The provider's environment: the one place where a `URMA_LOOPBACK*` variable is read. `None`
+/// in a privileged process ([`privileged`]), as `secure_getenv` does, so that a user cannot steer
+/// a setuid or setcap URMA program (its trace file, its faults, its registry directory) through
+/// the loopback. docs/loopback.md, "Security model".
+pub fn env_os(name: &str) -> Option<std::ffi::OsString> {
+    debug_assert!(
+        name.starts_with("URMA_LOOPBACK"),
+        "{name}: not the provider's"
+    );
+    if privileged() {
+        return None;
+    }
+    std::env::var_os(name)
+}
+
+/// [`env_os`] as text (`None` for a value that is not UTF-8 too).
+pub fn env(name: &str) -> Option<String> {
+    env_os(name)?.into_string().ok()
+}
+
 /// The thread stripes of the striped globals (the engine's lane locks, the statistics, the fault
 /// plane's sequence counters) and the cache-line wrapper, from the control plane.
 pub use urma_loopback_ctl::stripe::{stripe, Line, STRIPES};
