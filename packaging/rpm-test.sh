@@ -21,7 +21,8 @@
 #   9. a UMDK host: a root with the genuine URMA core (TEST ONLY stand-in of umdk-urma-lib built
 #      from RPM_TEST_UMDK_CORE / RPM_TEST_UMDK_COMMON, which `cargo xtask rpm-test` sets),
 #      mlcachedirect-urma-loopback and -conformance: urma_sample (RPM_TEST_URMA_SAMPLE) as server
-#      and client on loopback0 with the helper preloaded, and mlcachedirect-conformance --device
+#      and client on loopback0 with the helper preloaded and URMA_LOOPBACK=1 (and, without it, no
+#      loopback0), and mlcachedirect-conformance --device
 #      loopback0 (also --split) over the core and its plugin. Without a core: skipped, said so;
 #      with CI set: a failure
 #  10. rpmlint of every RPM and the spec: 0 errors
@@ -411,7 +412,16 @@ else
         [ -z "${CI:-}" ] || fail "no urma_sample (RPM_TEST_URMA_SAMPLE); in CI it must run"
         echo "   no urma_sample (RPM_TEST_URMA_SAMPLE): not run"
     else
-        uenv=(LD_LIBRARY_PATH="$uroot$libdir" LD_PRELOAD="$uroot$preload")
+        # Inert until asked: without URMA_LOOPBACK=1 the plugin makes no loopback0.
+        inert_rc=0
+        timeout 20 env LD_LIBRARY_PATH="$uroot$libdir" LD_PRELOAD="$uroot$preload" "$sample" -m 1 \
+            -d loopback0 -p 1 < /dev/null > "$work/log/sample-inert.log" 2>&1 || inert_rc=$?
+        case $inert_rc in
+            0|124) cat "$work/log/sample-inert.log"
+                   fail "urma_sample -d loopback0 without URMA_LOOPBACK=1: exit $inert_rc (the plugin is not inert)" ;;
+        esac
+        echo "   without URMA_LOOPBACK=1: urma_sample -d loopback0 exits $inert_rc ($(grep -m1 -i -e fail -e 'not' "$work/log/sample-inert.log" || true))"
+        uenv=(LD_LIBRARY_PATH="$uroot$libdir" LD_PRELOAD="$uroot$preload" URMA_LOOPBACK=1)
         # is_listening PORT: a TCP socket of this machine listens on PORT.
         is_listening() {
             local f hex
