@@ -139,11 +139,16 @@ dyn() { readelf -d "$work/files$1" | sed -n -E "s/.*\($2\).*\[(.*)\]/\1/p" | tr 
 # preloaded into.
 grep -qw 'liburma\.so\.0' <<<"$(dyn "$plugin" NEEDED)" || fail "$plugin does not need liburma.so.0: $(dyn "$plugin" NEEDED)"
 grep -q 'liburma' <<<"$(dyn "$preload" NEEDED)" && fail "$preload needs $(dyn "$preload" NEEDED)"
+# Built without the test-control API: of the loopback's own functions only the helper's two queries.
+plugin_exports=$(nm -D --defined-only "$work/files$plugin" | awk '$2 == "T" && $3 ~ /^urma_/ { print $3 }' | sort | tr '
+' ' ')
+[ "$plugin_exports" = "urma_loopback_plugin_eid_list urma_loopback_plugin_query_device " ] ||
+    fail "$plugin exports $plugin_exports(the installed plugin carries no test-control API)"
 echo "   $name requires: $(grep -e liburma -e umdk <<<"$main_requires" | tr '\n' ' ')"
 echo "   $name-devel requires: $(grep -e umdk -e "^$name" <<<"$devel_requires" | tr '\n' ' ')"
 echo "   $name-conformance provides/obsoletes: $(grep compat <<<"$conf_provides" | tr '\n' ' ')/ $conf_obsoletes"
 echo "   $name-urma-loopback requires: $(grep -e liburma -e umdk <<<"$plugin_requires" | tr '\n' ' ')"
-echo "   $plugin: SONAME $(dyn "$plugin" SONAME)NEEDED $(dyn "$plugin" NEEDED)"
+echo "   $plugin: SONAME $(dyn "$plugin" SONAME)NEEDED $(dyn "$plugin" NEEDED)exports $plugin_exports"
 echo "   $preload: NEEDED $(dyn "$preload" NEEDED)"
 step "dependency metadata"
 
