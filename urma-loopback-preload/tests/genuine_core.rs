@@ -247,17 +247,6 @@ fn without_helper() {
     unsafe { (core.uninit)() };
 }
 
-/// The plugin's file, if there is one to test.
-fn plugin_file() -> Option<PathBuf> {
-    let p = PathBuf::from(std::env::var_os("URMA_LOOPBACK_PLUGIN").filter(|v| !v.is_empty())?);
-    assert!(
-        p.is_file(),
-        "URMA_LOOPBACK_PLUGIN={}: no such file",
-        p.display()
-    );
-    Some(p)
-}
-
 /// A view of the core whose plugin directory holds the plugin only: a copy, since the core
 /// loads a plugin by its resolved path and the plugin is found by its file name.
 fn view(umdk: &Umdk, plugin_file: &Path) -> Umdk {
@@ -281,7 +270,7 @@ fn main() {
         println!("under emulation: skipped the helper under the genuine core");
         return;
     }
-    let Some(plugin_file) = plugin_file() else {
+    let Some(plugin_file) = dl::plugin_under_test() else {
         println!(
             "URMA_LOOPBACK_PLUGIN not set: skipped the helper under the genuine core (cargo \
              xtask test-umdk builds the plugin and runs this test)"

@@ -480,17 +480,6 @@ fn privileged_ignores_the_variables(s: &Stage, face: &str, lib: &Path, common: O
     );
 }
 
-/// The plugin's file, if there is one to test (`URMA_LOOPBACK_PLUGIN`).
-fn plugin_file() -> Option<PathBuf> {
-    let p = PathBuf::from(std::env::var_os("URMA_LOOPBACK_PLUGIN").filter(|v| !v.is_empty())?);
-    assert!(
-        p.is_file(),
-        "URMA_LOOPBACK_PLUGIN={}: no such file",
-        p.display()
-    );
-    Some(p)
-}
-
 fn main() {
     if std::env::var_os(ROLE).is_some() {
         role();
@@ -499,7 +488,7 @@ fn main() {
         println!("plugin_safety: under emulation: skipped");
         return;
     }
-    let genuine = match plugin_file() {
+    let genuine = match dl::plugin_under_test() {
         None => {
             println!(
                 "plugin_safety: URMA_LOOPBACK_PLUGIN not set: the genuine-core cases are skipped \
