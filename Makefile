@@ -23,7 +23,7 @@ endif
 
 GOALS := build test test-umdk compat compat-device legacy-asan-suite reliability-check reliability-memcheck \
   reliability-helgrind stress fuzz fuzz-smoke bench bench-quick dist rpm rpm-test rpm-clean \
-  test-aarch64 test-aarch64-quick msrv lint imports fmt deps clean help
+  test-aarch64 test-aarch64-quick msrv lint imports fmt ledger deps clean help
 
 .PHONY: all $(GOALS)
 all: build

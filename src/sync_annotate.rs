@@ -253,27 +253,60 @@ pub mod futex {
     /// Reads of a held lock's word before a contended locker sleeps.
     const SPIN_READS: u32 = 100;
 
+    /// Now on `CLOCK_MONOTONIC` plus `d`: the absolute deadline of a timed [`futex_wait`].
+    fn monotonic_deadline(d: Duration) -> libc::timespec {
+        let mut now = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes one timespec into `now`, a live local of that type.
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+        let nanos = now.tv_nsec as u64 + u64::from(d.subsec_nanos());
+        let secs = (now.tv_sec as u64)
+            .saturating_add(d.as_secs())
+            .saturating_add(nanos / 1_000_000_000)
+            .min(libc::time_t::MAX as u64);
+        libc::timespec {
+            tv_sec: secs as libc::time_t,
+            tv_nsec: (nanos % 1_000_000_000) as _,
+        }
+    }
+
     /// Sleeps while `*word == expected` (at most `timeout`); `false` if the timeout elapsed.
+    ///
+    /// The deadline is absolute (`FUTEX_WAIT_BITSET` on `CLOCK_MONOTONIC`), fixed before the
+    /// first sleep: a signal that interrupts the sleep (`EINTR`) is not a wake-up, so the wait
+    /// goes on while the word is unchanged, until the same deadline.
     fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) -> bool {
-        let ts = timeout.map(|d| libc::timespec {
-            tv_sec: d.as_secs().min(i64::MAX as u64) as libc::time_t,
-            tv_nsec: d.subsec_nanos() as _,
-        });
-        let tsp = ts
+        let deadline = timeout.map(monotonic_deadline);
+        let tsp = deadline
             .as_ref()
             .map_or(std::ptr::null(), |t| t as *const libc::timespec);
-        // SAFETY: FUTEX_WAIT on a live, aligned 32-bit atomic of this process, with a NULL or
-        // valid relative timeout; the kernel only reads the word and the timespec.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_futex,
-                word.as_ptr(),
-                libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
-                expected,
-                tsp,
-            )
-        };
-        !(r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ETIMEDOUT))
+        loop {
+            // SAFETY: FUTEX_WAIT_BITSET on a live, aligned 32-bit atomic of this process, with a
+            // NULL or valid absolute timeout; the kernel only reads the word and the timespec
+            // (the second address argument is unused by this operation).
+            let r = unsafe {
+                libc::syscall(
+                    libc::SYS_futex,
+                    word.as_ptr(),
+                    libc::FUTEX_WAIT_BITSET | libc::FUTEX_PRIVATE_FLAG,
+                    expected,
+                    tsp,
+                    std::ptr::null::<u32>(),
+                    libc::FUTEX_BITSET_MATCH_ANY,
+                )
+            };
+            if r == 0 {
+                return true;
+            }
+            match std::io::Error::last_os_error().raw_os_error() {
+                Some(libc::ETIMEDOUT) => return false,
+                Some(libc::EINTR) if word.load(Ordering::Relaxed) == expected => continue,
+                // EAGAIN: the word changed before the sleep; EINTR after a change: both wake.
+                _ => return true,
+            }
+        }
     }
 
     /// Wakes up to `n` threads sleeping on `word`.
@@ -750,6 +783,47 @@ mod tests {
         assert!(t.elapsed() >= Duration::from_millis(30));
         // And the lock was taken again and released by the guard.
         drop(m.lock().unwrap());
+    }
+
+    /// A signal handler installed without `SA_RESTART` interrupts a futex sleep with `EINTR`.
+    extern "C" fn ignore_signal(_: libc::c_int) {}
+
+    #[test]
+    fn a_timed_wait_interrupted_by_signals_still_waits_until_its_deadline() {
+        // SAFETY: a handler that does nothing (async-signal-safe), installed for SIGURG, which
+        // nothing else in this test binary uses; no SA_RESTART, so the sleep returns EINTR.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = ignore_signal as *const () as libc::sighandler_t;
+            libc::sigemptyset(&mut sa.sa_mask);
+            assert_eq!(libc::sigaction(libc::SIGURG, &sa, std::ptr::null_mut()), 0);
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let waiter = std::thread::spawn(move || {
+            // SAFETY: pthread_self has no preconditions.
+            tx.send(unsafe { libc::pthread_self() }).unwrap();
+            let m = Mutex::<(), ANY>::new(());
+            let cv = Condvar::new();
+            let t = Instant::now();
+            let (g, timed_out) = cv
+                .wait_timeout(m.lock().unwrap(), Duration::from_millis(400))
+                .unwrap();
+            drop(g);
+            (timed_out, t.elapsed())
+        });
+        let thread = rx.recv().unwrap();
+        for _ in 0..5 {
+            std::thread::sleep(Duration::from_millis(40));
+            // SAFETY: the waiter thread is alive until it returns, 400 ms after it started
+            // waiting; these signals are all sent within 200 ms of its start.
+            unsafe { libc::pthread_kill(thread, libc::SIGURG) };
+        }
+        let (timed_out, took) = waiter.join().unwrap();
+        assert!(
+            timed_out,
+            "an interrupted wait reported a wake-up after {took:?}"
+        );
+        assert!(took >= Duration::from_millis(400), "ended early: {took:?}");
     }
 
     #[test]

@@ -638,16 +638,13 @@ long shim_polls(void) { return atomic_load(&polls); }
 fn build_shim(dir: &Path) -> PathBuf {
     let c = dir.join("shim.c");
     std::fs::write(&c, SHIM).expect("write shim.c");
-    let so = dir.join("libpreload_shim.so");
-    let st = Command::new(cc())
-        .args(["-shared", "-fPIC", "-O1", "-o"])
-        .arg(&so)
-        .arg(&c)
-        .arg("-ldl")
-        .status()
-        .expect("run cc");
-    assert!(st.success(), "compile the preload shim");
-    so
+    testkit::cprog::Build::new(
+        testkit::cprog::Flavour::Plain,
+        dir.join("libpreload_shim.so"),
+    )
+    .shared(None)
+    .source(c)
+    .run()
 }
 
 /// Parent side: run the `preload-shim` child (the loopback as liburma.so.0, the shim preloaded).

@@ -17,9 +17,8 @@
 
 use std::ffi::{c_char, c_int, c_void, CString};
 use std::path::PathBuf;
-use std::process::Command;
 
-use ost_build_support::umdk;
+use ost_build_support::{cprog, umdk};
 use std::ptr::{self, NonNull};
 use std::sync::{Mutex, OnceLock};
 
@@ -162,12 +161,10 @@ fn the_genuine_core_registers_a_built_device_and_passes_the_check() {
         "/* registers nothing */\nint urma_sys_empty_plugin;\n",
     )
     .expect("write");
-    target::run(
-        Command::new(paths::cc())
-            .args(["-shared", "-fPIC", "-o"])
-            .arg(plugins.join("liburma-sys-empty.so"))
-            .arg(&empty),
-    );
+    cprog::Build::new(cprog::Flavour::Plain, plugins.join("liburma-sys-empty.so"))
+        .shared(None)
+        .source(&empty)
+        .run();
     let sysfs = work.join(format!("sysfs-{}", std::process::id()));
     std::fs::create_dir_all(sysfs.join("eids")).expect("sysfs dir");
     std::fs::write(sysfs.join("eids/eid0"), "fe80::1\n").expect("eid");

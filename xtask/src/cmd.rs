@@ -82,3 +82,21 @@ fn is_root() -> bool {
         })
         .unwrap_or(false)
 }
+
+/// The `urma_*` functions `lib` defines in its dynamic symbol table (`nm -D --defined-only`).
+pub fn urma_exports(lib: &std::path::Path) -> Vec<String> {
+    let out = Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(lib)
+        .output()
+        .unwrap_or_else(|e| fail(format!("nm: {e}")));
+    if !out.status.success() {
+        fail(format!("nm -D {} failed", lib.display()));
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(2))
+        .filter(|n| n.starts_with("urma_"))
+        .map(str::to_string)
+        .collect()
+}

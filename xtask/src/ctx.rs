@@ -127,9 +127,14 @@ pub const GOALS: &[(&str, &str, &str)] = &[
     (
         "imports",
         "",
-        "no import circle between the module files of a crate (urma-loopback: report only)",
+        "no import circle between the module files of any crate of the workspace",
     ),
     ("fmt", "", "cargo fmt --all"),
+    (
+        "ledger",
+        "",
+        "render docs/divergences.md from compat-tests/ledger.json (the ledger's one source)",
+    ),
     (
         "deps",
         "",

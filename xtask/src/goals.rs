@@ -4,7 +4,9 @@
 //! VALGRIND, RPMBUILD_OPTS, DIST_TREE, UMDK_SRC, UMDK_LAT_ITERS, UMDK_BW_ITERS.
 
 use crate::cargo::{self, Built};
-use crate::cmd::{cargo as cargo_cmd, env_or, fail, run, security_required, show, try_run};
+use crate::cmd::{
+    cargo as cargo_cmd, env_or, fail, run, security_required, show, try_run, urma_exports,
+};
 use crate::ctx::Ctx;
 use crate::reports;
 use ost_build_support::cprog::{self, Build, Compiler, Lib};
@@ -73,6 +75,7 @@ pub fn dispatch(ctx: &mut Ctx, goal: &str, args: &[String]) {
         "lint" => lint(ctx),
         "imports" => imports(ctx),
         "fmt" => run(cargo_cmd().args(["fmt", "--all"])),
+        "ledger" => ledger(ctx),
         "deps" => run(Command::new("./packaging/deps.sh").args(["install", "all"])),
         "clean" => run(cargo_cmd().arg("clean")),
         _ => unreachable!("GOALS lists {goal}"),
@@ -177,22 +180,23 @@ fn compat(ctx: &mut Ctx, goal: &str, args: &[String]) {
         .args(compat_args(args)));
 }
 
-/// The `urma_*` functions `lib` defines in its dynamic symbol table (`nm -D --defined-only`).
-fn urma_exports(lib: &Path) -> Vec<String> {
-    let out = Command::new("nm")
-        .args(["-D", "--defined-only"])
-        .arg(lib)
+/// Renders `docs/divergences.md` from the ledger (`compat --render-ledger`): the page's one
+/// source is `compat-tests/ledger.json`.
+fn ledger(ctx: &Ctx) {
+    let out = cargo_cmd()
+        .args(["run", "-q", "-p", "compat-tests", "--bin", "compat", "--"])
+        .arg("--render-ledger")
         .output()
-        .unwrap_or_else(|e| fail(format!("nm: {e}")));
+        .unwrap_or_else(|e| fail(format!("cargo run compat: {e}")));
     if !out.status.success() {
-        fail(format!("nm -D {} failed", lib.display()));
+        fail(format!(
+            "compat --render-ledger failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
     }
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split_whitespace().nth(2))
-        .filter(|n| n.starts_with("urma_"))
-        .map(str::to_string)
-        .collect()
+    let page = ctx.repo.join("docs/divergences.md");
+    std::fs::write(&page, &out.stdout).unwrap_or_else(|e| fail(format!("{}: {e}", page.display())));
+    println!("ledger: wrote {}", page.display());
 }
 
 /// Hardware mode over the loopback treated as an unknown provider: `compat --device loopback0`

@@ -34,7 +34,7 @@ use ost_build_support::umdk::{self, Umdk};
 use serde_json::{json, Value};
 
 use crate::cargo::{self, Built};
-use crate::cmd::{cargo as cargo_cmd, env_or, fail, security_required, show};
+use crate::cmd::{cargo as cargo_cmd, env_or, fail, security_required, show, urma_exports};
 use crate::ctx::Ctx;
 use crate::reports;
 
@@ -137,11 +137,43 @@ fn install(ctx: &Ctx, built: &Built, umdk: &Umdk, out: &Path, release: bool) -> 
         .arg("--target-dir")
         .arg(ctx.target.join("xtask/plugin"));
     let face = cargo::build_cdylib(cmd, "urma-loopback");
+    check_plugin_exports(&face, &built.loopback_dir.join("liburma.so.0"));
     let plugin = umdk.plugin_dir.join(PLUGIN_FILE_NAME);
     copy_replacing(&face, &plugin);
     let preload = out.join(PRELOAD_FILE_NAME);
     copy_replacing(built.cdylib("urma-loopback-preload"), &preload);
     (plugin, preload)
+}
+
+/// The plugin face defines no URMA function in its dynamic symbol table, only `urma_loopback_*`
+/// names (the control API and the device queries of the helper): a lookup through the plugin must
+/// never find a second `urma_poll_jfc` beside the core's. The same `nm` reading of the standalone
+/// face (`standalone`) must find the URMA functions, or the check is blind.
+fn check_plugin_exports(face: &Path, standalone: &Path) {
+    let ours = |n: &String| n.starts_with("urma_loopback_");
+    if !urma_exports(standalone)
+        .iter()
+        .any(|n| n == "urma_poll_jfc")
+    {
+        fail(format!(
+            "the plugin export check is blind: nm finds no urma_poll_jfc in {}",
+            standalone.display()
+        ));
+    }
+    let urma: Vec<String> = urma_exports(face)
+        .into_iter()
+        .filter(|n| !ours(n))
+        .collect();
+    if !urma.is_empty() {
+        fail(format!(
+            "the plugin face {} exports {urma:?}",
+            face.display()
+        ));
+    }
+    println!(
+        "genuine-core lane: {} exports no URMA function (only urma_loopback_* names)",
+        face.display()
+    );
 }
 
 /// The genuine URMA stack for `make bench`'s cells over the genuine core (docs/bench.md, "Over

@@ -55,6 +55,7 @@ fn main() {
     let mut serve: Option<String> = None;
     let mut peer: Option<String> = None;
     let mut eid: Option<String> = None;
+    let mut render_ledger = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut val = |name: &str| {
@@ -77,6 +78,7 @@ fn main() {
                 opts.only.push(v);
             }
             "--list" => opts.list = true,
+            "--render-ledger" => render_ledger = true,
             "--no-c-runner" => opts.c_runner = false,
             "--c-runner-exe" => opts.c_runner_exe = Some(PathBuf::from(val("--c-runner-exe"))),
             "--no-interop" => opts.interop = false,
@@ -94,6 +96,18 @@ fn main() {
             _ => {
                 eprintln!("compat: unknown argument {a}");
                 usage()
+            }
+        }
+    }
+    if render_ledger {
+        match ledger::Ledger::load(&opts.ledger).and_then(|l| l.markdown()) {
+            Ok(md) => {
+                print!("{md}");
+                return;
+            }
+            Err(e) => {
+                eprintln!("compat: {e}");
+                std::process::exit(2);
             }
         }
     }

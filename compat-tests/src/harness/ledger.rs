@@ -1,7 +1,9 @@
-//! The divergence ledger's machine-readable twin (`compat-tests/ledger.json`) of
-//! `docs/divergences.md`.
+//! The divergence ledger (`compat-tests/ledger.json`): the one source of every intentional
+//! difference from the C original. `docs/divergences.md` is its rendering ([`Ledger::markdown`],
+//! written by `make ledger`; a test fails when the committed page differs).
 //!
-//! Each entry: `id` (`Dn`), `title`, `scenarios` (catalogue and C-runner scenario ids where the
+//! Each entry: `id` (`Dn`), `title`, the page's cells `legacy`, `ours`, `why_safe`, `pinned_by`
+//! (markdown, one line each), `scenarios` (catalogue and C-runner scenario ids where the
 //! difference shows), `random` (feature names: the entry applies to a random scenario that has
 //! any of them), `received` (evidence names of [`super::received`]: over a provider the harness
 //! does not control, the entry applies to a scenario whose traces give one of them), `aspects`
@@ -28,13 +30,37 @@ pub struct Entry {
     pub aspects: Vec<String>,
     pub observable: bool,
     pub note: String,
+    /// What the C original does (markdown, one table cell).
+    pub legacy: String,
+    /// What the Rust library does instead.
+    pub ours: String,
+    /// Why a mixed deployment (C on one side, Rust on the other) stays safe.
+    pub why_safe: String,
+    /// The tests that pin the difference.
+    pub pinned_by: String,
+}
+
+/// The text of `docs/divergences.md` around the table (`page` in the ledger file).
+#[derive(Debug, Clone, Default)]
+pub struct Page {
+    pub title: String,
+    /// Markdown lines between the title and the table.
+    pub intro: Vec<String>,
+    /// Markdown lines after the table.
+    pub outro: Vec<String>,
 }
 
 /// The ledger.
 #[derive(Debug, Clone, Default)]
 pub struct Ledger {
     pub entries: Vec<Entry>,
+    pub page: Page,
     pub path: PathBuf,
+}
+
+/// The string field `k` of `v` (empty when absent).
+fn field(v: &Value, k: &str) -> String {
+    v.get(k).and_then(|x| x.as_str()).unwrap_or("").to_string()
 }
 
 fn strs(v: &Value, k: &str) -> Vec<String> {
@@ -73,11 +99,7 @@ impl Ledger {
                 .ok_or_else(|| format!("{}: entry without id", path.display()))?
                 .to_string();
             entries.push(Entry {
-                title: e
-                    .get("title")
-                    .and_then(|x| x.as_str())
-                    .unwrap_or("")
-                    .to_string(),
+                title: field(e, "title"),
                 scenarios: strs(e, "scenarios"),
                 random: strs(e, "random"),
                 received: strs(e, "received"),
@@ -86,16 +108,22 @@ impl Ledger {
                     .get("observable")
                     .and_then(|x| x.as_bool())
                     .unwrap_or(true),
-                note: e
-                    .get("note")
-                    .and_then(|x| x.as_str())
-                    .unwrap_or("")
-                    .to_string(),
+                note: field(e, "note"),
+                legacy: field(e, "legacy"),
+                ours: field(e, "ours"),
+                why_safe: field(e, "why_safe"),
+                pinned_by: field(e, "pinned_by"),
                 id,
             });
         }
+        let page = v.get("page").unwrap_or(&Value::Null);
         Ok(Ledger {
             entries,
+            page: Page {
+                title: field(page, "title"),
+                intro: strs(page, "intro"),
+                outro: strs(page, "outro"),
+            },
             path: path.to_path_buf(),
         })
     }
@@ -196,6 +224,60 @@ impl Ledger {
             .collect()
     }
 
+    /// `docs/divergences.md`: the title, the intro, one table row per entry in the order of
+    /// their numbers (D1, D2, ..., D10), the outro. A cell that would break the table (a `|` or
+    /// a line break in it) is an error naming the entry and the field.
+    pub fn markdown(&self) -> Result<String, String> {
+        let mut rows: Vec<&Entry> = self.entries.iter().collect();
+        rows.sort_by_key(|e| {
+            (
+                e.id.trim_start_matches('D').parse::<u32>().ok(),
+                e.id.clone(),
+            )
+        });
+        let mut md = format!(
+            "# {}
+
+{RENDERED_NOTE}
+
+",
+            self.page.title
+        );
+        for l in &self.page.intro {
+            md.push_str(l);
+            md.push('\n');
+        }
+        md.push_str(
+            "\n| id | legacy (contract) | ours | why safe in a mixed deployment | pinned by |\n",
+        );
+        md.push_str("|---|---|---|---|---|\n");
+        for e in rows {
+            let cells = [
+                ("legacy", &e.legacy),
+                ("ours", &e.ours),
+                ("why_safe", &e.why_safe),
+                ("pinned_by", &e.pinned_by),
+            ];
+            md.push_str(&format!("| {} |", e.id));
+            for (field, cell) in cells {
+                if cell.trim().is_empty() || cell.contains('|') || cell.contains('\n') {
+                    return Err(format!(
+                        "{}: {field} is empty or holds a '|' or a line break",
+                        e.id
+                    ));
+                }
+                md.push_str(&format!(" {cell} |"));
+            }
+            md.push('\n');
+        }
+        md.push('\n');
+        for l in &self.page.outro {
+            md.push_str(l);
+            md.push('\n');
+        }
+        Ok(md)
+    }
+
     /// Ids in ledger order.
     pub fn ids(&self) -> Vec<String> {
         self.entries.iter().map(|e| e.id.clone()).collect()
@@ -210,23 +292,9 @@ fn covering<'a>(app: &[&'a Entry], aspect: &str) -> Vec<&'a Entry> {
         .collect()
 }
 
-/// The `Dn` ids of the table rows of `docs/divergences.md` (lines starting with `| Dn |`).
-pub fn doc_ids(markdown: &str) -> Vec<String> {
-    let mut v = Vec::new();
-    for l in markdown.lines() {
-        let t = l.trim_start();
-        if let Some(rest) = t.strip_prefix('|') {
-            let cell = rest.split('|').next().unwrap_or("").trim();
-            if cell.len() >= 2
-                && cell.starts_with('D')
-                && cell[1..].bytes().all(|b| b.is_ascii_digit())
-            {
-                v.push(cell.to_string());
-            }
-        }
-    }
-    v
-}
+/// The line under the title of the rendered page.
+pub const RENDERED_NOTE: &str = "<!-- Rendered from compat-tests/ledger.json by `make ledger`: edit the \
+                                 ledger, not this page (docs/compat.md, \"Adding a ledger entry\"). -->";
 
 /// `<repo>/docs/divergences.md`.
 pub fn divergences_md_path() -> PathBuf {
@@ -241,9 +309,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn doc_ids_reads_table_rows() {
-        let md = "| id | legacy |\n|---|---|\n| D1 | x |\n| D12 | y |\ntext D3\n";
-        assert_eq!(doc_ids(md), vec!["D1", "D12"]);
+    fn the_page_has_the_entries_in_number_order_and_refuses_a_broken_cell() {
+        let cells = r#""legacy":"a","ours":"b","why_safe":"c","pinned_by":"d""#;
+        let json = format!(
+            r#"{{"page":{{"title":"T","intro":["i"],"outro":["o"]}},"entries":[
+            {{"id":"D10","title":"t",{cells}}},{{"id":"D2","title":"t",{cells}}}]}}"#
+        );
+        let l = Ledger::parse(&json, Path::new("x")).unwrap();
+        let md = l.markdown().unwrap();
+        assert!(md.starts_with("# T\n\n<!--"), "{md}");
+        let d2 = md.find("| D2 | a | b | c | d |").expect("D2 row");
+        let d10 = md.find("| D10 |").expect("D10 row");
+        assert!(d2 < d10, "{md}");
+        assert!(md.ends_with("|\n\no\n"), "{md}");
+        let broken = json.replacen(r#""ours":"b""#, r#""ours":"x | y""#, 1);
+        let err = Ledger::parse(&broken, Path::new("x"))
+            .unwrap()
+            .markdown()
+            .unwrap_err();
+        assert!(err.contains("D10: ours"), "{err}");
     }
 
     #[test]

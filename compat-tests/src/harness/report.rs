@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use super::ctx::{Ctx, Lib};
-use super::ledger::{self, Ledger};
+use super::ledger::Ledger;
 use super::outcome::{judge, Options, Outcome, RunResult, Verdict};
 use super::present::progress::Progress;
 use super::present::summary::{self, Summary};
@@ -352,20 +352,6 @@ fn ledger_consistency(
         }
         if e.observable && e.scenarios.is_empty() {
             problems.push(format!("{}: observable, but lists no scenario", e.id));
-        }
-    }
-    if let Ok(md) = std::fs::read_to_string(ledger::divergences_md_path()) {
-        let doc: BTreeSet<String> = ledger::doc_ids(&md).into_iter().collect();
-        let twin: BTreeSet<String> = ledger.ids().into_iter().collect();
-        for d in doc.difference(&twin) {
-            problems.push(format!(
-                "{d}: in docs/divergences.md but not in the ledger twin"
-            ));
-        }
-        for d in twin.difference(&doc) {
-            problems.push(format!(
-                "{d}: in the ledger twin but not in docs/divergences.md"
-            ));
         }
     }
     problems

@@ -176,6 +176,19 @@ fn ledger_table(doc: &Doc, s: &Summary, seen_only: bool) -> String {
                 escape(&e.note)
             )
         };
+        // The ledger's own words (markdown shown as text): a reader of the report learns what
+        // each entry means without the docs.
+        let meaning = if e.legacy.is_empty() {
+            escape(&e.title)
+        } else {
+            format!(
+                "<details><summary>{}</summary><div class=\"small\"><b>C original:</b> {}<br><b>Rust:</b> {}<br><b>why safe:</b> {}</div></details>",
+                escape(&e.title),
+                escape(&e.legacy),
+                escape(&e.ours),
+                escape(&e.why_safe)
+            )
+        };
         h.push_str(&format!(
             "<tr><td><a class=\"entry\" href=\"#entry={0}\">{0}</a></td><td>{1}</td><td>{2}{note}</td><td>{3}</td></tr>\n",
             escape(&e.id),
@@ -184,7 +197,7 @@ fn ledger_table(doc: &Doc, s: &Summary, seen_only: bool) -> String {
                 Some(c) => c.to_string(),
                 None => "0".into(),
             },
-            escape(&e.title),
+            meaning,
             if e.aspects.is_empty() { "all".into() } else { escape(&e.aspects.join(", ")) }
         ));
     }
