@@ -35,18 +35,3 @@ pub unsafe fn symbol<T: Copy>(lib: *mut c_void, name: &str) -> T {
     // promise); both are pointers of the same size (asserted above).
     unsafe { std::mem::transmute_copy(&p) }
 }
-
-/// The loopback plugin the genuine-core tests run (`URMA_LOOPBACK_PLUGIN`, which `cargo xtask
-/// test-umdk` sets to the plugin it built); `None` when unset or empty (the tests then say so
-/// and skip); panics when it names no file.
-pub fn plugin_under_test() -> Option<std::path::PathBuf> {
-    let p = std::path::PathBuf::from(
-        std::env::var_os("URMA_LOOPBACK_PLUGIN").filter(|v| !v.is_empty())?,
-    );
-    assert!(
-        p.is_file(),
-        "URMA_LOOPBACK_PLUGIN={}: no such file",
-        p.display()
-    );
-    Some(p)
-}

@@ -270,7 +270,7 @@ fn main() {
         println!("under emulation: skipped the helper under the genuine core");
         return;
     }
-    let Some(plugin_file) = dl::plugin_under_test() else {
+    let Some(plugin_file) = target::plugin_under_test() else {
         println!(
             "URMA_LOOPBACK_PLUGIN not set: skipped the helper under the genuine core (cargo \
              xtask test-umdk builds the plugin and runs this test)"

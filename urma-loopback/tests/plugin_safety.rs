@@ -488,7 +488,7 @@ fn main() {
         println!("plugin_safety: under emulation: skipped");
         return;
     }
-    let genuine = match dl::plugin_under_test() {
+    let genuine = match target::plugin_under_test() {
         None => {
             println!(
                 "plugin_safety: URMA_LOOPBACK_PLUGIN not set: the genuine-core cases are skipped \
