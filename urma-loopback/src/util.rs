@@ -169,3 +169,42 @@ mod rate_tests {
         assert_eq!(super::lock(&r.0).2, 0, "the held-back count was told");
     }
 }
+
+#[cfg(test)]
+mod env_tests {
+    /// Every `URMA_LOOPBACK*` variable goes through [`super::env_os`] (ignored when privileged):
+    /// no other file of the crate reads the environment itself.
+    #[test]
+    fn only_env_os_reads_the_environment() {
+        fn walk(dir: &std::path::Path, found: &mut Vec<String>) {
+            for e in std::fs::read_dir(dir).expect("src").flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    walk(&p, found);
+                } else if p.extension().is_some_and(|x| x == "rs") && !p.ends_with("util.rs") {
+                    let text = std::fs::read_to_string(&p).expect("source");
+                    for (i, l) in text.lines().enumerate() {
+                        if l.contains("env::var") || l.contains("getenv") {
+                            found.push(format!("{}:{}: {}", p.display(), i + 1, l.trim()));
+                        }
+                    }
+                }
+            }
+        }
+        let mut found = Vec::new();
+        walk(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+            &mut found,
+        );
+        assert!(
+            found.is_empty(),
+            "read the environment past util::env: {found:#?}"
+        );
+        assert!(!super::privileged(), "the unit tests run unprivileged");
+        assert_eq!(
+            super::env("URMA_LOOPBACK_UNIT_TEST_UNSET"),
+            None,
+            "an unset variable"
+        );
+    }
+}
