@@ -46,6 +46,7 @@ reqs=(
   "base@headless Chromium running a page's script (the compat report page test)@$probe_chromium@chromium@chromium@"
   "base@xmllint validating against an XML schema (the compat JUnit report test)@$probe_xmllint@libxml2-utils@libxml2@"
   "base@useradd and userdel (the loopback's security suite runs processes as throw-away users)@command -v useradd && command -v userdel@passwd@shadow@"
+  "base@unshare (the loopback's security suite runs processes in pid namespaces of their own)@command -v unshare@util-linux@util-linux@"
   "rpm@rpmbuild@command -v rpmbuild@rpm@rpm-build@"
   "rpm@dnf@command -v dnf@dnf@dnf@"
   "rpm@createrepo_c@command -v createrepo_c@createrepo-c@createrepo_c@"

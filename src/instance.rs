@@ -6,8 +6,8 @@ use crate::abi::{os_transport_cfg_t, Out, ERR};
 use crate::log::{error, info, warning};
 use crate::pool::{current_worker, Pool, WorkerCtx, MAX_WORKERS};
 use crate::request::{self, slots, ReqTable, ReqTables};
-use crate::sync_annotate::{self, rank, Mutex, RwLock};
 use crate::urma::{RecvQueue, RecvQueueWord};
+use ranked_lock::{rank, Mutex, RwLock};
 use std::cell::{Cell, RefCell};
 use std::ffi::c_void;
 use std::ops::Deref;
@@ -168,7 +168,7 @@ fn refresh(handle: *mut c_void, f: &Fast, fp: *const Fast) -> Option<InstRef> {
     if f.borrows.get() == 0 {
         let refreshed = OWNER.try_with(|o| {
             let mut o = o.try_borrow_mut().ok()?;
-            let g = sync_annotate::read(&LIVE);
+            let g = ranked_lock::read(&LIVE);
             // Read under the lock, the epoch names exactly the instance (or none) cloned here.
             let (inst, epoch) = (g.clone(), EPOCH.load(Ordering::Acquire));
             drop(g);
@@ -191,7 +191,7 @@ fn refresh(handle: *mut c_void, f: &Fast, fp: *const Fast) -> Option<InstRef> {
             return Some(InstRef(Ref::Cached(f.inst.get(), fp)));
         }
     }
-    let g = sync_annotate::read(&LIVE);
+    let g = ranked_lock::read(&LIVE);
     g.as_ref()
         .filter(|i| handle_of(i.seq) == handle as usize)
         .cloned()
@@ -217,7 +217,7 @@ pub fn init(
     let cfg = *cfg;
     // Read (and complained about) before any lock is taken.
     let max_inflight = slots::max_inflight_from_env();
-    let mut g = sync_annotate::write(&LIVE);
+    let mut g = ranked_lock::write(&LIVE);
     if g.is_some() {
         error!("os_transport_init: already initialized (one instance per process)");
         return ERR;
@@ -268,7 +268,7 @@ pub fn init(
 
 /// `os_transport_reg_jfc` with a validated instance (the pointers are only recorded).
 pub fn reg_jfc(inst: &Instance, jfce: *mut c_void, jfc: *mut c_void) -> u32 {
-    let mut j = sync_annotate::lock(&inst.jfc_info);
+    let mut j = ranked_lock::lock(&inst.jfc_info);
     j.0 = jfce as usize;
     j.1 = jfc as usize;
     info!("os_transport_reg_jfc: jfce/jfc recorded");
@@ -282,7 +282,7 @@ pub fn destroy(handle: *mut c_void) -> u32 {
         return ERR;
     }
     let inst = {
-        let mut g = sync_annotate::write(&LIVE);
+        let mut g = ranked_lock::write(&LIVE);
         match g.as_ref() {
             Some(i) if handle_of(i.seq) == handle as usize => {
                 if current_worker().is_some_and(|w| w.instance == i.seq) {

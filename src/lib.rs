@@ -5,7 +5,6 @@
 pub mod abi;
 pub mod chunk;
 pub mod ffi;
-mod hb;
 mod instance;
 mod log;
 mod pool;
@@ -14,7 +13,6 @@ mod recv;
 mod request;
 mod send;
 mod spin;
-mod sync_annotate;
 mod urma;
 pub use os_transport_abi::user_data;
 mod wait;
@@ -30,5 +28,5 @@ pub mod testing {
         inflight_requests, live_syncs, set_next_free_generation, DEFAULT_MAX_INFLIGHT, GEN_MASK,
         MAX_INFLIGHT_ENV, SLOT_BYTES, SYNC_CAPACITY,
     };
-    pub use crate::sync_annotate::lock_order_violations;
+    pub use ranked_lock::lock_order_violations;
 }

@@ -2,7 +2,7 @@
 //!
 //! Lines are formatted into fixed stack buffers, so logging never allocates.
 
-use crate::sync_annotate::{rank, Mutex, MutexGuard};
+use ranked_lock::{rank, Mutex, MutexGuard};
 use std::ffi::c_char;
 use std::fmt::{self, Write as _};
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -70,7 +70,7 @@ pub fn enabled(level: Level) -> bool {
 }
 
 fn lock() -> MutexGuard<'static, State, { rank::LOG }> {
-    crate::sync_annotate::lock(&STATE)
+    ranked_lock::lock(&STATE)
 }
 
 /// Fixed-size, NUL-terminable buffer that silently truncates.

@@ -11,8 +11,8 @@
 //! bound to it ([`Pool::bound`]), so that it waits for that request's first chunk awake.
 
 use crate::spin::{now_ns, pause_then_yield, Gaps, SpinPolicy, Spun};
-use crate::sync_annotate::{rank, Condvar, Mutex, MutexGuard};
 use crate::user_data::{UserData, CHUNK_TYPE_LAST};
+use ranked_lock::{rank, Condvar, Mutex, MutexGuard};
 use std::cell::Cell;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};

@@ -6,9 +6,9 @@ use crate::instance::Instance;
 use crate::log::{debug, error, warning};
 use crate::post;
 use crate::request::{self, token, Job};
-use crate::sync_annotate::lock;
 use crate::urma::{RecvQueue, TargetSeg};
 use crate::user_data::{key_valid, UserData};
+use ranked_lock::lock;
 use urma_sys::{urma_status_t, URMA_ENOMEM, URMA_FAIL, URMA_SUCCESS};
 
 /// Decoded immediate that receive task `i` of `n` waits for (§4.2).

@@ -15,7 +15,7 @@
 //! What may be taken while a shard or the [`Kept`] lock is held: docs/architecture.md, "Locks".
 
 use super::padded::Padded;
-use crate::sync_annotate::{lock, rank, Mutex, MutexGuard};
+use ranked_lock::{lock, rank, Mutex, MutexGuard};
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::{Deref, DerefMut};

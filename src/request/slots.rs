@@ -19,8 +19,8 @@
 use super::padded::Padded;
 use super::state::Req;
 use crate::log::{debug, error, warning};
-use crate::sync_annotate::{lock, rank, Condvar, Mutex, MutexGuard};
 use once_cell::sync::Lazy;
+use ranked_lock::{lock, rank, Condvar, Mutex, MutexGuard};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
 /// Slots per table segment (a power of two): the unit the table grows by.
@@ -176,14 +176,14 @@ static TABLE: Lazy<SyncTable> = Lazy::new(|| {
     };
     // Helgrind: the initialising thread's writes happen-before every `table()` caller (once_cell
     // orders them with an atomic flag Helgrind cannot see). No-op without the feature.
-    crate::hb::before(std::ptr::addr_of!(TABLE) as usize);
+    ranked_lock::hb::before(std::ptr::addr_of!(TABLE) as usize);
     t
 });
 
 /// The table.
 pub fn table() -> &'static SyncTable {
     let t = &*TABLE;
-    crate::hb::after(std::ptr::addr_of!(TABLE) as usize);
+    ranked_lock::hb::after(std::ptr::addr_of!(TABLE) as usize);
     t
 }
 

@@ -11,16 +11,16 @@
 
 use std::ffi::c_int;
 use std::ptr::null_mut;
-use std::sync::Mutex;
 use std::time::Instant;
 
 use urma_sys::*;
 
 use crate::faults::{self, Fate, Q_RECV, Q_SEND};
 use crate::real::call_real;
-use crate::{guard, lock, objects, trace};
+use crate::{guard, objects, trace};
+use ranked_lock::{lock, rank, Mutex};
 
-static CALL: Mutex<()> = Mutex::new(());
+static CALL: Mutex<(), { rank::INTERPOSE_CALL }> = Mutex::new(());
 
 fn slow_path() -> bool {
     trace::enabled() || faults::any()

@@ -19,7 +19,7 @@
 //! reached with `dlsym`, and the variables `URMA_INTERPOSE_TRACE` / `URMA_INTERPOSE_KNOBS`, which
 //! [`ctl`]'s load-time constructor applies after loading the real library.
 //!
-//! This file holds what every module uses (the panic boundary `guard`, the lock helpers,
+//! This file holds what every module uses (the panic boundary `guard`,
 //! `say_line`) and uses no module itself.
 //!
 //! `docs/compat.md` (section "The interposition layer") explains the design.
@@ -31,8 +31,6 @@ pub mod objects;
 pub mod real;
 pub mod trace;
 
-use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
-
 /// Runs `f` behind a panic boundary: a panic never unwinds into C; `default` is returned instead.
 pub(crate) fn guard<R>(default: R, f: impl FnOnce() -> R) -> R {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
@@ -42,21 +40,6 @@ pub(crate) fn guard<R>(default: R, f: impl FnOnce() -> R) -> R {
             default
         }
     }
-}
-
-/// Locks a mutex, ignoring poisoning.
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Read-locks an `RwLock`, ignoring poisoning.
-pub(crate) fn rlock<T>(m: &RwLock<T>) -> RwLockReadGuard<'_, T> {
-    m.read().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Write-locks an `RwLock`, ignoring poisoning.
-pub(crate) fn wlock<T>(m: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
-    m.write().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Writes one line on stderr with plain `write(2)` calls. The layer may speak before `main` (its

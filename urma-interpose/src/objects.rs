@@ -10,11 +10,10 @@
 //! layer did not create is `unknown`.
 
 use std::collections::HashMap;
-use std::sync::RwLock;
 
 use urma_loopback_ctl::trace_line::{Kind, Names};
 
-use crate::{rlock, wlock};
+use ranked_lock::{rank, RwLock};
 
 /// A segment as SGEs name it: its name and the address offsets are taken from.
 #[derive(Clone)]
@@ -46,16 +45,16 @@ pub struct Objects {
     by_va: HashMap<(u64, u32), SegName>,
 }
 
-static OBJECTS: RwLock<Option<Objects>> = RwLock::new(None);
+static OBJECTS: RwLock<Option<Objects>, { rank::INTERPOSE_OBJECTS }> = RwLock::new(None);
 /// The name counters (the trace's, as the loopback's).
 static NAMES: Names = Names::new();
 
 fn with<R>(f: impl FnOnce(&mut Objects) -> R) -> R {
-    f(wlock(&OBJECTS).get_or_insert_with(Objects::default))
+    f(ranked_lock::write(&OBJECTS).get_or_insert_with(Objects::default))
 }
 
 fn read<R>(f: impl FnOnce(&Objects) -> R) -> Option<R> {
-    rlock(&OBJECTS).as_ref().map(f)
+    ranked_lock::read(&OBJECTS).as_ref().map(f)
 }
 
 /// Restarts the numbering (objects keep their names).

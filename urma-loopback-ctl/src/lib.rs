@@ -174,6 +174,11 @@ counters! {
     rnr_delivered_late,
     /// Parked messages failed (RNR CR) after the RNR timeout.
     rnr_expired,
+    /// Requests of other processes refused by a token check (imports, and the segment or
+    /// jetty token of a work request): each closed its connection.
+    peer_refusals,
+    /// Objects (segments by token id, jetties, JFRs) refused at least once: each is logged once.
+    peer_refused_objects,
 }
 }
 
@@ -744,7 +749,7 @@ mod tests {
             next += 8;
         }
         assert_eq!(next, std::mem::size_of::<Counters>());
-        assert_eq!(Counters::FIELDS.len(), 29);
+        assert_eq!(Counters::FIELDS.len(), 31);
     }
 
     #[test]

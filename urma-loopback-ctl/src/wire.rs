@@ -18,15 +18,21 @@ pub const K_IMPORT_JETTY: u32 = 2;
 /// A work request (`opcode`, `flags`, `imm`, `len` payload bytes, `ndst` remote pieces; the
 /// target jetty or JFR of a two-sided opcode with its token).
 pub const K_DATA: u32 = 3;
-/// The owner's answer to one request, in request order (`status`, `len`).
+/// The owner's answer to one request, in request order (`status`, `len`; `flags`
+/// [`ACK_CLOSING`] when the owner closes the connection after it).
 pub const K_ACK: u32 = 4;
+/// `flags` of a [`K_ACK`]: the request was refused by a token check (or named no such object)
+/// and the owner closes the connection after this acknowledgement. The requester sends nothing
+/// more on it; its next request opens a new connection.
+pub const ACK_CLOSING: u32 = 1;
 /// The owner is closing an idle connection: the requester sends nothing more on it, shuts its
 /// side down once the acknowledgements of what it already sent have arrived, and opens a new
 /// connection for its next request.
 pub const K_BYE: u32 = 6;
 
-/// The protocol version a [`K_HELLO`] carries; an owner refuses any other.
-pub const VERSION: u64 = 2;
+/// The protocol version a [`K_HELLO`] carries; an owner refuses any other (3: refusals close
+/// the connection, [`ACK_CLOSING`]).
+pub const VERSION: u64 = 3;
 
 /// `target_kind` of a [`K_DATA`] or [`K_IMPORT_JETTY`] message.
 pub const TARGET_NONE: u32 = 0;

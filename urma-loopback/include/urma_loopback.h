@@ -67,6 +67,8 @@ typedef struct urma_loopback_counters {
     uint64_t rnr_parked;        /* sends/write-imms parked because no recv WR was posted */
     uint64_t rnr_delivered_late; /* parked messages delivered by a later recv post */
     uint64_t rnr_expired;       /* parked messages failed (RNR CR) after the RNR timeout */
+    uint64_t peer_refusals;     /* requests of other processes refused by a token check (each closed its connection) */
+    uint64_t peer_refused_objects; /* objects refused at least once (each logged once) */
 } urma_loopback_counters_t;
 
 /* Clears knobs (held CRs are first released in FIFO order), counters, the trace (file closed,

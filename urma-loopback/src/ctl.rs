@@ -73,6 +73,8 @@ fn snapshot() -> Counters {
         rnr_parked: r(&c.rnr_parked),
         rnr_delivered_late: r(&c.rnr_delivered_late),
         rnr_expired: r(&c.rnr_expired),
+        peer_refusals: r(&c.peer_refusals),
+        peer_refused_objects: r(&c.peer_refused_objects),
     }
 }
 

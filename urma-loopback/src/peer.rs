@@ -13,7 +13,8 @@
 //!   anything else crosses: another user's process is refused. The requester checks that the
 //!   socket's owner is the process that holds slot `n`; its first message ([`K_HELLO`]) names its
 //!   own uasid, which the owner checks the same way, so the sender named in a CR comes from the
-//!   connection, never from a request.
+//!   connection, never from a request. A pid that reads as 0 (a process of another pid
+//!   namespace) proves nothing and is refused at both ends.
 //! * **Connections**: a requester connects to an owner at its first import from it. It writes
 //!   requests (header, descriptors, payload); the owner's thread for that connection
 //!   (`urma-lb-rx`, see [`crate::xproc`]) answers each with one acknowledgement, in order. The
@@ -22,7 +23,11 @@
 //!   [`K_BYE`]: the requester sends nothing more on it and opens a new one for its next request,
 //!   after the old one's acknowledgements have arrived (so requests keep their order).
 //! * **Limits** ([`crate::knobs::limits`]): connecting, every message body and every
-//!   acknowledgement are bounded by time; an owner serves a bounded number of connections.
+//!   acknowledgement are bounded by time; an owner serves a bounded number of connections, at
+//!   most [`PER_PEER`] of one process, which must say HELLO within a short deadline.
+//! * **Refusals** ([`Incoming::gate`], [`Incoming::refused`]): a requesting process whose token
+//!   checks were refused waits, before each later check, for a back-off that grows with its
+//!   refusals, and an owner refusing many checks paces all of them.
 //!   No lock is held across socket I/O but the connection's own writer lock.
 //! * **Peer death**: the kernel closes a dead process's sockets, so the reader sees end-of-file
 //!   (or a reset) at once and completes every outstanding request with "peer gone"; later
@@ -44,8 +49,8 @@ use crate::knobs::limits;
 use crate::util::{lock, log_alert, RateLimit};
 
 pub use urma_loopback_ctl::wire::{
-    Hdr, Piece, HDR_LEN, IMPORT_OK, IMPORT_REFUSED, K_ACK, K_BYE, K_DATA, K_HELLO, K_IMPORT_JETTY,
-    K_IMPORT_SEG, PIECE_LEN, TARGET_JETTY, TARGET_JFR, TARGET_NONE, VERSION,
+    Hdr, Piece, ACK_CLOSING, HDR_LEN, IMPORT_OK, IMPORT_REFUSED, K_ACK, K_BYE, K_DATA, K_HELLO,
+    K_IMPORT_JETTY, K_IMPORT_SEG, PIECE_LEN, TARGET_JETTY, TARGET_JFR, TARGET_NONE, VERSION,
 };
 
 /// Highest slot number (uasid) handed out.
@@ -53,6 +58,8 @@ const MAX_SLOT: u32 = 4096;
 
 /// Refusals of other processes, reported at most [`RateLimit::BURST`] times per window.
 pub static REFUSALS: RateLimit = RateLimit::new();
+/// Connections refused because their process already holds its share, reported the same way.
+static CROWDED: RateLimit = RateLimit::new();
 
 // ---- raw socket I/O (payloads go straight between the socket and registered memory) ----
 
@@ -214,7 +221,11 @@ fn prepare(fd: RawFd) {
     for opt in [libc::SO_SNDBUF, libc::SO_RCVBUF] {
         set_opt(fd, opt, &SOCK_BUF);
     }
-    let io = limits().io;
+    set_timeouts(fd, limits().io);
+}
+
+/// Bounds every `send` and `recv` on `fd` by `io`.
+fn set_timeouts(fd: RawFd, io: Duration) {
     let tv = libc::timeval {
         tv_sec: io.as_secs() as libc::time_t,
         tv_usec: io.subsec_micros() as libc::suseconds_t,
@@ -465,8 +476,10 @@ pub fn join(want: u32, serve: Serve) -> Option<u32> {
             return Some(m.uasid);
         }
     }
-    // A forked child: the parent's slot, socket and connections are the parent's.
+    // A forked child: the parent's slot, socket and connections are the parent's, and so are
+    // the requesters it served (their connection counts and back-off).
     forget_peers();
+    forget_requesters();
     let refuse = |why: String| {
         log_alert(&format!(
             "multi-process mode off, this process reaches no other: {why}"
@@ -513,14 +526,144 @@ pub fn join(want: u32, serve: Serve) -> Option<u32> {
     Some(uasid)
 }
 
-/// Decrements [`SERVING`] when a connection's thread ends (or was never started).
-struct Serving;
+/// Connections one requesting process may hold at an owner at once (admitted or not yet):
+/// one is what a requester uses, a second may open while an idle one retires.
+const PER_PEER: usize = 4;
+
+/// How long a new connection has to say [`K_HELLO`] (at most the I/O timeout).
+fn hello_deadline() -> Duration {
+    limits().io.min(Duration::from_millis(500))
+}
+
+/// What the owner remembers of one requesting process (by pid) across its connections: the
+/// connections it holds, and its token refusals (the back-off, [`Incoming::gate`]).
+pub struct Requester {
+    pid: i32,
+    conns: AtomicUsize,
+    /// Refusals so far and the time of the last one; `penalised` says whether there are any.
+    refusals: Mutex<(u32, Option<Instant>)>,
+    penalised: AtomicBool,
+}
+
+static REQUESTERS: Mutex<Option<HashMap<i32, Arc<Requester>>>> = Mutex::new(None);
+
+/// The record of `pid`, holding one more connection, or `None` when it holds [`PER_PEER`].
+fn requester(pid: i32) -> Option<Arc<Requester>> {
+    let mut g = lock(&REQUESTERS);
+    let m = g.get_or_insert_with(HashMap::new);
+    if m.len() >= 1024 {
+        // Forget processes with no connection and no refusal in the back-off's memory.
+        m.retain(|_, r| r.conns.load(Ordering::Acquire) > 0 || r.remembered());
+    }
+    let r = m
+        .entry(pid)
+        .or_insert_with(|| {
+            Arc::new(Requester {
+                pid,
+                conns: AtomicUsize::new(0),
+                refusals: Mutex::new((0, None)),
+                penalised: AtomicBool::new(false),
+            })
+        })
+        .clone();
+    if r.conns.fetch_add(1, Ordering::AcqRel) >= PER_PEER {
+        r.conns.fetch_sub(1, Ordering::AcqRel);
+        return None;
+    }
+    Some(r)
+}
+
+/// Token refusals a requesting process had are forgotten after this long without one.
+const FORGET: Duration = Duration::from_secs(60);
+/// The back-off after a requester's first refusal; it doubles with each further one, up to
+/// [`BACKOFF_MAX`].
+const BACKOFF_FIRST: Duration = Duration::from_millis(20);
+const BACKOFF_MAX: Duration = Duration::from_secs(1);
+/// Refusals (of all requesters) within one [`STRAIN_WINDOW`] that put the owner under strain:
+/// then every token check waits for a turn, [`STRAIN_SPACING`] apart, for [`STRAIN_HOLD`]
+/// after the last such window.
+const STRAIN_AT: u32 = 10;
+const STRAIN_WINDOW: Duration = Duration::from_secs(1);
+const STRAIN_SPACING: Duration = Duration::from_millis(100);
+const STRAIN_HOLD: Duration = Duration::from_secs(2);
+/// A check that would wait longer than this is not made: the connection is closed instead.
+const GATE_MAX_WAIT: Duration = Duration::from_secs(2);
+
+/// The owner's refusals of all requesters: the window's count, strain, and the next turn.
+struct Strain {
+    window: Option<(Instant, u32)>,
+    until: Option<Instant>,
+    next_turn: Option<Instant>,
+}
+
+impl Strain {
+    const NONE: Strain = Strain {
+        window: None,
+        until: None,
+        next_turn: None,
+    };
+}
+
+static STRAIN: Mutex<Strain> = Mutex::new(Strain::NONE);
+/// Whether [`STRAIN`] may hold a strain (the checks' fast path reads only this).
+static STRAINED: AtomicBool = AtomicBool::new(false);
+
+impl Requester {
+    fn remembered(&self) -> bool {
+        let g = lock(&self.refusals);
+        g.1.is_some_and(|t| t.elapsed() < FORGET)
+    }
+
+    /// When this requester's next token check may be made (its back-off), if it must wait.
+    fn next_check(&self) -> Option<Instant> {
+        if !self.penalised.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut g = lock(&self.refusals);
+        let (k, last) = *g;
+        let last = last?;
+        if last.elapsed() >= FORGET {
+            *g = (0, None);
+            self.penalised.store(false, Ordering::Release);
+            return None;
+        }
+        let shift = k.saturating_sub(1).min(16);
+        Some(last + (BACKOFF_FIRST * (1u32 << shift)).min(BACKOFF_MAX))
+    }
+}
+
+/// Forgets the requesting processes and the strain (in a forked child, where they are the
+/// parent's: none of the connections they count is served here).
+fn forget_requesters() {
+    lock(&REQUESTERS).take();
+    *lock(&STRAIN) = Strain::NONE;
+    STRAINED.store(false, Ordering::Release);
+}
+
+/// Sleeps until `t` (if it is in the future).
+fn sleep_until(t: Instant) {
+    let d = t.saturating_duration_since(Instant::now());
+    if !d.is_zero() {
+        std::thread::sleep(d);
+    }
+}
+
+/// Decrements [`SERVING`] and the requester's count when a connection's thread ends (or was
+/// never started).
+struct Serving(Option<Arc<Requester>>);
 
 impl Drop for Serving {
     fn drop(&mut self) {
         SERVING.fetch_sub(1, Ordering::AcqRel);
+        if let Some(r) = &self.0 {
+            r.conns.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 }
+
+/// Why a process in another pid namespace is refused (its pid reads as 0 here).
+const OTHER_PID_NS: &str = "a process in another pid namespace (its pid reads as 0 here): \
+processes of the loopback meet only within one pid namespace";
 
 fn accept_loop(listener: UnixListener, dir: Arc<Dir>, me: u32, serve: Serve) {
     for s in listener.incoming() {
@@ -529,59 +672,93 @@ fn accept_loop(listener: UnixListener, dir: Arc<Dir>, me: u32, serve: Serve) {
             std::thread::sleep(Duration::from_millis(10));
             continue;
         };
+        // Who it is, before it takes anything: another user, a process we cannot see, or
+        // one that already holds its share is closed at once.
+        let refuse = |why: String| {
+            REFUSALS.alert(|| format!("uasid {me}: a connection refused: {why}"));
+        };
+        let cred = match peer_cred(s.as_raw_fd()) {
+            None => {
+                refuse("no peer credentials".into());
+                continue;
+            }
+            Some(c) if c.uid != my_uid() => {
+                refuse(format!("pid {} runs as uid {}", c.pid, c.uid));
+                continue;
+            }
+            Some(c) if c.pid <= 0 => {
+                refuse(OTHER_PID_NS.into());
+                continue;
+            }
+            Some(c) => c,
+        };
+        let Some(req) = requester(cred.pid) else {
+            // Reported apart from the other refusals, which it would otherwise crowd out.
+            CROWDED.alert(|| {
+                format!(
+                    "uasid {me}: a connection refused: pid {} already holds {PER_PEER}",
+                    cred.pid
+                )
+            });
+            continue;
+        };
         let max = limits().max_conns;
         if SERVING.fetch_add(1, Ordering::AcqRel) >= max {
-            let slot = Serving;
+            drop(Serving(Some(req)));
             drop(s);
-            drop(slot);
             REFUSALS.alert(|| {
                 format!("uasid {me}: a connection refused, {max} already served (URMA_LOOPBACK_MAX_CONNS)")
             });
             continue;
         }
-        let slot = Serving;
+        let slot = Serving(Some(req.clone()));
         let d = dir.clone();
         let _ = std::thread::Builder::new()
             .name("urma-lb-rx".into())
             .spawn(move || {
                 let _slot = slot;
-                if let Some(c) = admit(s, &d, me) {
+                if let Some(c) = admit(s, &d, me, req) {
                     serve(c);
                 }
             });
     }
 }
 
-/// The owner's side of the opening: the requester runs as this user and holds the slot it
-/// names. The refusal is logged; the connection is then closed.
-fn admit(s: UnixStream, dir: &Dir, me: u32) -> Option<Incoming> {
+/// The owner's side of the opening: the requester runs as this user, is visible in our pid
+/// namespace, and holds the slot it names, and it says so within the HELLO deadline. The
+/// refusal is logged; the connection is then closed.
+fn admit(s: UnixStream, dir: &Dir, me: u32, req: Arc<Requester>) -> Option<Incoming> {
     let fd = s.as_raw_fd();
-    prepare(fd);
+    let pid = req.pid;
     let refuse = |why: String| {
         REFUSALS.alert(|| format!("uasid {me}: a connection refused: {why}"));
         None
     };
-    let Some(cred) = peer_cred(fd) else {
-        return refuse("no peer credentials".into());
-    };
-    if cred.uid != my_uid() {
-        return refuse(format!("pid {} runs as uid {}", cred.pid, cred.uid));
-    }
+    let hello = hello_deadline();
+    set_timeouts(fd, hello);
     let mut b = [0u8; HDR_LEN];
-    if !read_exact(fd, &mut b, deadline()) {
-        return refuse(format!("pid {} sent no opening in time", cred.pid));
+    if !read_exact(fd, &mut b, Instant::now() + hello) {
+        return refuse(format!("pid {pid} sent no opening within {hello:?}"));
     }
+    prepare(fd);
     let h = Hdr::decode(&b);
     if h.kind != K_HELLO || h.a != VERSION {
         return refuse(format!(
-            "pid {} opened with kind {} version {}",
-            cred.pid, h.kind, h.a
+            "pid {pid} opened with kind {} version {}",
+            h.kind, h.a
         ));
     }
-    if h.src_uasid == 0 || dir.slot_holder(h.src_uasid) != Some(cred.pid) {
+    let holder = (h.src_uasid != 0)
+        .then(|| dir.slot_holder(h.src_uasid))
+        .flatten();
+    if holder != Some(pid) {
+        let held_by = match holder {
+            Some(p) if p <= 0 => format!(", held by {OTHER_PID_NS}"),
+            _ => String::new(),
+        };
         return refuse(format!(
-            "pid {} named uasid {}, which it does not hold",
-            cred.pid, h.src_uasid
+            "pid {pid} named uasid {}, which it does not hold{held_by}",
+            h.src_uasid
         ));
     }
     let ok = Hdr {
@@ -593,6 +770,7 @@ fn admit(s: UnixStream, dir: &Dir, me: u32) -> Option<Incoming> {
     write_hdr(fd, &ok).then_some(Incoming {
         s,
         from: h.src_uasid,
+        req,
         bye: false,
     })
 }
@@ -602,6 +780,8 @@ pub struct Incoming {
     s: UnixStream,
     /// The requester's uasid, checked at admission.
     pub from: u32,
+    /// The requesting process (its connections and refusals).
+    req: Arc<Requester>,
     /// [`K_BYE`] sent: the requester is closing.
     bye: bool,
 }
@@ -609,6 +789,70 @@ pub struct Incoming {
 impl Incoming {
     pub fn fd(&self) -> RawFd {
         self.s.as_raw_fd()
+    }
+
+    /// The requesting process's pid.
+    pub fn pid(&self) -> i32 {
+        self.req.pid
+    }
+
+    /// Waits until the next token check of this connection may be made: after the requesting
+    /// process's back-off (which grows with its refusals), and, while the owner is under
+    /// strain (many refusals of any requester), for a turn among all checks. Applied before
+    /// the check, to every check, so that how long an answer takes tells nothing of the
+    /// token. False when the wait would be too long: the connection is then closed unchecked.
+    /// Costs two atomic loads while nobody was refused.
+    pub fn gate(&self) -> bool {
+        if let Some(t) = self.req.next_check() {
+            if t.saturating_duration_since(Instant::now()) > GATE_MAX_WAIT {
+                return false;
+            }
+            sleep_until(t);
+        }
+        if !STRAINED.load(Ordering::Acquire) {
+            return true;
+        }
+        let turn = {
+            let mut g = lock(&STRAIN);
+            let now = Instant::now();
+            if g.until.is_none_or(|u| now >= u) {
+                g.until = None;
+                STRAINED.store(false, Ordering::Release);
+                return true;
+            }
+            let turn = g.next_turn.map_or(now, |t| t.max(now));
+            if turn - now > GATE_MAX_WAIT {
+                return false;
+            }
+            g.next_turn = Some(turn + STRAIN_SPACING);
+            turn
+        };
+        sleep_until(turn);
+        true
+    }
+
+    /// Records a refused token check of this connection's requester (its back-off grows; the
+    /// owner may come under strain). The caller answers and closes the connection.
+    pub fn refused(&self) {
+        let now = Instant::now();
+        {
+            let mut g = lock(&self.req.refusals);
+            if g.1.is_some_and(|t| now.duration_since(t) >= FORGET) {
+                g.0 = 0;
+            }
+            *g = (g.0.saturating_add(1), Some(now));
+            self.req.penalised.store(true, Ordering::Release);
+        }
+        let mut g = lock(&STRAIN);
+        let (start, n) = match g.window {
+            Some((start, n)) if now.duration_since(start) < STRAIN_WINDOW => (start, n + 1),
+            _ => (now, 1),
+        };
+        g.window = Some((start, n));
+        if n >= STRAIN_AT {
+            g.until = Some(now + STRAIN_HOLD);
+            STRAINED.store(true, Ordering::Release);
+        }
     }
 
     /// The next request's header. `None` when the connection ends: the requester closed it, it
@@ -744,11 +988,18 @@ fn connect(dir: &Dir, me: u32, uasid: u32) -> Result<(UnixStream, i32), String> 
     if cred.uid != my_uid() {
         return Err(format!("the socket belongs to uid {}", cred.uid));
     }
-    if dir.slot_holder(uasid) != Some(cred.pid) {
-        return Err(format!(
-            "the socket belongs to pid {}, which does not hold the slot",
-            cred.pid
-        ));
+    if cred.pid <= 0 {
+        return Err(format!("the socket belongs to {OTHER_PID_NS}"));
+    }
+    match dir.slot_holder(uasid) {
+        Some(p) if p == cred.pid => {}
+        Some(p) if p <= 0 => return Err(format!("the slot is held by {OTHER_PID_NS}")),
+        _ => {
+            return Err(format!(
+                "the socket belongs to pid {}, which does not hold the slot",
+                cred.pid
+            ))
+        }
     }
     let hello = Hdr {
         kind: K_HELLO,
@@ -981,8 +1232,13 @@ impl Peer {
                 let _ = w.shutdown(std::net::Shutdown::Write);
                 continue;
             }
+            // A refusal: the owner closes after it, so nothing more is sent here, decided
+            // before its request completes (a request made after that completion must not
+            // go out on this connection).
+            let closing = h.kind == K_ACK && h.flags & ACK_CLOSING != 0;
             let d = {
                 let mut st = lock(&c.st);
+                st.closed |= closing;
                 let d = st.q.pop_front();
                 if st.q.is_empty() {
                     c.drained.notify_all();
@@ -990,7 +1246,7 @@ impl Peer {
                 d
             };
             let Some((_, d)) = d else { break };
-            if h.kind != K_ACK || !d(Some(&h), fd) {
+            if h.kind != K_ACK || !d(Some(&h), fd) || closing {
                 break;
             }
         }

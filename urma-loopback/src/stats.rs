@@ -26,6 +26,8 @@ pub struct Counters {
     pub rnr_parked: Counter,
     pub rnr_delivered_late: Counter,
     pub rnr_expired: Counter,
+    pub peer_refusals: Counter,
+    pub peer_refused_objects: Counter,
 }
 
 pub static COUNTERS: Counters = Counters {
@@ -47,6 +49,8 @@ pub static COUNTERS: Counters = Counters {
     rnr_parked: Counter::new(),
     rnr_delivered_late: Counter::new(),
     rnr_expired: Counter::new(),
+    peer_refusals: Counter::new(),
+    peer_refused_objects: Counter::new(),
 };
 
 pub fn reset() {
@@ -69,6 +73,8 @@ pub fn reset() {
         &c.rnr_parked,
         &c.rnr_delivered_late,
         &c.rnr_expired,
+        &c.peer_refusals,
+        &c.peer_refused_objects,
     ] {
         a.store(0, Ordering::Relaxed);
     }

@@ -7,9 +7,10 @@
 //! (`urma_loopback_ctl::opcode`): which list is remote, whether a recv WR is consumed, and (the
 //! owner, for an opcode read from the wire) what the class asks for.
 
+use std::collections::HashSet;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use urma_loopback_ctl::opcode::{self, Class, OpInfo};
@@ -20,8 +21,8 @@ use crate::knobs;
 use crate::objects::{AnySeg, Plan, RecvWr, Seg, SegPin, SendQ, Sge, Target};
 use crate::peer::{
     self, deadline, discard, read_exact, read_raw, write_hdr, write_raw, Got, Hdr, Incoming, Peer,
-    Piece, IMPORT_OK, IMPORT_REFUSED, K_ACK, K_DATA, K_IMPORT_JETTY, K_IMPORT_SEG, PIECE_LEN,
-    REFUSALS, TARGET_JETTY, TARGET_JFR, TARGET_NONE,
+    Piece, ACK_CLOSING, IMPORT_OK, IMPORT_REFUSED, K_ACK, K_DATA, K_IMPORT_JETTY, K_IMPORT_SEG,
+    PIECE_LEN, REFUSALS, TARGET_JETTY, TARGET_JFR, TARGET_NONE,
 };
 use crate::registry as reg;
 use crate::stats::COUNTERS;
@@ -169,10 +170,21 @@ pub fn request(sq: &Arc<SendQ>, p: &Plan, peer: &Arc<Peer>, n: u64) {
         ..Hdr::default()
     };
     let ticket = sq.order.ticket();
-    let (sq2, p2) = (sq.clone(), p.clone());
+    let (sq2, p2, owner) = (sq.clone(), p.clone(), peer.uasid);
     let done: peer::Done = Box::new(move |ack, fd| {
         let (mut status, mut bytes, mut ok) = (u::URMA_CR_ACK_TIMEOUT_ERR, 0, true);
-        if let Some(a) = ack {
+        if let Some(a) = ack.filter(|a| !believable(a, n, is_read)) {
+            // The owner broke the protocol: nothing it says about this WR is used, and the
+            // connection is closed (its later WRs fail as towards a vanished peer).
+            REFUSALS.alert(|| {
+                format!(
+                    "uasid {}: an acknowledgement of status {} and {} bytes for a WR of {n} \
+                     bytes; the connection is closed",
+                    owner, a.status, a.len
+                )
+            });
+            (status, ok) = (u::URMA_CR_REM_OPERATION_ERR, false);
+        } else if let Some(a) = ack {
             (status, bytes) = (a.status, a.len as u32);
             if is_read && a.status == u::URMA_CR_SUCCESS {
                 // SAFETY: the local destination SGEs were checked against live registered
@@ -198,6 +210,14 @@ pub fn request(sq: &Arc<SendQ>, p: &Plan, peer: &Arc<Peer>, n: u64) {
     }
 }
 
+/// Whether an owner's acknowledgement of a WR of `n` bytes can be true: a CR status that
+/// exists, at most `n` bytes, and for a successful READ exactly `n` (the bytes that follow).
+fn believable(a: &Hdr, n: u64, is_read: bool) -> bool {
+    a.status <= u::URMA_CR_REM_DATA_POISON
+        && a.len <= n
+        && !(is_read && a.status == u::URMA_CR_SUCCESS && a.len != n)
+}
+
 // ---- responder ----
 
 /// Acknowledges a request: the sender's CR status and the bytes that landed.
@@ -211,15 +231,26 @@ fn ack(fd: RawFd, status: u32, len: u64) -> bool {
     write_hdr(fd, &h)
 }
 
+/// Acknowledges a request refused by a token check, saying that the connection closes.
+fn ack_closing(fd: RawFd, status: u32) -> bool {
+    let h = Hdr {
+        kind: K_ACK,
+        status,
+        flags: ACK_CLOSING,
+        ..Hdr::default()
+    };
+    write_hdr(fd, &h)
+}
+
 /// Serves one admitted connection ([`peer::Incoming`]) until it ends.
 pub fn serve(mut c: Incoming) {
     let fd = c.fd();
     while let Some(h) = c.next_request() {
-        // The whole message (descriptors and payload) must arrive by this time.
-        let until = deadline();
-        if h.ndst > MAX_PIECES {
+        if h.ndst > MAX_PIECES || !c.gate() {
             break;
         }
+        // The whole message (descriptors and payload) must arrive by this time.
+        let until = deadline();
         let mut raw = vec![0u8; h.ndst as usize * PIECE_LEN];
         if !read_exact(fd, &mut raw, until) {
             break;
@@ -229,7 +260,7 @@ pub fn serve(mut c: Incoming) {
             fd,
             h: &h,
             pieces: &pieces,
-            from: c.from,
+            c: &c,
             until,
         };
         let ok = match h.kind {
@@ -249,8 +280,8 @@ struct Msg<'a> {
     fd: RawFd,
     h: &'a Hdr,
     pieces: &'a [Piece],
-    /// The requester's uasid, from the connection's admission.
-    from: u32,
+    /// The connection (the requester's uasid and process, checked at its admission).
+    c: &'a Incoming,
     /// When the message's body must have arrived.
     until: Instant,
 }
@@ -260,15 +291,65 @@ impl Msg<'_> {
     fn refuse(&self, status: u32) -> bool {
         discard(self.fd, self.h.len, self.until) && ack(self.fd, status, 0)
     }
+
+    /// A token check failed (or named no such object: the same answer): counted, logged once
+    /// per object, the requester's back-off grows, and after `answer` (what every refusal of
+    /// that kind gets) the connection closes, its payload unread.
+    fn token_refused(&self, what: &str, object: Object, answer: impl FnOnce() -> bool) -> bool {
+        COUNTERS.peer_refusals.fetch_add(1, Ordering::Relaxed);
+        self.c.refused();
+        if first_refusal(object) {
+            COUNTERS
+                .peer_refused_objects
+                .fetch_add(1, Ordering::Relaxed);
+            let (from, pid) = (self.c.from, self.c.pid());
+            let (kind, id) = object;
+            REFUSALS.alert(|| {
+                format!(
+                    "uasid {from} (pid {pid}): {what} of {kind} {id} refused (no such object, \
+                     or a wrong token); later refusals of it are counted (peer_refusals), not \
+                     logged"
+                )
+            });
+        }
+        let _ = answer();
+        false
+    }
+
+    /// [`Msg::token_refused`] for a work request: `URMA_CR_REM_ACCESS_ABORT_ERR`.
+    fn access_refused(&self, what: &str, object: Object) -> bool {
+        self.token_refused(what, object, || {
+            ack_closing(self.fd, u::URMA_CR_REM_ACCESS_ABORT_ERR)
+        })
+    }
+}
+
+/// What a refusal names: the kind of object and its id (a segment by token id).
+type Object = (&'static str, u32);
+
+/// Objects refused so far (at most [`REFUSED_OBJECTS_MAX`]; beyond it refusals are counted
+/// only).
+static REFUSED_OBJECTS: Mutex<Option<HashSet<Object>>> = Mutex::new(None);
+const REFUSED_OBJECTS_MAX: usize = 4096;
+
+/// Whether `object` is refused for the first time (and so is logged).
+fn first_refusal(object: Object) -> bool {
+    let mut g = lock(&REFUSED_OBJECTS);
+    let set = g.get_or_insert_with(HashSet::new);
+    set.len() < REFUSED_OBJECTS_MAX && set.insert(object)
 }
 
 fn token_ok(policy_checked: bool, expected: u32, h: &Hdr) -> bool {
     !policy_checked || (h.token_given != 0 && h.token == expected)
 }
 
-/// Reports a request of uasid `from` that presented no token, or a wrong one.
-fn report_token(from: u32, what: &str) {
-    REFUSALS.alert(|| format!("uasid {from}: {what} refused (no such object, or a wrong token)"));
+fn target_object(h: &Hdr) -> Object {
+    let kind = if h.target_kind == TARGET_JFR {
+        "JFR"
+    } else {
+        "jetty"
+    };
+    (kind, h.target_id)
 }
 
 fn find_seg(token_id: u32, addr: u64, len: u64) -> Option<Arc<Seg>> {
@@ -286,24 +367,22 @@ fn find_seg(token_id: u32, addr: u64, len: u64) -> Option<Arc<Seg>> {
 }
 
 /// An import's answer: [`IMPORT_OK`] with the object's attributes, or [`IMPORT_REFUSED`], which
-/// does not tell an unknown object from a wrong token.
-fn answer_import(m: &Msg<'_>, what: &str, found: Option<(u64, u64, u64)>) -> bool {
-    let (status, (a, b, c)) = match found {
-        Some(attrs) => (IMPORT_OK, attrs),
-        None => {
-            report_token(m.from, what);
-            (IMPORT_REFUSED, (0, 0, 0))
-        }
-    };
-    let h = Hdr {
-        kind: K_ACK,
-        status,
-        a,
-        b,
-        c,
-        ..Hdr::default()
-    };
-    write_hdr(m.fd, &h)
+/// does not tell an unknown object from a wrong token (and closes the connection).
+fn answer_import(m: &Msg<'_>, what: &str, object: Object, found: Option<(u64, u64, u64)>) -> bool {
+    match found {
+        Some((a, b, c)) => write_hdr(
+            m.fd,
+            &Hdr {
+                kind: K_ACK,
+                status: IMPORT_OK,
+                a,
+                b,
+                c,
+                ..Hdr::default()
+            },
+        ),
+        None => m.token_refused(what, object, || ack_closing(m.fd, IMPORT_REFUSED)),
+    }
 }
 
 fn answer_import_seg(m: &Msg<'_>) -> bool {
@@ -316,7 +395,7 @@ fn answer_import_seg(m: &Msg<'_>) -> bool {
     })
     .filter(|s| token_ok(s.token_policy != u::URMA_TOKEN_NONE, s.token, h))
     .map(|s| (u64::from(s.access), u64::from(s.token_policy), s.len));
-    answer_import(m, "a segment import", found)
+    answer_import(m, "an import", ("segment of token id", h.a as u32), found)
 }
 
 fn local_target(kind: u32, id: u32) -> Option<Target> {
@@ -338,7 +417,7 @@ fn checked_target(h: &Hdr) -> Option<Target> {
 
 fn answer_import_queue(m: &Msg<'_>) -> bool {
     let found = checked_target(m.h).map(|_| (0, 0, 0));
-    answer_import(m, "a jetty or JFR import", found)
+    answer_import(m, "an import", target_object(m.h), found)
 }
 
 /// Address ranges in registered memory, and the pins that keep their segments registered.
@@ -346,22 +425,35 @@ type Pinned = (Vec<(u64, u64)>, Vec<SegPin>);
 
 /// The registered memory a request's pieces name, checked as the in-process provider checks an
 /// imported segment (alive, token, access, not LOCAL_ONLY, in bounds) and pinned: the segments
-/// cannot be unregistered until the pins are dropped.
-fn pin_pieces(pieces: &[Piece], access: u32) -> Option<Pinned> {
+/// cannot be unregistered until the pins are dropped. `Err` names the segment (by token id) of
+/// the first piece refused.
+fn pin_pieces(pieces: &[Piece], access: u32) -> Result<Pinned, Object> {
     let mut out = Vec::with_capacity(pieces.len());
     let mut pins = Vec::with_capacity(pieces.len());
     for pc in pieces {
-        let s = find_seg(pc.token_id, pc.addr, pc.len)?;
-        if (s.token_policy != u::URMA_TOKEN_NONE && pc.token != s.token)
-            || s.access & u::URMA_ACCESS_LOCAL_ONLY != 0
-            || s.access & access == 0
-        {
-            return None;
-        }
-        pins.push(s.pin()?);
+        let pin = find_seg(pc.token_id, pc.addr, pc.len)
+            .filter(|s| {
+                (s.token_policy == u::URMA_TOKEN_NONE || pc.token == s.token)
+                    && s.access & u::URMA_ACCESS_LOCAL_ONLY == 0
+                    && s.access & access != 0
+            })
+            .and_then(|s| s.pin());
+        let Some(pin) = pin else {
+            return Err(("segment of token id", pc.token_id));
+        };
+        pins.push(pin);
         out.push((pc.addr, pc.len));
     }
-    Some((out, pins))
+    Ok((out, pins))
+}
+
+/// [`pin_pieces`] of a request whose payload must fit its pieces.
+fn pin_fitting(pieces: &[Piece], n: u64, access: u32) -> Result<Pinned, Object> {
+    if !fits(pieces, n) {
+        let first = pieces.first().map_or(0, |p| p.token_id);
+        return Err(("segment of token id", first));
+    }
+    pin_pieces(pieces, access)
 }
 
 /// Pins for the owner's own SGEs (a recv WR's), or `None` when one of their segments died.
@@ -439,11 +531,9 @@ fn answer_data(m: &Msg<'_>) -> bool {
     };
     match op.class {
         Class::Write => {
-            let pinned = fits(m.pieces, n)
-                .then(|| pin_pieces(m.pieces, op.remote_access))
-                .flatten();
-            let Some((dst, _pins)) = pinned else {
-                return m.refuse(u::URMA_CR_REM_ACCESS_ABORT_ERR);
+            let (dst, _pins) = match pin_fitting(m.pieces, n, op.remote_access) {
+                Ok(p) => p,
+                Err(object) => return m.access_refused("a WRITE", object),
             };
             // SAFETY: the ranges lie in live registered segments of this process, which
             // cannot be unregistered while pinned.
@@ -451,11 +541,9 @@ fn answer_data(m: &Msg<'_>) -> bool {
             landed && ack(fd, u::URMA_CR_SUCCESS, n)
         }
         Class::Read => {
-            let pinned = fits(m.pieces, n)
-                .then(|| pin_pieces(m.pieces, op.remote_access))
-                .flatten();
-            let Some((src, _pins)) = pinned else {
-                return ack(fd, u::URMA_CR_REM_ACCESS_ABORT_ERR, 0);
+            let (src, _pins) = match pin_fitting(m.pieces, n, op.remote_access) {
+                Ok(p) => p,
+                Err(object) => return m.access_refused("a READ", object),
             };
             if !ack(fd, u::URMA_CR_SUCCESS, n) {
                 return false;
@@ -480,15 +568,16 @@ fn answer_data(m: &Msg<'_>) -> bool {
 fn two_sided(m: &Msg<'_>, op: &OpInfo) -> bool {
     let (fd, h, n) = (m.fd, m.h, m.h.len);
     let write_imm = op.class == Class::WriteImm;
-    if write_imm && !(fits(m.pieces, n) && pin_pieces(m.pieces, op.remote_access).is_some()) {
-        return m.refuse(u::URMA_CR_REM_ACCESS_ABORT_ERR);
+    if write_imm {
+        if let Err(object) = pin_fitting(m.pieces, n, op.remote_access) {
+            return m.access_refused("a WRITE_IMM", object);
+        }
     }
     if local_target(h.target_kind, h.target_id).is_none() {
         return m.refuse(u::URMA_CR_ACK_TIMEOUT_ERR);
     }
     let Some(t) = checked_target(h) else {
-        report_token(m.from, "a message to a jetty or JFR");
-        return m.refuse(u::URMA_CR_REM_ACCESS_ABORT_ERR);
+        return m.access_refused("a message", target_object(h));
     };
     let Some(end) = recv_end(&t) else {
         return m.refuse(u::URMA_CR_ACK_TIMEOUT_ERR);
@@ -500,11 +589,11 @@ fn two_sided(m: &Msg<'_>, op: &OpInfo) -> bool {
     };
     let from = u::urma_jetty_id_t {
         eid: crate::cobj::loopback_eid(),
-        uasid: m.from,
+        uasid: m.c.from,
         id: h.src_id,
     };
     let dst = if write_imm {
-        pin_pieces(m.pieces, op.remote_access).ok_or(u::URMA_CR_REM_ACCESS_ABORT_ERR)
+        pin_pieces(m.pieces, op.remote_access).map_err(|_| u::URMA_CR_REM_ACCESS_ABORT_ERR)
     } else if !check_sges(&recv.sges, false, 0) {
         Err(u::URMA_CR_LOC_ACCESS_ERR)
     } else if n > total(&recv.sges) {

@@ -4,11 +4,10 @@
 //! with `testkit::cprog`; links them against the loopback `liburma.so.0` on the loader path and
 //! runs them.
 
-use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use ost_supervise::{spawn, Capture};
 use testkit::cprog::{Build, Flavour, Lib};
 use testkit::{repo, target};
 
@@ -48,47 +47,9 @@ fn a_forked_child_posts_on_inherited_objects_with_an_engine_of_its_own() {
     assert!(text.contains("c-fork ok"), "{text}");
 }
 
-/// Kills a child on drop (a failed assertion never leaves a process behind).
-struct Child(std::process::Child);
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Waits for `c` at most `limit`; its exit status, stdout and stderr.
-fn finish(mut c: Child, limit: Duration) -> (bool, String) {
-    let end = Instant::now() + limit;
-    loop {
-        match c.0.try_wait().expect("wait for a pair process") {
-            Some(st) => {
-                let mut text = String::new();
-                for r in [
-                    c.0.stdout
-                        .take()
-                        .map(|o| Box::new(o) as Box<dyn std::io::Read>),
-                    c.0.stderr
-                        .take()
-                        .map(|e| Box::new(e) as Box<dyn std::io::Read>),
-                ]
-                .into_iter()
-                .flatten()
-                {
-                    let mut r = r;
-                    let _ = r.read_to_string(&mut text);
-                }
-                return (st.success(), text);
-            }
-            None if Instant::now() >= end => return (false, "still running: killed".into()),
-            None => std::thread::sleep(Duration::from_millis(10)),
-        }
-    }
-}
-
 /// The pair of tests/c/urma_pair.c in `mode`: the server prints its port, the client connects;
-/// both must exit 0 having checked the transfer.
+/// both must exit 0 having checked the transfer. A failed assertion leaves no process behind
+/// (`ost_supervise` kills a dropped child).
 fn run_pair(mode: &str) {
     // One executable per test: the tests run in parallel, and a program being written cannot
     // be started ("text file busy").
@@ -96,33 +57,29 @@ fn run_pair(mode: &str) {
         &repo().join("tests/c/urma_pair.c"),
         &format!("urma_pair-{mode}"),
     );
-    let mut server = Child(
-        target::command(&exe)
-            .args(["server", mode])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start the server"),
+    let start = |name: &str, args: &[&str]| {
+        let mut cmd = target::command(&exe);
+        cmd.args(args);
+        spawn(name, &mut cmd, Capture::Pipes).expect("start a pair process")
+    };
+    let server = start("server", &["server", mode]);
+    let mut seen = Vec::new();
+    let port = server
+        .expect("port ", Duration::from_secs(30), &mut seen)
+        .and_then(|p| p.parse::<u16>().ok())
+        .unwrap_or_else(|| panic!("server did not print its port: {seen:?}"));
+    let client = start("client", &["client", mode, &port.to_string()]);
+    let (c, s) = (
+        client.finish(Duration::from_secs(30)),
+        server.finish(Duration::from_secs(30)),
     );
-    let mut first = String::new();
-    BufReader::new(server.0.stdout.as_mut().expect("server stdout"))
-        .read_line(&mut first)
-        .expect("read the server's port");
-    let port = first
-        .strip_prefix("port ")
-        .and_then(|p| p.trim().parse::<u16>().ok())
-        .unwrap_or_else(|| panic!("server did not print its port: {first:?}"));
-    let client = Child(
-        target::command(&exe)
-            .args(["client", mode, &port.to_string()])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start the client"),
+    let (ctext, stext) = (c.output(), s.output());
+    assert!(
+        c.success() && s.success(),
+        "client ({:?}):\n{ctext}\nserver ({:?}):\n{stext}",
+        c.status,
+        s.status
     );
-    let (cok, ctext) = finish(client, Duration::from_secs(30));
-    let (sok, stext) = finish(server, Duration::from_secs(30));
-    assert!(cok && sok, "client:\n{ctext}\nserver:\n{stext}");
     assert!(
         ctext.contains(&format!("urma-pair client {mode} ok")),
         "{ctext}"

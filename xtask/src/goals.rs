@@ -921,7 +921,15 @@ fn test_aarch64_quick(ctx: &mut Ctx, goal: &str) {
         c
     };
     run(&mut on_packages(&["build"]));
-    run(a64().args(["test", "--no-fail-fast", "-p", "os-transport", "--lib"]));
+    run(a64().args([
+        "test",
+        "--no-fail-fast",
+        "-p",
+        "os-transport",
+        "-p",
+        "ranked-lock",
+        "--lib",
+    ]));
     // One cargo run for the binaries taking no arguments, one for each of the others.
     let mut all = on_packages(&["test", "--no-fail-fast"]);
     for (t, args) in AARCH64_QUICK_TESTS {

@@ -27,10 +27,12 @@
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ost_build_support::umdk::{self, Umdk};
+use ost_supervise::perftest::{self, run_pair, Pair};
+use ost_supervise::{free_port, wait_listening, Capture, Ended, Running};
 use serde_json::{json, Value};
 
 use crate::cargo::{self, Built};
@@ -221,61 +223,15 @@ fn copy_replacing(from: &Path, to: &Path) {
         .unwrap_or_else(|e| fail(format!("copy {} to {}: {e}", from.display(), to.display())));
 }
 
-/// A free TCP port on 127.0.0.1 (bound, read, released).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or_else(|e| fail(format!("no free port on 127.0.0.1: {e}")))
-}
-
-/// Whether some socket listens on TCP port `port` (`/proc/net/tcp` and `tcp6`: state 0A).
-fn listening(port: u16) -> bool {
-    let want = format!(":{port:04X}");
-    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
-        std::fs::read_to_string(f).is_ok_and(|t| {
-            t.lines().skip(1).any(|l| {
-                let cols: Vec<&str> = l.split_whitespace().collect();
-                cols.len() > 3 && cols[1].ends_with(&want) && cols[3] == "0A"
-            })
-        })
-    })
-}
-
-/// Waits for `child` until `deadline`; kills it (its own pid) when the deadline passes.
-fn wait_until(child: &mut Child, deadline: Instant) -> Option<ExitStatus> {
-    loop {
-        if let Ok(Some(st)) = child.try_wait() {
-            return Some(st);
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// A program started over the core, its output going to `<logs>/<name>.out` and `.err`.
-struct Started {
-    name: String,
-    child: Child,
-}
-
-impl Started {
-    /// Waits for the program until `deadline`: its stdout, or why it failed (with its output).
-    fn finish(mut self, lane: &Lane, deadline: Instant) -> Result<String, String> {
-        let st = wait_until(&mut self.child, deadline);
-        let (out, err) = lane.output(&self.name);
-        match st {
-            Some(s) if s.success() => Ok(out),
-            Some(s) => Err(format!("{} exited with {s}:\n{out}{err}", self.name)),
-            None => Err(format!(
-                "{} did not finish in time (killed):\n{out}{err}",
-                self.name
-            )),
-        }
+/// A program's end as a step sees it: its stdout, or why it failed (with its output).
+fn judged(name: &str, end: Ended) -> Result<String, String> {
+    match end.status {
+        Some(s) if s.success() => Ok(end.stdout),
+        Some(s) => Err(format!("{name} exited with {s}:\n{}", end.output())),
+        None => Err(format!(
+            "{name} did not finish in time (killed):\n{}",
+            end.output()
+        )),
     }
 }
 
@@ -295,31 +251,15 @@ impl Lane<'_> {
             .env(ENABLE_VAR, "1")
     }
 
-    fn output(&self, name: &str) -> (String, String) {
-        let read = |ext: &str| {
-            std::fs::read_to_string(self.logs.join(format!("{name}.{ext}"))).unwrap_or_default()
-        };
-        (read("out"), read("err"))
-    }
-
     /// Starts `cmd` over the core, stdin piped, output to the log files of `name`.
-    fn start(&self, name: &str, cmd: &mut Command) -> Result<Started, String> {
-        let file = |ext: &str| {
-            std::fs::File::create(self.logs.join(format!("{name}.{ext}")))
-                .map_err(|e| format!("{name}: log file: {e}"))
-        };
-        self.over_core(cmd)
-            .stdin(Stdio::piped())
-            .stdout(file("out")?)
-            .stderr(file("err")?);
+    fn start(&self, name: &str, cmd: &mut Command) -> Result<Running, String> {
+        self.over_core(cmd).stdin(Stdio::piped());
         eprintln!("+ {} &", show(cmd));
-        let child = cmd
-            .spawn()
-            .map_err(|e| format!("cannot start {name}: {e}"))?;
-        Ok(Started {
-            name: name.to_string(),
-            child,
-        })
+        let capture = Capture::Files {
+            out: self.logs.join(format!("{name}.out")),
+            err: self.logs.join(format!("{name}.err")),
+        };
+        ost_supervise::spawn(name, cmd, capture)
     }
 
     /// Runs `cmd` over the core to completion within `limit`: its stdout, or why it failed.
@@ -330,7 +270,7 @@ impl Lane<'_> {
         limit: Duration,
     ) -> Result<String, String> {
         let p = self.start(name, cmd)?;
-        p.finish(self, Instant::now() + limit)
+        judged(name, p.finish(limit))
     }
 
     fn step(&mut self, name: &str, r: Result<String, String>) {
@@ -406,22 +346,21 @@ impl Lane<'_> {
             .sample
             .clone()
             .ok_or("no urma_sample (not installed with the system's UMDK)")?;
-        let port = free_port().to_string();
+        let port = free_port()?.to_string();
         let mut args = vec!["-m", mode, "-d", DEVICE, "-p", port.as_str()];
         if event {
             args.push("-e");
         }
         let tag = format!("sample-m{mode}{}", if event { "e" } else { "" });
-        let mut server = self.start(&format!("{tag}-server"), Command::new(&exe).args(&args))?;
-        let ready = Instant::now() + Duration::from_secs(30);
-        while !listening(port.parse().unwrap_or(0)) {
-            if Instant::now() >= ready || matches!(server.child.try_wait(), Ok(Some(_))) {
-                let _ = server.child.kill();
-                return server
-                    .finish(self, Instant::now())
-                    .and_then(|_| Err("the server did not listen".to_string()));
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        let server_name = format!("{tag}-server");
+        let mut server = self.start(&server_name, Command::new(&exe).args(&args))?;
+        if !wait_listening(
+            port.parse().unwrap_or(0),
+            &mut server,
+            Duration::from_secs(30),
+        ) {
+            return judged(&server_name, server.finish(Duration::ZERO))
+                .and_then(|_| Err("the server did not listen".to_string()));
         }
         let client = self.run_over_core(
             &format!("{tag}-client"),
@@ -432,14 +371,15 @@ impl Lane<'_> {
         // completion without a time limit (urma_wait_jfc, -1) and is joined at exit, so after
         // the last completion it waits for ever (on any provider). It is killed then, and its
         // part is judged by the reply the client received.
-        if let Some(mut stdin) = server.child.stdin.take() {
+        if let Some(mut stdin) = server.take_stdin() {
             let _ = stdin.write_all(b"q\n");
         }
         let served = if event {
-            wait_until(&mut server.child, Instant::now() + Duration::from_secs(3))
-                .map(|_| server.finish(self, Instant::now()))
+            server
+                .wait_until(Instant::now() + Duration::from_secs(3))
+                .map(|_| judged(&server_name, server.finish(Duration::ZERO)))
         } else {
-            Some(server.finish(self, Instant::now() + Duration::from_secs(20)))
+            Some(judged(&server_name, server.finish(Duration::from_secs(20))))
         };
         let client = client?;
         let served = served.transpose()?;
@@ -544,51 +484,24 @@ impl Lane<'_> {
             .perftest
             .clone()
             .ok_or("no urma_perftest (not installed with the system's UMDK)")?;
-        let port = free_port();
         let iters = if test.ends_with("_bw") {
             bw_iters()
         } else {
             lat_iters()
         };
-        let (port_s, iters_s) = (port.to_string(), iters.to_string());
-        let args = [
+        let pair = Pair {
+            exe: &exe,
             test,
-            "-d",
-            DEVICE,
-            "-P",
-            port_s.as_str(),
-            "-n",
-            iters_s.as_str(),
-        ];
-        let server = self.start(
-            &format!("perftest-{test}-server"),
-            Command::new(&exe).args(args),
-        )?;
-        let ready = Instant::now() + Duration::from_secs(30);
-        while !listening(port) && Instant::now() < ready {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let client = self
-            .start(
-                &format!("perftest-{test}-client"),
-                Command::new(&exe).args(args).args(["-S", "127.0.0.1"]),
-            )
-            .and_then(|c| c.finish(self, deadline));
-        let served = server.finish(self, deadline);
-        let (client, served) = (client?, served?);
-        // urma_perftest exits 0 after a failed post too (with a result of zeros): its messages
-        // and the measured values decide.
-        for side in ["client", "server"] {
-            let (out, err) = self.output(&format!("perftest-{test}-{side}"));
-            if let Some(l) = out
-                .lines()
-                .chain(err.lines())
-                .find(|l| l.contains("Failed") || l.contains("Couldn't"))
-            {
-                return Err(format!("{side}: {l}"));
-            }
-        }
+            device: DEVICE,
+            iters,
+            size: None,
+            log: &self.logs.join(format!("perftest-{test}")),
+            limit: Duration::from_secs(60),
+        };
+        let out = run_pair(&pair, &|cmd| {
+            self.over_core(cmd);
+        })?;
+        let (client, served) = (out.client.stdout, out.server.stdout);
         let measure = if test.ends_with("_bw") {
             "BW average[MB/sec]"
         } else {
@@ -618,34 +531,12 @@ fn bw_iters() -> u64 {
     env_or("UMDK_BW_ITERS", "2000").parse().unwrap_or(2000)
 }
 
-/// The result of a perftest output: the line after the header (` bytes   iterations ...`), its
-/// numbers under the header's column names.
+/// The result row of a perftest output (`ost_supervise::perftest::result_row`) as JSON: column
+/// name to value.
 fn result_row(text: &str) -> Option<Value> {
-    let lines: Vec<&str> = text.lines().collect();
-    let at = lines
-        .iter()
-        .rposition(|l| l.trim_start().starts_with("bytes") && l.contains("iterations"))?;
-    // Column names hold no spaces (`t_min[us]`), except the bandwidth ones (`BW peak[MB/sec]`):
-    // split the header on runs of two or more spaces.
-    let names: Vec<&str> = lines[at]
-        .split("  ")
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .collect();
-    let values: Vec<f64> = lines
-        .get(at + 1)?
-        .split_whitespace()
-        .map(|v| v.parse().ok())
-        .collect::<Option<Vec<f64>>>()?;
-    if values.len() != names.len() {
-        return None;
-    }
+    let row = perftest::result_row(text)?;
     Some(Value::Object(
-        names
-            .iter()
-            .zip(values)
-            .map(|(n, v)| (n.to_string(), json!(v)))
-            .collect(),
+        row.into_iter().map(|(n, v)| (n, json!(v))).collect(),
     ))
 }
 

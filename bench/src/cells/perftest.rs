@@ -8,11 +8,10 @@
 //! Without a genuine core and its `urma_perftest` it runs nothing and says so.
 
 use std::fmt::Write as _;
-use std::fs::File;
-use std::net::TcpListener;
 use std::path::Path;
-use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use ost_supervise::perftest::{result_row, run_pair, Pair};
 
 use super::xproc::XPROC;
 use crate::cell::{About, Cell, Target, REPORT_ONLY};
@@ -31,7 +30,7 @@ const ABOUT: About = About {
 /// The loopback plugin's device.
 const DEVICE: &str = "loopback0";
 /// Exchanges per test (`-n`).
-const ITERS: u32 = 1000;
+const ITERS: u64 = 1000;
 /// Bound on one server + client pair.
 const PAIR_WAIT: Duration = Duration::from_secs(60);
 
@@ -92,16 +91,16 @@ impl Test {
 
 /// The metrics of a latency test's report line (µs; `t_*` of urma_perftest: half the round
 /// trip for WRITE and SEND, the round trip for READ) and their columns.
-const LAT_METRICS: [(&str, usize, &str); 3] = [
-    ("t_median_us", 4, "t_median[us]"),
-    ("t_avg_us", 5, "t_avg[us]"),
-    ("t_p99_us", 7, "99%[us]"),
+const LAT_METRICS: [(&str, &str); 3] = [
+    ("t_median_us", "t_median[us]"),
+    ("t_avg_us", "t_avg[us]"),
+    ("t_p99_us", "99%[us]"),
 ];
 /// The metrics of a bandwidth test's report line (MiB/s: urma_perftest's MB is 2^20 bytes).
-const BW_METRICS: [(&str, usize, &str); 3] = [
-    ("bw_peak_mib_s", 2, "peak[MB/sec]"),
-    ("bw_avg_mib_s", 3, "average[MB/sec]"),
-    ("msg_rate_mpps", 4, "MsgRate[Mpps]"),
+const BW_METRICS: [(&str, &str); 3] = [
+    ("bw_peak_mib_s", "BW peak[MB/sec]"),
+    ("bw_avg_mib_s", "BW average[MB/sec]"),
+    ("msg_rate_mpps", "MsgRate[Mpps]"),
 ];
 
 impl Cell for Perftest {
@@ -261,127 +260,52 @@ fn not_run(ctx: &Ctx) -> String {
     }
 }
 
-/// One server + client pair of `t`, their output in `<log>-server.log` and `<log>-client.log`:
-/// the metrics of the client's report line.
+/// One server + client pair of `t` (`ost_supervise::perftest`), their output in
+/// `<log>-server.out`, `.err` and `<log>-client.out`, `.err`: the metrics of the client's report
+/// line.
 fn pair(
     core: &GenuineCore,
     exe: &Path,
     t: &Test,
     log: &Path,
 ) -> Result<Vec<(&'static str, f64)>, String> {
-    // A port free now (urma_perftest's server binds it; its client retries until it listens).
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map_err(|e| format!("no free port: {e}"))?
-        .port();
-    let logs = [
-        log.with_extension("server.log"),
-        log.with_extension("client.log"),
-    ];
-    let start = |client: bool, out: &Path| -> Result<Child, String> {
-        let f = File::create(out).map_err(|e| format!("{}: {e}", out.display()))?;
-        let f2 = f.try_clone().map_err(|e| e.to_string())?;
-        let mut cmd = testkit::target::command(exe);
-        cmd.args([t.name, "-d", DEVICE])
-            .args(["-n", &ITERS.to_string()])
-            .args(["-s", &t.size.to_string()])
-            .args(["-P", &port.to_string()])
-            .stdout(Stdio::from(f))
-            .stderr(Stdio::from(f2))
-            .env_remove("LD_PRELOAD");
-        if client {
-            cmd.args(["-S", "127.0.0.1"]);
-        }
-        let rest = std::env::var("LD_LIBRARY_PATH").unwrap_or_default();
-        core.apply(&mut cmd, &rest, None);
-        cmd.spawn()
-            .map_err(|e| format!("cannot run {}: {e}", exe.display()))
+    let p = Pair {
+        exe,
+        test: t.name,
+        device: DEVICE,
+        iters: ITERS,
+        size: Some(t.size),
+        log,
+        limit: PAIR_WAIT,
     };
-    let mut server = start(false, &logs[0])?;
-    let mut client = match start(true, &logs[1]) {
-        Ok(c) => c,
-        Err(e) => {
-            let _ = server.kill();
-            let _ = server.wait();
-            return Err(e);
-        }
-    };
-    let end = Instant::now() + PAIR_WAIT;
-    let mut status = [None, None];
-    while status.iter().any(Option::is_none) {
-        for (s, c) in status.iter_mut().zip([&mut server, &mut client]) {
-            if s.is_none() {
-                *s = c.try_wait().map_err(|e| e.to_string())?;
-            }
-        }
-        if Instant::now() > end {
-            for c in [&mut server, &mut client] {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
-            return Err(format!(
-                "did not finish within {PAIR_WAIT:?} (logs {})",
-                log.display()
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    for (s, f) in status.iter().zip(&logs) {
-        match s {
-            Some(s) if s.success() => {}
-            s => {
-                return Err(format!(
-                    "exited with {s:?}; last lines of {}: {}",
-                    f.display(),
-                    tail(f)
-                ))
-            }
-        }
-    }
-    let text = std::fs::read_to_string(&logs[1]).map_err(|e| e.to_string())?;
-    report(&text, t).map_err(|e| format!("{e} (in {})", logs[1].display()))
+    let rest = std::env::var("LD_LIBRARY_PATH").unwrap_or_default();
+    let out = run_pair(&p, &|cmd| {
+        cmd.env_remove("LD_PRELOAD");
+        core.apply(cmd, &rest, None);
+    })?;
+    report(&out.client.stdout, t)
+        .map_err(|e| format!("{e} (in {})", p.log_file("client", "out").display()))
 }
 
-/// The last lines of a log, on one line.
-fn tail(f: &Path) -> String {
-    let text = std::fs::read_to_string(f).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().rev().take(4).collect();
-    lines.into_iter().rev().collect::<Vec<_>>().join(" | ")
-}
-
-/// The metrics of `t` in urma_perftest's output: the header of its report table and the line of
-/// `t.size` bytes below it.
+/// The metrics of `t` in urma_perftest's output: the row of its report table, which must be
+/// the one of `t.size` bytes.
 fn report(text: &str, t: &Test) -> Result<Vec<(&'static str, f64)>, String> {
-    let metrics: &[(&'static str, usize, &str)] = if t.latency() {
+    let metrics: &[(&'static str, &str)] = if t.latency() {
         &LAT_METRICS
     } else {
         &BW_METRICS
     };
-    let mut lines = text
-        .lines()
-        .skip_while(|l| !l.trim_start().starts_with("bytes"));
-    let header: Vec<&str> = lines
-        .next()
-        .ok_or("no report table")?
-        .split_whitespace()
-        .collect();
-    let values: Vec<f64> = lines
-        .map(|l| l.split_whitespace().collect::<Vec<_>>())
-        .find(|v| v.first() == Some(&t.size.to_string().as_str()))
-        .ok_or_else(|| format!("no report line of {} bytes", t.size))?
-        .iter()
-        .map(|v| v.parse::<f64>().map_err(|e| format!("{v}: {e}")))
-        .collect::<Result<_, _>>()?;
+    let row = result_row(text).ok_or("no report table")?;
+    let col = |name: &str| row.iter().find(|(n, _)| n == name).map(|c| c.1);
+    if col("bytes") != Some(f64::from(t.size)) {
+        return Err(format!("no report line of {} bytes", t.size));
+    }
     metrics
         .iter()
-        .map(|&(name, col, head)| {
-            if !header.contains(&head) {
-                return Err(format!("the report has no column {head}"));
-            }
-            values
-                .get(col)
-                .map(|&v| (name, v))
-                .ok_or_else(|| format!("the report line has no column {col}"))
+        .map(|&(metric, name)| {
+            col(name)
+                .map(|v| (metric, v))
+                .ok_or_else(|| format!("the report has no column {name}"))
         })
         .collect()
 }

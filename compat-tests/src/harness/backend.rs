@@ -189,14 +189,20 @@ impl TraceFaults for Layer {
         // pollers take what the provider has completed, so the release covers the same CRs as
         // the loopback's. Over the loopback: once the layer has seen every CR the loopback
         // generated and its count stayed unchanged for 20 ms; over an unknown provider, whose
-        // count is not known: once the count stayed unchanged for 50 ms.
+        // count is not known: once it has returned at least as many CRs as send WRs were
+        // posted through the layer (each one completes; a slow WRITE on a loaded host otherwise
+        // completes after a 50 ms quiet spell, and the release misses it) and the count stayed
+        // unchanged for 50 ms. Both bounded by 2 s.
         if self.loopback_underneath {
             settle_layer_crs(
                 Duration::from_millis(20),
                 Some(&|| lb::counters().crs_generated),
             );
         } else {
-            settle_layer_crs(Duration::from_millis(50), None);
+            settle_layer_crs(
+                Duration::from_millis(50),
+                Some(&|| layer::counters().send_wrs),
+            );
         }
         layer::knobs().release_crs(order, 0)
     }

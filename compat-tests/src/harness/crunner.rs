@@ -6,11 +6,10 @@
 //! prints the raw trace format; both traces are normalised and compared like the in-process
 //! ones.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use ost_supervise::Capture;
 use serde_json::Value;
 
 use super::ledger::Ledger;
@@ -101,46 +100,23 @@ pub fn run_one(exe: &Path, libdir: &Path, urma: &Path, id: &str) -> RunResult {
         path.push(":");
         path.push(rest);
     }
-    let mut child = crate::target::command(exe)
-        .arg(id)
+    let mut cmd = crate::target::command(exe);
+    cmd.arg(id)
         .env("LD_LIBRARY_PATH", path)
         .env_remove("URMA_LOOPBACK_TRACE")
-        .env_remove("URMA_LOOPBACK_KNOBS")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("spawn {}: {e}", exe.display()))?;
-    let mut stdout = child.stdout.take().expect("stdout");
-    let mut stderr = child.stderr.take().expect("stderr");
-    let so = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = stdout.read_to_string(&mut s);
-        s
-    });
-    let se = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = stderr.read_to_string(&mut s);
-        s
-    });
-    let end = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(st)) => break st,
-            Ok(None) if Instant::now() < end => std::thread::sleep(Duration::from_millis(10)),
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!("C runner {id}: no exit within 60 s (killed)"));
-            }
+        .env_remove("URMA_LOOPBACK_KNOBS");
+    let end = ost_supervise::spawn(&format!("C runner {id}"), &mut cmd, Capture::Pipes)?
+        .finish(Duration::from_secs(60));
+    let (out, err) = (end.stdout, end.stderr);
+    match end.status {
+        None => return Err(format!("C runner {id}: no exit within 60 s (killed)")),
+        Some(status) if !status.success() => {
+            return Err(format!(
+                "C runner {id} exited with {status}: {}",
+                err.trim()
+            ))
         }
-    };
-    let out = so.join().unwrap_or_default();
-    let err = se.join().unwrap_or_default();
-    if !status.success() {
-        return Err(format!(
-            "C runner {id} exited with {status}: {}",
-            err.trim()
-        ));
+        Some(_) => {}
     }
     let mut v = Vec::new();
     let want = std::fs::canonicalize(libdir.join("libos_transport.so.1")).ok();

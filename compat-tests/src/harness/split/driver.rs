@@ -163,15 +163,12 @@ fn peer_death(pr: &mut PairRun, send: Proc, recv: Proc) {
     {
         // Let the transfer reach the stall (the fifth SEND_IMM waiting for a recv WR).
         std::thread::sleep(Duration::from_millis(300));
-        while let Ok(l) = send.lines.try_recv() {
-            sseen.push(l);
-        }
+        sseen.extend(send.ready_lines());
         pr.waited = child_waited(&sseen);
         pr.returned_before_kill = sseen.iter().any(|l| l.starts_with("waited"));
         let mut recv = recv;
         pr.killed_ns = Some(monotonic_ns());
-        let _ = recv.child.kill();
-        let _ = recv.child.wait();
+        recv.kill();
         let _ = recv.finish(Duration::from_millis(1));
         let mut all = sseen;
         if pr.waited.is_none() {

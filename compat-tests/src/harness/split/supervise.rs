@@ -2,11 +2,11 @@
 //! output read line by line with a bound on every wait, and its end collected ([`ChildEnd`]),
 //! killing it when it overstays.
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::process::Stdio;
+use std::time::Duration;
+
+use ost_supervise::{Capture, Running};
 
 use super::mode::Mode;
 use super::wire::CHILD_ARG;
@@ -20,12 +20,8 @@ pub struct LibRef {
     pub name: &'static str,
 }
 
-/// A running child: its process, its stdout lines as they come, its stderr once it ended.
-pub(super) struct Proc {
-    pub(super) child: Child,
-    pub(super) lines: mpsc::Receiver<String>,
-    err: std::thread::JoinHandle<String>,
-}
+/// A running child (`ost_supervise`): its stdout lines as they come, its stderr once it ended.
+pub(super) struct Proc(Running);
 
 /// How the parent starts the children of a run: the harness executable and the backend they
 /// use.
@@ -42,9 +38,8 @@ pub(super) fn spawn(
     plan: &str,
     extra: &[String],
 ) -> Result<Proc, String> {
-    let exe = &launch.exe;
     // Through the target runner: under qemu the kernel cannot execute this binary by itself.
-    let mut c = crate::target::command(exe);
+    let mut c = crate::target::command(&launch.exe);
     c.arg(CHILD_ARG)
         .args(["--role", role, "--plan", plan])
         .arg("--lib")
@@ -52,28 +47,8 @@ pub(super) fn spawn(
         .args(["--slot", &lib.slot.to_string()])
         .args(launch.mode.child_args())
         .args(extra)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = c
-        .spawn()
-        .map_err(|e| format!("spawn {}: {e}", exe.display()))?;
-    let so = child.stdout.take().ok_or("no stdout")?;
-    let mut se = child.stderr.take().ok_or("no stderr")?;
-    let (tx, lines) = mpsc::channel();
-    std::thread::spawn(move || {
-        for l in BufReader::new(so).lines().map_while(Result::ok) {
-            if tx.send(l).is_err() {
-                break;
-            }
-        }
-    });
-    let err = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = std::io::Read::read_to_string(&mut se, &mut s);
-        s
-    });
-    Ok(Proc { child, lines, err })
+        .stdin(Stdio::null());
+    ost_supervise::spawn(&format!("{role} child"), &mut c, Capture::Pipes).map(Proc)
 }
 
 impl Proc {
@@ -84,37 +59,25 @@ impl Proc {
         limit: Duration,
         seen: &mut Vec<String>,
     ) -> Option<String> {
-        let end = Instant::now() + limit;
-        loop {
-            let left = end.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(l) if l.starts_with(prefix) => return Some(l[prefix.len()..].trim().into()),
-                Ok(l) => seen.push(l),
-                Err(_) => return None,
-            }
-        }
+        self.0.expect(prefix, limit, seen)
+    }
+
+    /// The stdout lines that have arrived, without waiting.
+    pub(super) fn ready_lines(&self) -> Vec<String> {
+        self.0.ready_lines()
+    }
+
+    /// Kills the child now.
+    pub(super) fn kill(&mut self) {
+        self.0.kill();
     }
 
     /// Waits for the exit (killing the process after `limit`); status code (-1 if killed or
     /// signalled), remaining stdout lines, stderr.
-    pub(super) fn finish(mut self, limit: Duration) -> ChildEnd {
-        let end = Instant::now() + limit;
-        let code = loop {
-            match self.child.try_wait() {
-                Ok(Some(st)) => break st.code().unwrap_or(-1),
-                Ok(None) if Instant::now() < end => std::thread::sleep(Duration::from_millis(5)),
-                _ => {
-                    let _ = self.child.kill();
-                    let _ = self.child.wait();
-                    break -1;
-                }
-            }
-        };
-        let mut rest = Vec::new();
-        while let Ok(l) = self.lines.recv_timeout(Duration::from_millis(200)) {
-            rest.push(l);
-        }
-        (code, rest, self.err.join().unwrap_or_default())
+    pub(super) fn finish(self, limit: Duration) -> ChildEnd {
+        let end = self.0.finish(limit);
+        let rest = end.stdout.lines().map(str::to_string).collect();
+        (end.code(), rest, end.stderr)
     }
 }
 

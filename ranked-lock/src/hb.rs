@@ -1,7 +1,7 @@
 //! Happens-before hints for Helgrind (the race checker of docs/reliability.md).
 //!
-//! Helgrind only models pthread primitives; the library synchronises with futex-based
-//! `std::sync` types, so it cannot see their ordering. With the cargo feature
+//! Helgrind only models pthread primitives; the locks of this crate are futex-based (and
+//! `std::sync::RwLock`), so it cannot see their ordering. With the cargo feature
 //! `valgrind-annotations` these functions issue Helgrind's user-level synchronisation-object
 //! client requests (`ANNOTATE_HAPPENS_BEFORE` / `ANNOTATE_HAPPENS_AFTER`): every
 //! [`before`]`(tag)` happens-before any later [`after`]`(tag)` with the same tag. Outside
