@@ -17,7 +17,9 @@
 #                      and the C runner, are reported SKIPPED with the reason. On a UMDK host
 #                      without UB hardware, --device loopback0 is the loopback provider plugin
 #                      of mlcachedirect-urma-loopback (@PLUGINDIR@/liburma-loopback.so)
-#                      inside the system's URMA library.
+#                      inside the system's URMA library; for a device named loopback* this
+#                      command enables it (URMA_LOOPBACK=1), which other programs must do
+#                      themselves.
 #   --split            sender and receiver of each scenario in two processes (with or without
 #                      --device), endpoint information over TCP; report report-split.html/.md/.json/.xml
 #   --split --device NAME [--eid EID] --serve HOST:PORT
@@ -80,9 +82,12 @@ if [ -n "$device" ]; then
         exit 2
     }
     # In a URMA core that loads providers (UMDK's: it offers them urma_register_provider_ops),
-    # the loopback's devices exist only with its plugin in the core's providers' directory.
+    # the loopback's devices exist only with its plugin in the core's providers' directory, and
+    # only in a process that asks for them (URMA_LOOPBACK=1; the plugin is inert otherwise).
     case $device_name in
         loopback*)
+            URMA_LOOPBACK=1
+            export URMA_LOOPBACK
             plugin=$(dirname "$real")/urma/liburma-loopback.so
             if [ ! -e "$plugin" ] && grep -q urma_register_provider_ops "$real"; then
                 echo "mlcachedirect-conformance: note: no $plugin: the loopback's device $device_name" \

@@ -28,7 +28,8 @@
 #   9. a UMDK host: a root with the genuine URMA core (TEST ONLY stand-in of umdk-urma-lib built
 #      from RPM_TEST_UMDK_CORE / RPM_TEST_UMDK_COMMON, which `cargo xtask rpm-test` sets),
 #      mlcachedirect-urma-loopback and -conformance: urma_sample (RPM_TEST_URMA_SAMPLE) as server
-#      and client on loopback0 with the helper preloaded, and mlcachedirect-conformance --device
+#      and client on loopback0 with the helper preloaded and URMA_LOOPBACK=1 (and, without it, no
+#      loopback0), and mlcachedirect-conformance --device
 #      loopback0 (also --split) over the core and its plugin. Without a core: skipped, said so;
 #      with CI set: a failure
 #  10. mlcachedirect-inject: a root with mlcachedirect alone, then with -inject added: the default
@@ -175,11 +176,16 @@ for f in "$injectdir/libos_transport.so.1.0.0" /usr/bin/mlcachedirect-inject /us
     has_fixed "$inject_files" "$f" || fail "$name-inject does not ship $f"
 done
 grep -q "^$libdir/libos_transport" <<<"$inject_files" && fail "$name-inject ships a library on the loader's path"
+# Built without the test-control API: of the loopback's own functions only the helper's two queries.
+plugin_exports=$(nm -D --defined-only "$work/files$plugin" | awk '$2 == "T" && $3 ~ /^urma_/ { print $3 }' | sort | tr '
+' ' ')
+[ "$plugin_exports" = "urma_loopback_plugin_eid_list urma_loopback_plugin_query_device " ] ||
+    fail "$plugin exports $plugin_exports(the installed plugin carries no test-control API)"
 echo "   $name requires: $(grep -e liburma -e umdk <<<"$main_requires" | tr '\n' ' ')"
 echo "   $name-devel requires: $(grep -e umdk -e "^$name" <<<"$devel_requires" | tr '\n' ' ')"
 echo "   $name-conformance provides/obsoletes: $(grep compat <<<"$conf_provides" | tr '\n' ' ')/ $conf_obsoletes"
 echo "   $name-urma-loopback requires: $(grep -e liburma -e umdk <<<"$plugin_requires" | tr '\n' ' ')"
-echo "   $plugin: SONAME $(dyn "$plugin" SONAME)NEEDED $(dyn "$plugin" NEEDED)"
+echo "   $plugin: SONAME $(dyn "$plugin" SONAME)NEEDED $(dyn "$plugin" NEEDED)exports $plugin_exports"
 echo "   $preload: NEEDED $(dyn "$preload" NEEDED)"
 step "dependency metadata"
 
@@ -569,7 +575,16 @@ else
         [ -z "${CI:-}" ] || fail "no urma_sample (RPM_TEST_URMA_SAMPLE); in CI it must run"
         echo "   no urma_sample (RPM_TEST_URMA_SAMPLE): not run"
     else
-        uenv=(LD_LIBRARY_PATH="$uroot$libdir" LD_PRELOAD="$uroot$preload")
+        # Inert until asked: without URMA_LOOPBACK=1 the plugin makes no loopback0.
+        inert_rc=0
+        timeout 20 env LD_LIBRARY_PATH="$uroot$libdir" LD_PRELOAD="$uroot$preload" "$sample" -m 1 \
+            -d loopback0 -p 1 < /dev/null > "$work/log/sample-inert.log" 2>&1 || inert_rc=$?
+        case $inert_rc in
+            0|124) cat "$work/log/sample-inert.log"
+                   fail "urma_sample -d loopback0 without URMA_LOOPBACK=1: exit $inert_rc (the plugin is not inert)" ;;
+        esac
+        echo "   without URMA_LOOPBACK=1: urma_sample -d loopback0 exits $inert_rc ($(grep -m1 -i -e fail -e 'not' "$work/log/sample-inert.log" || true))"
+        uenv=(LD_LIBRARY_PATH="$uroot$libdir" LD_PRELOAD="$uroot$preload" URMA_LOOPBACK=1)
         # is_listening PORT: a TCP socket of this machine listens on PORT.
         is_listening() {
             local f hex

@@ -94,8 +94,6 @@ pub const ADVISE: u8 = 62;
 pub const ASYNC_EVENTS: u8 = 63;
 /// The jetty ids in use (`api::jetty`).
 pub const JETTY_IDS: u8 = 64;
-/// The plugin's device directory (`plugin::SYSFS_DIR`).
-pub const SYSFS_DIR: u8 = 65;
 /// The object registry (`registry::REGISTRY`, `RwLock`): a leaf for lookups.
 pub const REGISTRY: u8 = 66;
 /// The trace's queue names (`trace::QNAMES`, `RwLock`).
@@ -156,7 +154,6 @@ pub const fn name(r: u8) -> &'static str {
         ASYNC_EVENTS => "async events",
         MEMBERSHIP => "host membership",
         JETTY_IDS => "jetty ids",
-        SYSFS_DIR => "plugin device directory",
         REGISTRY => "object registry",
         QUEUE_NAMES => "trace queue names",
         FAULT_PLANE => "fault plane",

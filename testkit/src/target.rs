@@ -73,6 +73,21 @@ pub fn loopback_lib() -> std::path::PathBuf {
         .unwrap_or_else(|| crate::paths::profile_dir().join("liburma.so"))
 }
 
+/// The loopback plugin the genuine-core tests run (`URMA_LOOPBACK_PLUGIN`, which `cargo xtask
+/// test-umdk` sets to the plugin it built); `None` when unset or empty (the tests then say so
+/// and skip); panics when it names no file.
+pub fn plugin_under_test() -> Option<std::path::PathBuf> {
+    let p = std::path::PathBuf::from(
+        std::env::var_os("URMA_LOOPBACK_PLUGIN").filter(|v| !v.is_empty())?,
+    );
+    assert!(
+        p.is_file(),
+        "URMA_LOOPBACK_PLUGIN={}: no such file",
+        p.display()
+    );
+    Some(p)
+}
+
 /// Runs `cmd` to completion and returns its stdout; panics with its stdout and stderr when it
 /// cannot start or does not succeed.
 pub fn run(cmd: &mut Command) -> String {

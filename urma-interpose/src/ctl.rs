@@ -180,7 +180,8 @@ pub unsafe extern "C" fn urma_interpose_get_counters(out: *mut Counters) -> c_in
     })
 }
 
-/// Opens (truncates) a trace file; NULL closes it. 0, or -1 when it cannot be created.
+/// Opens a trace file (`trace_line::open_trace_file`: created 0600 or emptied, never a link or
+/// another user's file); NULL closes it. 0, or -1 when it cannot be opened so.
 ///
 /// # Safety
 /// `path` is NULL or a NUL-terminated string.

@@ -530,7 +530,8 @@ pub fn apply_knobs(spec: &str) -> Result<u32, String> {
     api().knobs().apply_knobs(spec)
 }
 
-/// Opens (truncating) a trace file, or closes it with `None`.
+/// Opens a trace file (created 0600 or emptied, never a link or another user's file), or closes
+/// it with `None`.
 pub fn trace_open(path: Option<&std::path::Path>) -> Result<(), String> {
     let c = path.map(|p| CString::new(p.as_os_str().as_encoded_bytes()).expect("path"));
     let p = c.as_ref().map(|c| c.as_ptr()).unwrap_or(std::ptr::null());

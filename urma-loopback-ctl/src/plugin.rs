@@ -22,6 +22,12 @@ pub const FILE_NAME: &str = "liburma-loopback.so";
 /// tools, never in the plugin directory (the core would load it as a provider).
 pub const PRELOAD_FILE_NAME: &str = "liburma-loopback-preload.so";
 
+/// The variable that enables the plugin in a process: `URMA_LOOPBACK=1`. Without it the
+/// installed plugin stays inert (no device, no file, thread or socket); in a privileged process
+/// (`AT_SECURE`) it is ignored, as every `URMA_LOOPBACK*` variable is. The standalone
+/// `liburma.so.0` does not read it (always on).
+pub const ENABLE_VAR: &str = "URMA_LOOPBACK";
+
 /// The name of the provider (`urma_provider_ops_t.name`, the device's `driver_name`).
 pub const PROVIDER_NAME: &str = "loopback";
 

@@ -29,6 +29,38 @@ pub struct Sink {
     stopped: Mutex<Vec<String>, { rank::TRACE_STOPPED }>,
 }
 
+/// Opens `path` for a trace: created with mode 0600 if it is not there, never through a link
+/// in its last component (`O_NOFOLLOW`), and only if it then is a regular file of this
+/// process's effective user with no other link to it; such a file is emptied (a trace starts
+/// afresh). Anything else (a link, a FIFO or device, another user's file) is refused and left
+/// as it was.
+pub fn open_trace_file(path: &str) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .mode(0o600)
+        // Non-blocking: a FIFO without a reader fails at once instead of hanging the caller.
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    let m = f.metadata()?;
+    // SAFETY: geteuid cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    if !m.file_type().is_file() || m.uid() != euid || m.nlink() != 1 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "{path}: not a regular file of uid {euid} with one link (uid {}, mode {:o}, {} links)",
+                m.uid(),
+                m.mode(),
+                m.nlink()
+            ),
+        ));
+    }
+    f.set_len(0)?;
+    Ok(f)
+}
+
 impl Sink {
     /// No sink active.
     pub const fn new() -> Sink {
@@ -53,10 +85,10 @@ impl Sink {
             .store(s.file.is_some() || s.capture.is_some(), Ordering::Release);
     }
 
-    /// Opens (truncates) a trace file; `None` closes the file sink.
+    /// Opens a trace file ([`open_trace_file`]); `None` closes the file sink.
     pub fn open_file(&self, path: Option<&str>) -> std::io::Result<()> {
         let f = match path {
-            Some(p) => Some(std::fs::File::create(p)?),
+            Some(p) => Some(open_trace_file(p)?),
             None => None,
         };
         let mut s = lock(&self.sinks);
@@ -606,5 +638,45 @@ mod tests {
     fn line_pieces() {
         assert_eq!(hex(0x2a), "\"0x000000000000002a\"");
         assert_eq!(json_str("a\"b\\\u{1}"), "\"a\\\"b\\\\\\u0001\"");
+    }
+
+    #[test]
+    fn a_trace_file_is_private_never_a_link_and_never_another_file() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let dir = std::env::temp_dir().join(format!("trace-open-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        let at = |n: &str| dir.join(n).to_str().unwrap().to_string();
+
+        // New: created 0600 (whatever the umask lets through otherwise).
+        let t = Sink::new();
+        t.open_file(Some(&at("new"))).expect("a new file");
+        let m = std::fs::metadata(at("new")).unwrap();
+        assert_eq!(m.mode() & 0o777, 0o600, "mode of a new trace file");
+        // An existing file of ours is emptied.
+        std::fs::write(at("old"), "earlier lines\n").unwrap();
+        t.open_file(Some(&at("old")))
+            .expect("an existing file of ours");
+        assert_eq!(std::fs::metadata(at("old")).unwrap().len(), 0);
+
+        // A link to a file is refused, and the file is untouched.
+        std::fs::write(at("victim"), "precious\n").unwrap();
+        std::fs::set_permissions(at("victim"), std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::os::unix::fs::symlink(at("victim"), at("link")).unwrap();
+        assert!(t.open_file(Some(&at("link"))).is_err(), "a symbolic link");
+        std::fs::hard_link(at("victim"), at("hard")).unwrap();
+        assert!(t.open_file(Some(&at("hard"))).is_err(), "a second link");
+        assert_eq!(std::fs::read_to_string(at("victim")).unwrap(), "precious\n");
+        // A dangling link creates nothing where it points.
+        std::os::unix::fs::symlink(at("nowhere"), at("dangling")).unwrap();
+        assert!(t.open_file(Some(&at("dangling"))).is_err());
+        assert!(!dir.join("nowhere").exists());
+        // Not a regular file.
+        assert!(
+            t.open_file(Some(dir.to_str().unwrap())).is_err(),
+            "a directory"
+        );
+        assert!(t.open_file(Some("/dev/null")).is_err(), "a device");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -201,7 +201,30 @@ fn descriptor_behaviour() {
         rc == -1 && errno() == libc::EINVAL,
         "a malformed query: EINVAL"
     );
-    // SAFETY: the descriptor opened above.
+    // The number reused for another file without the helper's close (dup2 of a pipe onto
+    // it): the pipe's ioctls reach the kernel.
+    let mut pipe = [0 as c_int; 2];
+    // SAFETY: pipe writes two descriptors into the array.
+    assert_eq!(unsafe { libc::pipe(pipe.as_mut_ptr()) }, 0);
+    // SAFETY: five bytes from a live buffer into the pipe's write end.
+    let wrote = unsafe { libc::write(pipe[1], b"hello".as_ptr().cast(), 5) };
+    assert_eq!(wrote, 5);
+    // SAFETY: dup2 of the pipe's read end onto the device descriptor (which it closes).
+    assert_eq!(unsafe { libc::dup2(pipe[0], fd) }, fd);
+    let mut queued: c_int = -1;
+    // SAFETY: FIONREAD with a writable int.
+    let rc = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut queued) };
+    assert!(
+        rc == 0 && queued == 5,
+        "FIONREAD on a pipe dup2'd onto the device's number: rc {rc}, {queued} bytes, errno {}",
+        errno()
+    );
+    // SAFETY: the pipe's descriptors, closed once.
+    unsafe {
+        libc::close(pipe[0]);
+        libc::close(pipe[1]);
+    }
+    // SAFETY: the descriptor (now the pipe's copy).
     assert_eq!(unsafe { libc::close(fd) }, 0);
     // SAFETY: the closed number: the C library's ioctl sees it.
     let rc = unsafe { libc::ioctl(fd, libc::TIOCGWINSZ, winsize.as_mut_ptr()) };
@@ -209,7 +232,7 @@ fn descriptor_behaviour() {
         rc == -1 && errno() == libc::EBADF,
         "after close: the C library's EBADF"
     );
-    println!("the device descriptor: realpath, open, ENOTTY for other requests, EINVAL for a malformed query, close");
+    println!("the device descriptor: realpath, open, ENOTTY for other requests, EINVAL for a malformed query, a pipe dup2'd onto it reaches the kernel, close");
 }
 
 /// Child, without the helper: the query fails as without a kernel.
@@ -222,17 +245,6 @@ fn without_helper() {
     println!("without the helper urma_query_device fails ({rc})");
     // SAFETY: the last call.
     unsafe { (core.uninit)() };
-}
-
-/// The plugin's file, if there is one to test.
-fn plugin_file() -> Option<PathBuf> {
-    let p = PathBuf::from(std::env::var_os("URMA_LOOPBACK_PLUGIN").filter(|v| !v.is_empty())?);
-    assert!(
-        p.is_file(),
-        "URMA_LOOPBACK_PLUGIN={}: no such file",
-        p.display()
-    );
-    Some(p)
 }
 
 /// A view of the core whose plugin directory holds the plugin only: a copy, since the core
@@ -258,7 +270,7 @@ fn main() {
         println!("under emulation: skipped the helper under the genuine core");
         return;
     }
-    let Some(plugin_file) = plugin_file() else {
+    let Some(plugin_file) = target::plugin_under_test() else {
         println!(
             "URMA_LOOPBACK_PLUGIN not set: skipped the helper under the genuine core (cargo \
              xtask test-umdk builds the plugin and runs this test)"
@@ -283,6 +295,7 @@ fn main() {
                 "LD_LIBRARY_PATH",
                 std::env::join_paths(view.library_dirs()).expect("dirs"),
             )
+            .env(plugin::ENABLE_VAR, "1")
             .env_remove("LD_PRELOAD");
         if let Some(p) = preload {
             c.env("LD_PRELOAD", p);

@@ -123,7 +123,9 @@ void urma_loopback_set_rnr_timeout(uint32_t ms);
  * does not parse (earlier items stay applied). */
 int urma_loopback_apply_knobs(const char *spec);
 
-/* Opens (truncating) a trace file; NULL closes it. Returns 0 or -1. */
+/* Opens a trace file: created with mode 0600, or emptied if it is a regular file of the effective
+ * user with one link; a link, another user's file, a FIFO or a device is refused (-1) and left as
+ * it was. NULL closes it. Returns 0 or -1. */
 int urma_loopback_trace_open(const char *path);
 
 /* Starts (discarding lines not yet taken) or stops the in-memory trace capture. */

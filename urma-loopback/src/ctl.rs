@@ -81,12 +81,12 @@ fn snapshot() -> Counters {
 
 /// Applies `URMA_LOOPBACK_KNOBS` and `URMA_LOOPBACK_TRACE` (called once, from `urma_init`).
 pub fn apply_env() {
-    if let Ok(spec) = std::env::var("URMA_LOOPBACK_KNOBS") {
+    if let Some(spec) = crate::util::env("URMA_LOOPBACK_KNOBS") {
         if let Err(item) = faults::apply_spec(&spec) {
             crate::util::log_err(&format!("URMA_LOOPBACK_KNOBS: cannot parse '{item}'"));
         }
     }
-    if let Ok(path) = std::env::var("URMA_LOOPBACK_TRACE") {
+    if let Some(path) = crate::util::env("URMA_LOOPBACK_TRACE") {
         if !path.is_empty() {
             if let Err(e) = trace::SINK.open_file(Some(&path)) {
                 crate::util::log_err(&format!("URMA_LOOPBACK_TRACE={path}: {e}"));
@@ -202,7 +202,8 @@ pub unsafe extern "C" fn urma_loopback_apply_knobs(spec: *const c_char) -> c_int
     })
 }
 
-/// Opens (truncating) a trace file; NULL closes it. Returns 0 or -1.
+/// Opens a trace file (`urma_loopback_ctl::trace_line::open_trace_file`: created 0600 or emptied,
+/// never a link or another user's file); NULL closes it. Returns 0 or -1.
 #[no_mangle]
 pub unsafe extern "C" fn urma_loopback_trace_open(path: *const c_char) -> c_int {
     entry(-1, || {

@@ -55,11 +55,7 @@ pub fn set_rnr_timeout_ms(ms: u64) {
 /// build, so a run over the provider without its control API can choose it too.
 pub fn default_rnr_timeout_ms() -> u64 {
     static D: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    *D.get_or_init(|| {
-        rnr_timeout_from(&|n| std::env::var(n).ok(), &mut |m| {
-            crate::util::log_alert(&m)
-        })
-    })
+    *D.get_or_init(|| rnr_timeout_from(&crate::util::env, &mut |m| crate::util::log_alert(&m)))
 }
 
 /// The default receiver-not-ready timeout `var` (an environment lookup) gives.
@@ -174,7 +170,7 @@ impl Limits {
 /// This process's transport limits (read at first use).
 pub fn limits() -> &'static Limits {
     static L: std::sync::OnceLock<Limits> = std::sync::OnceLock::new();
-    L.get_or_init(|| Limits::from(|n| std::env::var(n).ok(), |m| crate::util::log_alert(&m)))
+    L.get_or_init(|| Limits::from(crate::util::env, |m| crate::util::log_alert(&m)))
 }
 
 #[cfg(test)]

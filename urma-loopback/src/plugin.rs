@@ -3,8 +3,9 @@
 //!
 //! The same engine as the standalone `liburma.so.0`; only the entry differs. The core loads the
 //! plugin and runs its ELF constructor, which registers [`PROVIDER`]; the core's `urma_init` calls
-//! [`provider_init`], which makes the device `loopback0` and adds it to the core's device list
-//! with `urma_register_sysfs_dev` (a driver-created device: no kernel entry, no character
+//! [`provider_init`], which, in a process that asked for the loopback (`URMA_LOOPBACK=1`, see
+//! [`enabled`]; otherwise it does nothing at all), makes the device `loopback0` and adds it to
+//! the core's device list with `urma_register_sysfs_dev` (a driver-created device: no kernel entry, no character
 //! device); `urma_create_context` reaches [`create_context`], whose context carries [`OPS`]; from
 //! then on the core validates and counts every call and hands it to the operation in [`OPS`],
 //! which is the standalone face's function of the same name. The core keeps what it does itself
@@ -19,11 +20,10 @@
 //! `docs/loopback.md` ("The two faces") and `docs/umdk-core.md` tell what the core does around
 //! each call.
 
-use ranked_lock::{rank, Mutex};
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::path::PathBuf;
 use std::ptr;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use urma_loopback_ctl::plugin as names;
 use urma_sys as u;
@@ -34,6 +34,7 @@ use urma_sys::provider::{
 };
 
 use crate::api::{self, device, import, jetty, jfc, post, seg, DEV_NAME};
+use crate::peer;
 use crate::util::{guard, log_alert};
 
 /// The per-context operations: every operation the loopback has, the standalone face's
@@ -115,9 +116,25 @@ fn ops_ptr() -> *mut urma_ops_t {
     ptr::from_ref(&OPS).cast_mut()
 }
 
-/// The directory given to the core as the device's sysfs path (`eids/eid0` holds the EID, so
-/// `urma_get_eid_list` works without the preload helper); removed at `uninit`.
-static SYSFS_DIR: Mutex<Option<PathBuf>, { rank::SYSFS_DIR }> = Mutex::new(None);
+/// Whether this process made loopback0 (the plugin was enabled at `urma_init`).
+static ACTIVE: AtomicBool = AtomicBool::new(false);
+
+/// Whether the process asked for the loopback: `URMA_LOOPBACK=1` ([`names::ENABLE_VAR`], read
+/// through [`crate::util::env`], so never in a privileged process). Anything else leaves the
+/// plugin inert; a value other than `0` or `1` is reported.
+fn enabled() -> bool {
+    match crate::util::env(names::ENABLE_VAR).as_deref() {
+        Some("1") => true,
+        None | Some("" | "0") => false,
+        Some(v) => {
+            log_alert(&format!(
+                "{}={v}: not 0 or 1, the loopback stays off",
+                names::ENABLE_VAR
+            ));
+            false
+        }
+    }
+}
 
 /// Registers the provider with the core while the core loads the plugin (ELF constructor).
 extern "C" fn on_load() {
@@ -150,11 +167,16 @@ static ON_UNLOAD: extern "C" fn() = on_unload;
 
 unsafe extern "C" fn provider_init(conf: *mut u::urma_init_attr_t) -> u::urma_status_t {
     guard(u::URMA_FAIL, || {
+        // Not asked for: nothing at all (the core keeps the driver, which has no device).
+        if !enabled() {
+            return u::URMA_SUCCESS;
+        }
         // SAFETY: the core passes the application's urma_init argument: NULL or readable.
         unsafe { device::init(conf) };
         match register_device() {
             Ok(d) => {
                 api::REGISTERED_DEVICE.store(d, Ordering::Release);
+                ACTIVE.store(true, Ordering::Release);
                 u::URMA_SUCCESS
             }
             Err(e) => {
@@ -168,11 +190,11 @@ unsafe extern "C" fn provider_init(conf: *mut u::urma_init_attr_t) -> u::urma_st
 
 unsafe extern "C" fn provider_uninit() -> u::urma_status_t {
     guard(u::URMA_FAIL, || {
+        if !ACTIVE.swap(false, Ordering::AcqRel) {
+            return u::URMA_SUCCESS;
+        }
         // The core frees the device right after this call.
         api::REGISTERED_DEVICE.store(ptr::null_mut(), Ordering::Release);
-        if let Some(d) = crate::util::lock(&SYSFS_DIR).take() {
-            let _ = std::fs::remove_dir_all(d);
-        }
         if device::uninit() {
             u::URMA_SUCCESS
         } else {
@@ -181,27 +203,32 @@ unsafe extern "C" fn provider_uninit() -> u::urma_status_t {
     })
 }
 
-/// A private directory holding `eids/eid0` (the EID in text, as the core parses it).
-fn make_sysfs_dir() -> Result<PathBuf, String> {
-    let base = std::env::temp_dir().join("urma-loopback-dev.XXXXXX");
-    let mut t = base.into_os_string().into_encoded_bytes();
-    t.push(0);
-    // SAFETY: t is a writable NUL-terminated template ending in XXXXXX.
-    let p = unsafe { libc::mkdtemp(t.as_mut_ptr() as *mut c_char) };
-    if p.is_null() {
-        return Err(format!("mkdtemp: {}", std::io::Error::last_os_error()));
-    }
-    t.pop();
-    // SAFETY: mkdtemp filled the template in place with the created path's bytes.
-    let dir = PathBuf::from(unsafe { std::ffi::OsString::from_encoded_bytes_unchecked(t) });
+/// The directory given to the core as loopback0's sysfs path: `<registry directory>/loopback0`
+/// holding `eids/eid0` (the EID in text, as the core parses it), so that `urma_get_eid_list`
+/// works without the preload helper. The core reads it whenever `urma_get_eid_list` falls back
+/// to it (its ioctl unanswered), not only at registration, so it must outlive registration: it
+/// is one directory per user in the registry directory ([`peer::Dir::open`]: made 0700, checked
+/// to be the user's), shared by all the user's processes (the EID is the host's, the same for
+/// all) and kept, so that a process ending without `urma_uninit` leaves nothing of its own.
+fn sysfs_dir() -> Result<PathBuf, String> {
+    let registry = peer::dir_path();
+    peer::Dir::open(registry.clone())?;
+    let dir = registry.join(DEV_NAME);
     let eids = dir.join("eids");
+    let file = eids.join("eid0");
     // SAFETY: every member of the EID union is plain bytes of the same size.
-    let eid = std::net::Ipv6Addr::from(unsafe { api::eid().raw });
-    std::fs::create_dir(&eids)
-        .and_then(|_| std::fs::write(eids.join("eid0"), format!("{eid}\n")))
+    let text = format!("{}\n", std::net::Ipv6Addr::from(unsafe { api::eid().raw }));
+    if std::fs::read_to_string(&file).ok().as_deref() == Some(text.as_str()) {
+        return Ok(dir);
+    }
+    // Written beside and renamed over: a reader in another process sees the whole EID or none.
+    let tmp = eids.join(format!(".eid0.{}", std::process::id()));
+    std::fs::create_dir_all(&eids)
+        .and_then(|_| std::fs::write(&tmp, &text))
+        .and_then(|_| std::fs::rename(&tmp, &file))
         .map_err(|e| {
-            let _ = std::fs::remove_dir_all(&dir);
-            format!("{}: {e}", eids.display())
+            let _ = std::fs::remove_file(&tmp);
+            format!("{}: {e}", file.display())
         })?;
     Ok(dir)
 }
@@ -210,7 +237,7 @@ fn make_sysfs_dir() -> Result<PathBuf, String> {
 fn register_device() -> Result<*mut u::urma_device_t, String> {
     let layout = Layout::for_loaded_core(urma_register_sysfs_dev as *const c_void)
         .map_err(|e| e.to_string())?;
-    let dir = make_sysfs_dir()?;
+    let dir = sysfs_dir()?;
     let attr = device::device_attr();
     let spec = DeviceSpec {
         name: DEV_NAME,
@@ -221,23 +248,14 @@ fn register_device() -> Result<*mut u::urma_device_t, String> {
         vendor_id: 0,
         device_id: 0,
     };
-    let built = NewDevice::build(layout, &spec).map_err(|e| e.to_string());
-    let dev = match built {
-        Ok(d) => d,
-        Err(e) => {
-            let _ = std::fs::remove_dir_all(&dir);
-            return Err(e);
-        }
-    };
+    let dev = NewDevice::build(layout, &spec).map_err(|e| e.to_string())?;
     // SAFETY: a complete structure of the loaded core's layout, from calloc; the core keeps it.
     let rc = unsafe { urma_register_sysfs_dev(dev.as_ptr()) };
     if rc != 0 {
-        let _ = std::fs::remove_dir_all(&dir);
         return Err(format!(
             "urma_register_sysfs_dev returned {rc} (a device of that name exists already?)"
         ));
     }
-    *crate::util::lock(&SYSFS_DIR) = Some(dir);
     // SAFETY: registration returned 0; the core calls the providers' init ops one at a time.
     unsafe { dev.registered(provider_ptr()) }
         .map(|d| d.as_ptr())

@@ -123,6 +123,34 @@ impl Default for RateLimit {
     }
 }
 
+/// Whether the process runs with privileges its user did not have (`AT_SECURE`: setuid, setgid,
+/// file capabilities, an LSM transition): the loader then ignores `LD_*`, and the provider
+/// ignores its own variables ([`env_os`]).
+pub fn privileged() -> bool {
+    // SAFETY: getauxval only reads the auxiliary vector the kernel gave the process.
+    unsafe { libc::getauxval(libc::AT_SECURE) != 0 }
+}
+
+/// The provider's environment: the one place where a `URMA_LOOPBACK*` variable is read. `None`
+/// in a privileged process ([`privileged`]), as `secure_getenv` does, so that a user cannot steer
+/// a setuid or setcap URMA program (its trace file, its faults, its registry directory) through
+/// the loopback. docs/loopback.md, "Security model".
+pub fn env_os(name: &str) -> Option<std::ffi::OsString> {
+    debug_assert!(
+        name.starts_with("URMA_LOOPBACK"),
+        "{name}: not the provider's"
+    );
+    if privileged() {
+        return None;
+    }
+    std::env::var_os(name)
+}
+
+/// [`env_os`] as text (`None` for a value that is not UTF-8 too).
+pub fn env(name: &str) -> Option<String> {
+    env_os(name)?.into_string().ok()
+}
+
 /// The thread stripes of the striped globals (the engine's lane locks, the statistics, the fault
 /// plane's sequence counters) and the cache-line wrapper, from the control plane.
 pub use urma_loopback_ctl::stripe::{stripe, Line, STRIPES};
@@ -146,5 +174,44 @@ mod rate_tests {
         );
         assert!(r.alert(|| "after the window".into()));
         assert_eq!(super::lock(&r.0).2, 0, "the held-back count was told");
+    }
+}
+
+#[cfg(test)]
+mod env_tests {
+    /// Every `URMA_LOOPBACK*` variable goes through [`super::env_os`] (ignored when privileged):
+    /// no other file of the crate reads the environment itself.
+    #[test]
+    fn only_env_os_reads_the_environment() {
+        fn walk(dir: &std::path::Path, found: &mut Vec<String>) {
+            for e in std::fs::read_dir(dir).expect("src").flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    walk(&p, found);
+                } else if p.extension().is_some_and(|x| x == "rs") && !p.ends_with("util.rs") {
+                    let text = std::fs::read_to_string(&p).expect("source");
+                    for (i, l) in text.lines().enumerate() {
+                        if l.contains("env::var") || l.contains("getenv") {
+                            found.push(format!("{}:{}: {}", p.display(), i + 1, l.trim()));
+                        }
+                    }
+                }
+            }
+        }
+        let mut found = Vec::new();
+        walk(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+            &mut found,
+        );
+        assert!(
+            found.is_empty(),
+            "read the environment past util::env: {found:#?}"
+        );
+        assert!(!super::privileged(), "the unit tests run unprivileged");
+        assert_eq!(
+            super::env("URMA_LOOPBACK_UNIT_TEST_UNSET"),
+            None,
+            "an unset variable"
+        );
     }
 }

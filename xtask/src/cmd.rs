@@ -59,6 +59,30 @@ pub fn fail(msg: impl std::fmt::Display) -> ! {
     std::process::exit(1)
 }
 
+/// The loopback's security suites (urma-loopback/tests/security.rs, which makes users, and
+/// plugin_safety.rs, which makes a setuid-root program) need root. As root, and always in CI,
+/// they must run (`cmd` gets `URMA_SECURITY_REQUIRED`); a developer's run without root skips
+/// them (each says so).
+pub fn security_required(cmd: &mut Command) -> &mut Command {
+    if is_root() || std::env::var_os("CI").is_some() {
+        cmd.env("URMA_SECURITY_REQUIRED", "1");
+    } else {
+        println!("xtask: not root, so the loopback's security suite is skipped");
+    }
+    cmd
+}
+
+/// Whether this process runs as root (its effective uid, from `/proc/self/status`).
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            let uids = s.lines().find_map(|l| l.strip_prefix("Uid:"))?.to_string();
+            uids.split_whitespace().nth(1).map(|e| e == "0")
+        })
+        .unwrap_or(false)
+}
+
 /// The `urma_*` functions `lib` defines in its dynamic symbol table (`nm -D --defined-only`).
 pub fn urma_exports(lib: &std::path::Path) -> Vec<String> {
     let out = Command::new("nm")

@@ -4,7 +4,9 @@
 //! VALGRIND, RPMBUILD_OPTS, DIST_TREE, UMDK_SRC, UMDK_LAT_ITERS, UMDK_BW_ITERS.
 
 use crate::cargo::{self, Built};
-use crate::cmd::{cargo as cargo_cmd, env_or, fail, run, show, try_run, urma_exports};
+use crate::cmd::{
+    cargo as cargo_cmd, env_or, fail, run, security_required, show, try_run, urma_exports,
+};
 use crate::ctx::Ctx;
 use crate::reports;
 use ost_build_support::archive;
@@ -139,29 +141,6 @@ fn test(ctx: &mut Ctx) {
     rpm(ctx, "test");
     rpm_test(ctx);
     test_aarch64_quick(ctx, "test");
-}
-
-/// The loopback's security suite (urma-loopback/tests/security.rs) needs root to make its
-/// users. As root, and always in CI, it must run (`cmd` gets `URMA_SECURITY_REQUIRED`); a
-/// developer's run without root skips it (each of its tests says so).
-fn security_required(cmd: &mut Command) -> &mut Command {
-    if is_root() || std::env::var_os("CI").is_some() {
-        cmd.env("URMA_SECURITY_REQUIRED", "1");
-    } else {
-        println!("xtask: not root, so the loopback's security suite is skipped");
-    }
-    cmd
-}
-
-/// Whether this process runs as root (its effective uid, from `/proc/self/status`).
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            let uids = s.lines().find_map(|l| l.strip_prefix("Uid:"))?.to_string();
-            uids.split_whitespace().nth(1).map(|e| e == "0")
-        })
-        .unwrap_or(false)
 }
 
 /// Set for the report test (compat-tests/tests/report_files.rs): a missing Chromium or xmllint

@@ -8,8 +8,10 @@
 //!    [`PLUGIN_FILE_NAME`] (a copy: the core loads its plugins by their resolved path, and the
 //!    plugin is found in the process by that file name); the helper (`urma-loopback-preload`)
 //!    copied to `<target>/umdk/` as [`PRELOAD_FILE_NAME`], never into the plugin directory.
-//! 3. Over the core (`LD_LIBRARY_PATH=<core dir>:<common dir>:...`, `LD_PRELOAD=<helper>`):
-//!    the helper's own test; `urma_sample` as two processes (RC, RM, RC in event mode);
+//! 3. Over the core (`LD_LIBRARY_PATH=<core dir>:<common dir>:...`, `LD_PRELOAD=<helper>`,
+//!    `URMA_LOOPBACK=1`):
+//!    the helper's own test; the plugin's safety cases (`urma-loopback --test plugin_safety`);
+//!    `urma_sample` as two processes (RC, RM, RC in event mode);
 //!    `urma_perftest` as two processes (the three latency and the three bandwidth tests, results
 //!    kept in `<target>/umdk/perftest.json`); the loopback's behaviour suites and C program pair;
 //!    `compat` (its verdicts the standalone run's, scenario by scenario), `compat --device
@@ -34,7 +36,7 @@ use ost_supervise::{free_port, wait_listening, Capture, Ended, Running};
 use serde_json::{json, Value};
 
 use crate::cargo::{self, Built};
-use crate::cmd::{cargo as cargo_cmd, env_or, fail, show, urma_exports};
+use crate::cmd::{cargo as cargo_cmd, env_or, fail, security_required, show, urma_exports};
 use crate::ctx::Ctx;
 use crate::reports;
 
@@ -44,6 +46,8 @@ pub const PLUGIN_FILE_NAME: &str = "liburma-loopback.so";
 pub const PRELOAD_FILE_NAME: &str = "liburma-loopback-preload.so";
 /// The device of the plugin.
 const DEVICE: &str = "loopback0";
+/// The variable that enables the plugin in a process (`urma_loopback_ctl::plugin::ENABLE_VAR`).
+const ENABLE_VAR: &str = "URMA_LOOPBACK";
 
 /// What the lane runs over.
 struct Lane<'a> {
@@ -102,6 +106,7 @@ pub fn run(ctx: &Ctx, built: &Built, umdk: Umdk, standalone: &Path, compat_args:
         steps: Vec::new(),
     };
     lane.preload_test();
+    lane.plugin_safety();
     lane.samples();
     lane.perftests();
     lane.suites();
@@ -238,10 +243,12 @@ impl Lane<'_> {
         self.ctx.loader_path(self.built, &first)
     }
 
-    /// `cmd` over the core, with the helper preloaded.
+    /// `cmd` over the core, with the helper preloaded and the plugin enabled (it is inert
+    /// without `URMA_LOOPBACK=1`).
     fn over_core<'c>(&self, cmd: &'c mut Command) -> &'c mut Command {
         cmd.env("LD_LIBRARY_PATH", self.loader_path())
             .env("LD_PRELOAD", &self.preload)
+            .env(ENABLE_VAR, "1")
     }
 
     /// Starts `cmd` over the core, stdin piped, output to the log files of `name`.
@@ -289,6 +296,20 @@ impl Lane<'_> {
             "urma_query_device and urma_get_eid_list of loopback0 are the plugin's".to_string()
         });
         self.step("urma-loopback-preload genuine_core", r);
+    }
+
+    /// The plugin's safety cases under the core with this plugin (inert until enabled, nothing
+    /// left behind, a setuid process ignoring the variables): `urma-loopback/tests/plugin_safety.rs`.
+    fn plugin_safety(&mut self) {
+        let mut cmd = cargo_cmd();
+        cmd.args(["test", "-p", "urma-loopback", "--test", "plugin_safety"])
+            .env("URMA_LOOPBACK_PLUGIN", &self.plugin);
+        let r = cmd_status(security_required(&mut cmd)).map(|_| {
+            "inert until URMA_LOOPBACK=1, nothing left behind, a setuid process ignores the \
+             variables"
+                .to_string()
+        });
+        self.step("urma-loopback plugin_safety", r);
     }
 }
 
@@ -676,6 +697,7 @@ mod tests {
     #[test]
     fn the_file_names_are_the_control_planes() {
         assert_eq!(PLUGIN_FILE_NAME, urma_loopback_ctl::plugin::FILE_NAME);
+        assert_eq!(ENABLE_VAR, urma_loopback_ctl::plugin::ENABLE_VAR);
         assert_eq!(
             PRELOAD_FILE_NAME,
             urma_loopback_ctl::plugin::PRELOAD_FILE_NAME

@@ -149,14 +149,16 @@ impl GenuineCore {
     }
 
     /// Puts the core first on `cmd`'s loader path (before `rest`, the loader path it would have
-    /// without the core) and its preload helper in `cmd`'s `LD_PRELOAD` (after `preload`).
+    /// without the core), its preload helper in `cmd`'s `LD_PRELOAD` (after `preload`), and
+    /// enables the loopback plugin (`URMA_LOOPBACK=1`).
     pub fn apply(&self, cmd: &mut Command, rest: &str, preload: Option<&str>) {
         let path = if rest.is_empty() {
             self.libdir.clone()
         } else {
             format!("{}:{rest}", self.libdir)
         };
-        cmd.env("LD_LIBRARY_PATH", path);
+        // The loopback plugin makes its device only when asked (docs/umdk-core.md).
+        cmd.env("LD_LIBRARY_PATH", path).env("URMA_LOOPBACK", "1");
         let helper = self.preload.as_ref().map(|p| p.display().to_string());
         let all: Vec<String> = preload
             .map(str::to_string)

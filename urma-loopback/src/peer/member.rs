@@ -19,7 +19,7 @@ pub(super) const MAX_SLOT: u32 = 4096;
 
 /// The registry directory's path: `$URMA_LOOPBACK_DIR`, or `/dev/shm/urma-loopback-<uid>`.
 pub fn dir_path() -> PathBuf {
-    match std::env::var_os("URMA_LOOPBACK_DIR") {
+    match crate::util::env_os("URMA_LOOPBACK_DIR") {
         Some(d) if !d.is_empty() => PathBuf::from(d),
         _ => PathBuf::from(format!("/dev/shm/urma-loopback-{}", my_uid())),
     }
