@@ -545,12 +545,11 @@ impl Drop for Pool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Mutex;
     use std::time::Duration;
 
     #[test]
     fn wakes_run_in_fifo_order_on_named_threads() {
-        let seen = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::new(Mutex::<_, { rank::TEST_RECORD }>::new(Vec::new()));
         let s2 = seen.clone();
         let pool = Pool::start(2, 99, move |ctx: &WorkerCtx, slot, _gen, ud| {
             let name = std::thread::current().name().unwrap().to_string();

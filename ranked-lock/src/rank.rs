@@ -108,8 +108,14 @@ pub const TRACE_STOPPED: u8 = 70;
 pub const RATE_LIMIT: u8 = 71;
 /// The plugin's handle as the control binding found it (`urma-loopback-ctl` `plugin`).
 pub const PLUGIN_HANDLE: u8 = 72;
+/// The preload helper's table of virtual descriptors (`urma-loopback-preload`, `vfd::TABLE`): a
+/// leaf, taken in the C library calls it interposes.
+pub const PRELOAD_TABLE: u8 = 65;
 /// The application's log function (`util::LOG_FUNC`): last, as a line may be logged anywhere.
 pub const LOG_FUNC: u8 = 73;
+/// A lock that keeps a test from running beside another (held around the code under test):
+/// taken first.
+pub const TEST_SERIAL: u8 = 0;
 /// What a test records from inside the code it drives (a job, a callback): taken last.
 pub const TEST_RECORD: u8 = 99;
 
@@ -162,7 +168,9 @@ pub const fn name(r: u8) -> &'static str {
         LOG_FUNC => "log function",
         RATE_LIMIT => "log rate limit",
         PLUGIN_HANDLE => "plugin handle",
+        PRELOAD_TABLE => "preload descriptor table",
         TEST_RECORD => "test record",
+        TEST_SERIAL => "test serialisation",
         _ => "unnamed",
     }
 }

@@ -388,10 +388,10 @@ mod tests {
     use super::*;
 
     /// Serialises the tests that take slots of the process-wide table.
-    static TABLE_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    static TABLE_TESTS: Mutex<(), { rank::TEST_SERIAL }> = Mutex::new(());
 
-    fn table_test() -> std::sync::MutexGuard<'static, ()> {
-        TABLE_TESTS.lock().unwrap_or_else(|e| e.into_inner())
+    fn table_test() -> MutexGuard<'static, (), { rank::TEST_SERIAL }> {
+        lock(&TABLE_TESTS)
     }
 
     #[test]

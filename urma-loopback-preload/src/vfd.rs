@@ -12,7 +12,8 @@
 
 use std::ffi::{c_int, CStr};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+
+use ranked_lock::{rank, Mutex, MutexGuard};
 
 use urma_sys::URMA_MAX_DEV_NAME;
 
@@ -47,11 +48,11 @@ fn file_of(fd: c_int) -> Option<(u64, u64)> {
     (unsafe { libc::fstat(fd, &mut st) } == 0).then_some((st.st_dev as u64, st.st_ino as u64))
 }
 
-static TABLE: Mutex<[Slot; SLOTS]> = Mutex::new([FREE; SLOTS]);
+static TABLE: Mutex<[Slot; SLOTS], { rank::PRELOAD_TABLE }> = Mutex::new([FREE; SLOTS]);
 static USED: AtomicUsize = AtomicUsize::new(0);
 
-fn table() -> std::sync::MutexGuard<'static, [Slot; SLOTS]> {
-    TABLE.lock().unwrap_or_else(|e| e.into_inner())
+fn table() -> MutexGuard<'static, [Slot; SLOTS], { rank::PRELOAD_TABLE }> {
+    ranked_lock::lock(&TABLE)
 }
 
 /// The device name in `path` when it is `/dev/uburma/<name>` with a name of 1 to 63 bytes and
@@ -144,7 +145,7 @@ mod tests {
     fn descriptors_are_marked_found_and_forgotten() {
         use std::os::fd::AsRawFd;
         // One test at a time uses the process's table.
-        let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+        let _one = ranked_lock::lock(&ONE);
         let (a, b) = (dev_null(), dev_null());
         let (fa, fb) = (a.as_raw_fd(), b.as_raw_fd());
         assert_eq!(device_of(fa), None);
@@ -182,7 +183,7 @@ mod tests {
     #[test]
     fn a_number_reused_for_another_file_is_not_virtual_and_is_forgotten() {
         use std::os::fd::AsRawFd;
-        let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+        let _one = ranked_lock::lock(&ONE);
         let v = dev_null();
         let fd = v.as_raw_fd();
         assert!(add(fd, c"loopback0"));
@@ -208,5 +209,5 @@ mod tests {
         std::mem::forget(v);
     }
 
-    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    static ONE: Mutex<(), { rank::TEST_SERIAL }> = Mutex::new(());
 }
