@@ -1,5 +1,4 @@
-//! What one run of the xtask knows: the goal table (with the `packaging/deps.sh` groups each goal
-//! needs), the repository and target directories, and the loader path of the programs it runs.
+//! What one run of the xtask knows: the `packaging/deps.sh` groups of its goal, the repository and target directories, and the loader path of the programs it runs.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -8,150 +7,17 @@ use std::process::Command;
 use crate::cargo;
 use crate::cmd::run;
 
-/// `(goal, deps.sh groups it needs, what it does)`. `help` prints this table.
-pub const GOALS: &[(&str, &str, &str)] = &[
-    (
-        "build",
-        "base",
-        "every crate and target of the workspace (debug)",
-    ),
-    (
-        "test",
-        "base rpm bench fuzz aarch64 umdk msrv bazel",
-        "everything a change must pass",
-    ),
-    (
-        "test-umdk",
-        "base umdk",
-        "the genuine-core lane: the loopback as a plugin of the genuine URMA core (system's, or \
-         built from UMDK_SRC), urma_sample, urma_perftest, the loopback's suites and compat over it",
-    ),
-    (
-        "compat",
-        "base",
-        "the C-vs-Rust conformance report (target/compat/report.html, .md, .json, .xml); args: compat's",
-    ),
-    (
-        "compat-device",
-        "base",
-        "compat --device over the loopback built without urma_loopback_* (hardware mode, short; \
-         --split as one command and as two nodes)",
-    ),
-    (
-        "legacy-asan-suite",
-        "base",
-        "compat-tests' case_legacy tests against the ASan/UBSan build of legacy-c",
-    ),
-    (
-        "reliability-check",
-        "base fuzz",
-        "memcheck + helgrind (both gating) + fuzz smoke",
-    ),
-    (
-        "reliability-memcheck",
-        "base",
-        "C consumer and fuzz seeds under valgrind memcheck",
-    ),
-    (
-        "reliability-helgrind",
-        "base",
-        "fuzz seeds under helgrind (HELGRIND_STRICT=0: report only)",
-    ),
-    (
-        "stress",
-        "base",
-        "long reliability variants (release): STRESS_REQS, STRESS_FUZZ_CRS",
-    ),
-    (
-        "fuzz",
-        "base fuzz",
-        "libFuzzer run of FUZZ_TIME seconds (default 600)",
-    ),
-    (
-        "fuzz-smoke",
-        "base fuzz",
-        "short libFuzzer run (FUZZ_SMOKE_RUNS inputs, default 20000)",
-    ),
-    (
-        "bench",
-        "base bench",
-        "full benchmark (target/bench/report.md); BENCH_ARGS for ostbench",
-    ),
-    (
-        "bench-quick",
-        "base bench",
-        "quick benchmark (target/bench/quick.md)",
-    ),
-    (
-        "dist",
-        "",
-        "Source0 + Source1 of the RPM in target/rpm/SOURCES",
-    ),
-    (
-        "rpm",
-        "rpm",
-        "rpmbuild -ba openeuler.spec (RPMBUILD_OPTS, DIST_TREE)",
-    ),
-    (
-        "rpm-test",
-        "rpm umdk bazel",
-        "make rpm, then the install test packaging/rpm-test.sh (over the genuine URMA core too: \
-         the system's, or built from UMDK_SRC)",
-    ),
-    ("rpm-clean", "", "remove target/rpm and target/rpm-test"),
-    (
-        "stage",
-        "",
-        "cargo build (args passed on), then place liburma.so.0, legacy-c and libos_transport.a in --dest DIR",
-    ),
-    (
-        "test-aarch64",
-        "base aarch64",
-        "the workspace cross-built for aarch64, tests and compat under qemu",
-    ),
-    (
-        "test-aarch64-quick",
-        "base aarch64",
-        "what differs on aarch64: layout, tests that start processes or use addresses as values",
-    ),
-    (
-        "msrv",
-        "base msrv",
-        "build and test with Rust 1.82 and the locked dependencies",
-    ),
-    (
-        "lint",
-        "",
-        "Cargo.lock up to date, no import circle (imports), cargo fmt --check, clippy -D warnings",
-    ),
-    (
-        "imports",
-        "",
-        "no import circle between the module files of any crate of the workspace",
-    ),
-    ("fmt", "", "cargo fmt --all"),
-    (
-        "ledger",
-        "",
-        "render docs/divergences.md from compat-tests/ledger.json (the ledger's one source)",
-    ),
-    (
-        "deps",
-        "",
-        "install what any goal needs (root), else print it",
-    ),
-    ("clean", "", "cargo clean"),
-];
-
 /// The repository and the target directory, and what has been done in this run.
 pub struct Ctx {
     pub repo: PathBuf,
     pub target: PathBuf,
     deps_done: bool,
+    /// The `packaging/deps.sh` groups of a goal (the goal table's, given by `main`).
+    deps_of: fn(&str) -> &'static str,
 }
 
 impl Ctx {
-    pub fn new() -> Ctx {
+    pub fn new(deps_of: fn(&str) -> &'static str) -> Ctx {
         let repo = Path::new(env!("CARGO_MANIFEST_DIR"))
             .parent()
             .expect("xtask lives in the repository")
@@ -172,6 +38,7 @@ impl Ctx {
             repo,
             target,
             deps_done: false,
+            deps_of,
         }
     }
 
@@ -181,11 +48,7 @@ impl Ctx {
             return;
         }
         self.deps_done = true;
-        let groups = GOALS
-            .iter()
-            .find(|g| g.0 == goal)
-            .map(|g| g.1)
-            .unwrap_or("base");
+        let groups = (self.deps_of)(goal);
         run(Command::new("./packaging/deps.sh")
             .arg("install")
             .args(groups.split_whitespace()));

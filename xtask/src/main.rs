@@ -9,10 +9,11 @@
 //! checks that read tool output (Helgrind's report, [`helgrind`]).
 //!
 //! Layering: [`cmd`] (running a command, failing the goal) uses nothing of the crate; [`cargo`]
-//! and [`reports`] (reading compat's reports) use `cmd`; [`ctx`] (the goal table, the
-//! repository, the target directory, the loader path) uses `cmd` and `cargo`; [`umdk_lane`] (the
-//! genuine-core lane) uses those four; [`goals`] uses all of them; this file only picks the goal
-//! and hands it to `goals`.
+//! and [`reports`] (reading compat's reports) use `cmd`; [`ctx`] (the repository, the target
+//! directory, the loader path) uses `cmd` and `cargo`; [`umdk_lane`] (the genuine-core lane) uses
+//! those four; [`goals`] (the goal table, [`goals::GOALS`]: the one place a goal is added, from
+//! which `help` and the Makefile's goals follow) uses all of them; this file only finds the goal
+//! in the table and runs it.
 
 mod cargo;
 mod cmd;
@@ -25,12 +26,13 @@ mod umdk_lane;
 
 use std::process::ExitCode;
 
-use ctx::{Ctx, GOALS};
+use ctx::Ctx;
+use goals::GOALS;
 
 fn help() {
     println!("cargo xtask <goal> [args]   (make <goal> runs the same)\n");
-    for (goal, _, what) in GOALS {
-        println!("  {goal:<20} {what}");
+    for g in GOALS {
+        println!("  {:<20} {}", g.name, g.help);
     }
 }
 
@@ -45,12 +47,18 @@ fn main() -> ExitCode {
         help();
         return ExitCode::SUCCESS;
     }
-    if !GOALS.iter().any(|g| g.0 == goal) {
+    if goal == "goals" {
+        // The Makefile's goals (one line, for `$(shell ...)`).
+        let names: Vec<&str> = GOALS.iter().map(|g| g.name).collect();
+        println!("{} help", names.join(" "));
+        return ExitCode::SUCCESS;
+    }
+    let Some(g) = GOALS.iter().find(|g| g.name == goal) else {
         eprintln!("xtask: unknown goal {goal:?}\n");
         help();
         return ExitCode::from(2);
-    }
-    let mut ctx = Ctx::new();
-    goals::dispatch(&mut ctx, &goal, &rest);
+    };
+    let mut ctx = Ctx::new(goals::deps_of);
+    (g.run)(&mut ctx, &goal, &rest);
     ExitCode::SUCCESS
 }
