@@ -2,7 +2,7 @@
 //! locks of a higher rank (so at most one lock of each rank: one shard, one slot, one worker
 //! queue). Each crate has a range of its own, in the order its calls go: the library (1–19)
 //! calls URMA, which is the interposition layer (20–39) or the provider (40–79, the loopback and
-//! the parts of `urma-loopback-ctl` both the loopback and the layer run: the fault plane and the
+//! the parts of `urma-datapath` both the loopback and the layer run: the fault plane and the
 //! trace); the layer calls the provider it forwards to. A lock is added here, with its name in
 //! [`name`], and nowhere else.
 //!
@@ -98,11 +98,11 @@ pub const JETTY_IDS: u8 = 64;
 pub const REGISTRY: u8 = 66;
 /// The trace's queue names (`trace::QNAMES`, `RwLock`).
 pub const QUEUE_NAMES: u8 = 67;
-/// The fault plane's rules and held CRs (`urma-loopback-ctl` `faults::FaultPlane`): a leaf.
+/// The fault plane's rules and held CRs (`urma-datapath` `faults::FaultPlane`): a leaf.
 pub const FAULT_PLANE: u8 = 68;
-/// The trace's sinks (`urma-loopback-ctl` `trace_line`).
+/// The trace's sinks (`urma-datapath` `trace_line`).
 pub const TRACE_SINKS: u8 = 69;
-/// The trace's stopped captures (`urma-loopback-ctl` `trace_line`).
+/// The trace's stopped captures (`urma-datapath` `trace_line`).
 pub const TRACE_STOPPED: u8 = 70;
 /// A rate limit of log lines (`util::RateLimit`).
 pub const RATE_LIMIT: u8 = 71;

@@ -1,6 +1,6 @@
 //! Faults injected by the layer, for any provider.
 //!
-//! The engine is the control plane's fault plane (`urma_loopback_ctl::faults::FaultPlane`, the
+//! The engine is the control plane's fault plane (`urma_datapath::faults::FaultPlane`, the
 //! loopback's too): the shared rules, the WR / CR numbering, held and delayed CRs. This module
 //! adds what only the layer has, kept under the plane's lock (`Layer`): the rules by send WR
 //! and by receive-side CR, the marks posted WRs leave for their CRs, the CRs ready for the
@@ -34,12 +34,12 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Instant;
 
-use urma_loopback_ctl::faults::{self, FaultPlane, Own, Seq};
-use urma_loopback_ctl::spec::num;
+use urma_datapath::faults::{self, FaultPlane, Own, Seq};
+use urma_datapath::spec::num;
 use urma_sys as u;
 
 /// The selector values of `urma_interpose.h`, the loopback's (one definition, the control plane's).
-pub use urma_loopback_ctl::{
+pub use urma_datapath::{
     CR_DROP as ACT_DROP, CR_DUP as ACT_DUP, ORDER_FIFO, ORDER_SHUFFLE, Q_RECV, Q_SEND,
 };
 
@@ -233,7 +233,7 @@ pub fn count_posted(send: u64, recv: u64) {
 
 /// What the layer does with one CR from the provider (the control plane's, shared with the
 /// loopback).
-pub use urma_loopback_ctl::faults::Fate;
+pub use urma_datapath::faults::Fate;
 
 /// Applies the CR faults to one CR just returned by the provider: the `fail_cr` rewrite (in
 /// place) and its fate.
@@ -369,7 +369,7 @@ pub fn take_synthetic(jfc: usize, n: u32) -> u32 {
     })
 }
 
-/// Applies a knob spec (syntax, value rules and the fault keys: `urma_loopback_ctl::spec`,
+/// Applies a knob spec (syntax, value rules and the fault keys: `urma_datapath::spec`,
 /// shared with the loopback). Keys: `fail_post=N:ST`, `fail_recv_post=N:ST` (ST an `int`,
 /// negative allowed), `fail_cr=N:CR_ST`, `drop_cr=N`, `dup_cr=N`, `drop_send_cr=N`,
 /// `dup_send_cr=N`, `drop_recv_cr=N`, `dup_recv_cr=N`, `hold=0|1`, `delay_ms=N`.

@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 
-use urma_loopback_ctl::trace_line::{Kind, Names};
+use urma_datapath::trace_line::{Kind, Names};
 
 use ranked_lock::{rank, RwLock};
 

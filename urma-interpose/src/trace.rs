@@ -12,14 +12,14 @@
 //! Sinks: a file (`URMA_INTERPOSE_TRACE=/path` at load, or `urma_interpose_trace_open`) and an
 //! in-memory capture (`urma_interpose_trace_capture` / `urma_interpose_trace_take`).
 
-use urma_loopback_ctl::faults::Fate;
-use urma_loopback_ctl::opcode::{self, Layout};
-use urma_loopback_ctl::trace_line::{CrNames, Event, Sge, Sink};
+use urma_datapath::faults::Fate;
+use urma_datapath::opcode::{self, Layout};
+use urma_datapath::trace_line::{CrNames, Event, Sge, Sink};
 use urma_sys as u;
 
 use crate::objects::{self, qname};
 
-/// The layer's trace sinks (file and capture; `urma_loopback_ctl::trace_line`): the control exports (`ctl`)
+/// The layer's trace sinks (file and capture; `urma_datapath::trace_line`): the control exports (`ctl`)
 /// open, capture, take and reset it directly.
 pub static SINK: Sink = Sink::new();
 

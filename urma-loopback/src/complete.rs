@@ -5,8 +5,8 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use urma_loopback_ctl::opcode::OpInfo;
-use urma_loopback_ctl::trace_line::Event;
+use urma_datapath::opcode::OpInfo;
+use urma_datapath::trace_line::Event;
 use urma_sys as u;
 use urma_sys::flags;
 

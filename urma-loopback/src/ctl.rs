@@ -202,7 +202,7 @@ pub unsafe extern "C" fn urma_loopback_apply_knobs(spec: *const c_char) -> c_int
     })
 }
 
-/// Opens a trace file (`urma_loopback_ctl::trace_line::open_trace_file`: created 0600 or emptied,
+/// Opens a trace file (`urma_datapath::trace_line::open_trace_file`: created 0600 or emptied,
 /// never a link or another user's file); NULL closes it. Returns 0 or -1.
 #[no_mangle]
 pub unsafe extern "C" fn urma_loopback_trace_open(path: *const c_char) -> c_int {

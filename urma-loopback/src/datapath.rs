@@ -10,7 +10,7 @@
 //! copied: the segments involved are pinned by `Arc`s taken during validation.
 //!
 //! What a WR of each opcode carries and does is its row of the opcode table
-//! (`urma_loopback_ctl::opcode`): validation reads the row's layout and `needs_tjetty`, execution
+//! (`urma_datapath::opcode`): validation reads the row's layout and `needs_tjetty`, execution
 //! matches on its class and moves data between the row's local and remote lists.
 //!
 //! Error model (documented in docs/loopback.md):
@@ -26,9 +26,9 @@ use std::sync::Arc;
 use ranked_lock::{rank, Mutex};
 use std::time::{Duration, Instant};
 
-use urma_loopback_ctl::opcode::{self, Class, Layout};
-use urma_loopback_ctl::trace_line::{self, Event};
-use urma_loopback_ctl::{Q_RECV, Q_SEND};
+use urma_datapath::opcode::{self, Class, Layout};
+use urma_datapath::trace_line::{self, Event};
+use urma_datapath::{Q_RECV, Q_SEND};
 use urma_sys as u;
 
 pub use crate::complete::emit_cr;

@@ -1,4 +1,4 @@
-//! The provider's fault plane (`urma_loopback_ctl::faults::FaultPlane`, shared with the
+//! The provider's fault plane (`urma_datapath::faults::FaultPlane`, shared with the
 //! interposition layer): the fault rules set through `urma_loopback_*` or `URMA_LOOPBACK_KNOBS`,
 //! the numbering of send WRs, recv WRs and CRs, and what `hold` and `delay_ms` do to a generated
 //! CR before it enters its JFC.
@@ -13,7 +13,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 
-use urma_loopback_ctl::faults::{FaultPlane, Keep};
+use urma_datapath::faults::{FaultPlane, Keep};
 use urma_loopback_ctl::ORDER_FIFO;
 
 use crate::knobs;
@@ -27,7 +27,7 @@ type Pending = (Arc<Jfc>, urma_sys::urma_cr_t, bool);
 pub static PLANE: FaultPlane<(), Pending> = FaultPlane::new(());
 
 /// What happens to one generated CR (the control plane's, shared with the interposition layer).
-pub use urma_loopback_ctl::faults::Fate;
+pub use urma_datapath::faults::Fate;
 
 /// Clears the rules, the numbering and the provider's own knobs, then releases the CRs held so
 /// far (FIFO).
@@ -38,7 +38,7 @@ pub fn reset() {
 }
 
 /// Applies a knob spec: the fault keys both libraries know (syntax, value rules:
-/// `urma_loopback_ctl::spec`) and the provider's own ([`knobs::apply_own`]).
+/// `urma_datapath::spec`) and the provider's own ([`knobs::apply_own`]).
 ///
 /// Keys: `fail_post=N:STATUS`, `fail_recv_post=N:STATUS` (STATUS an `int`, negative allowed),
 /// `fail_cr=N:CR_STATUS`, `drop_cr=N`, `dup_cr=N`, `hold=0|1`, `delay_ms=N`, `nocopy=0|1`,

@@ -9,7 +9,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use urma_loopback_ctl::spec::num;
+use urma_datapath::spec::num;
 
 /// Default bound for `urma_delete_jfc` waiting on unacked events.
 pub const DEFAULT_DELETE_TIMEOUT_MS: u64 = 2000;

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use ranked_lock::{rank, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use urma_loopback_ctl::opcode::OpInfo;
+use urma_datapath::opcode::OpInfo;
 
 use crate::cobj::{CBox, Ctx};
 use crate::peer::Peer;
@@ -315,7 +315,7 @@ pub enum Obj {
 }
 
 /// Kinds of objects (counts, symbolic names): the trace's, shared with the interposition layer.
-pub use urma_loopback_ctl::trace_line::{Kind, KIND_COUNT};
+pub use urma_datapath::trace_line::{Kind, KIND_COUNT};
 
 impl Obj {
     pub fn kind(&self) -> Option<Kind> {
@@ -482,7 +482,7 @@ impl std::ops::Deref for SgeList {
 #[derive(Clone)]
 /// A validated send WR, ready to execute.
 pub struct Plan {
-    /// The row of the WR's opcode in the opcode table (`urma_loopback_ctl::opcode`).
+    /// The row of the WR's opcode in the opcode table (`urma_datapath::opcode`).
     pub op: &'static OpInfo,
     pub flags: u32,
     pub user_ctx: u64,

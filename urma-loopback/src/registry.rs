@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use ranked_lock::{rank, RwLock};
 
-use urma_loopback_ctl::trace_line::Names;
+use urma_datapath::trace_line::Names;
 
 pub use crate::cobj::{CBox, Ctx};
 pub use crate::objects::*;

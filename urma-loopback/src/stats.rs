@@ -1,5 +1,5 @@
 //! Statistics counters of the provider (bottom floor: depends on nothing in the crate; the
-//! striped counter type is the control plane's, `urma_loopback_ctl::stripe`).
+//! striped counter type is the control plane's, `urma_datapath::stripe`).
 //!
 //! `urma_loopback_get_counters` ([`crate::ctl`]) copies them, with the registry's live-object
 //! gauges, into the control plane's `Counters` (`urma-loopback-ctl`).
@@ -81,4 +81,4 @@ pub fn reset() {
 }
 
 /// The striped counter (the control plane's: the fault plane's sequence counters use it too).
-pub use urma_loopback_ctl::stripe::Counter;
+pub use urma_datapath::stripe::Counter;

@@ -1,5 +1,5 @@
 //! JSON-lines trace of posted WRs and generated / polled CRs: the loopback's sinks and the names
-//! of its queues; the events and their one serialiser are `urma_loopback_ctl::trace_line`'s.
+//! of its queues; the events and their one serialiser are `urma_datapath::trace_line`'s.
 //!
 //! Sinks: a file (`URMA_LOOPBACK_TRACE=/path` at `urma_init`, or `urma_loopback_trace_open`) and
 //! an in-memory capture (`urma_loopback_trace_capture` / `urma_loopback_trace_take`). Lines carry
@@ -10,11 +10,11 @@
 use ranked_lock::{rank, RwLock};
 use std::collections::HashMap;
 
-use urma_loopback_ctl::trace_line::{CrNames, Event, Sink};
+use urma_datapath::trace_line::{CrNames, Event, Sink};
 
 use crate::util::{rlock, wlock};
 
-/// The loopback's trace sinks (file and capture; `urma_loopback_ctl::trace_line`): the control exports (`ctl`)
+/// The loopback's trace sinks (file and capture; `urma_datapath::trace_line`): the control exports (`ctl`)
 /// open, capture, take and reset it directly.
 pub static SINK: Sink = Sink::new();
 

@@ -153,7 +153,7 @@ pub fn env(name: &str) -> Option<String> {
 
 /// The thread stripes of the striped globals (the engine's lane locks, the statistics, the fault
 /// plane's sequence counters) and the cache-line wrapper, from the control plane.
-pub use urma_loopback_ctl::stripe::{stripe, Line, STRIPES};
+pub use urma_datapath::stripe::{stripe, Line, STRIPES};
 
 #[cfg(test)]
 mod rate_tests {

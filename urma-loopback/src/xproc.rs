@@ -4,7 +4,7 @@
 //! target's recv WR, moves the payload between the socket and the registered memory, generates
 //! the recv CR and acknowledges). The transport is [`crate::peer`]; docs/loopback.md,
 //! "Multiple processes", describes the protocol. Both halves decide by the opcode table
-//! (`urma_loopback_ctl::opcode`): which list is remote, whether a recv WR is consumed, and (the
+//! (`urma_datapath::opcode`): which list is remote, whether a recv WR is consumed, and (the
 //! owner, for an opcode read from the wire) what the class asks for.
 
 use std::collections::HashSet;
@@ -15,7 +15,7 @@ use std::sync::Arc;
 use ranked_lock::{rank, Mutex};
 use std::time::{Duration, Instant};
 
-use urma_loopback_ctl::opcode::{self, Class, OpInfo};
+use urma_datapath::opcode::{self, Class, OpInfo};
 use urma_sys as u;
 
 use crate::complete::{check_sges, finish_send, recv_cr, recv_end, total, RecvEnd};

@@ -2,7 +2,7 @@
 //! victim and an attacker run as two throw-away users made for each test (`useradd`), as
 //! processes of this test binary started with their uid (`role_entry`, `SEC_ROLE`). The
 //! attacker plays by the rules of the file system only; a "rogue" process of the victim's own
-//! user speaks the wire format directly (`urma_loopback_ctl::wire`) where a check must hold
+//! user speaks the wire format directly (`urma_datapath::wire`) where a check must hold
 //! even against a process of the same user.
 //!
 //! Needs root (to make users and run processes as them). Without root every test says so and
@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use urma_loopback_ctl::wire::{self, Hdr, Piece};
+use urma_datapath::wire::{self, Hdr, Piece};
 
 /// The bound of every wait for another process (scaled under an emulator).
 fn t() -> Duration {

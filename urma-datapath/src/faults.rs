@@ -432,7 +432,7 @@ impl<X: Own, T> FaultPlane<X, T> {
         self.edit(|s| s.rules.delay_ms = ms);
     }
 
-    /// Applies a knob spec (`urma_loopback_ctl::spec`): the fault keys both libraries know go to
+    /// Applies a knob spec (`urma_datapath::spec`): the fault keys both libraries know go to
     /// the rules, any other key to `own` (the library's), which returns `None` for a key it does
     /// not know or a value it cannot read. The number of items applied, or the first item that
     /// does not parse (the items before it stay applied).
