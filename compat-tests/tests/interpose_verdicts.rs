@@ -38,7 +38,7 @@ fn run(out: &Path, interpose: bool) -> BTreeMap<String, String> {
     let report: Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).expect("report"))
             .expect("report.json");
-    compat_tests::harness::report::verdicts_of(&report)
+    compat_tests::harness::driver::verdicts_of(&report)
 }
 
 #[test]

@@ -87,7 +87,7 @@ fn verdicts(out: &Path) -> (BTreeMap<String, String>, Value) {
         &std::fs::read_to_string(out.join("report-split.json")).expect("report-split.json"),
     )
     .expect("report-split.json is JSON");
-    let v = compat_tests::harness::report::verdicts_of(&report);
+    let v = compat_tests::harness::driver::verdicts_of(&report);
     (v, report)
 }
 

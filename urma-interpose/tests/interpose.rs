@@ -24,7 +24,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use compat_tests::harness::ctx::Lib;
-use compat_tests::harness::{report, scenario};
+use compat_tests::harness::{driver, scenario};
 use compat_tests::*;
 use serde_json::Value;
 use urma_sys as u;
@@ -178,7 +178,7 @@ fn trace_equals_loopback() {
             // layer right before, so both number the run's objects alike.
             layer_reset();
             layer::knobs().trace_capture(true);
-            let events = report::run_on(lib, sc).unwrap_or_else(|e| panic!("{id}: {e}"));
+            let events = driver::run_on(lib, sc).unwrap_or_else(|e| panic!("{id}: {e}"));
             layer::knobs().trace_capture(false);
             let layer = layer_take();
             let lb: Vec<Value> = events
@@ -685,7 +685,7 @@ fn preload_shim() {
         .into_iter()
         .find(|s| s.id == "len-6m+5")
         .expect("scenario");
-    report::run_on(rust, &sc).expect("run");
+    driver::run_on(rust, &sc).expect("run");
     let lb_posts = counters().send_wrs;
     println!(
         "loopback send WRs {lb_posts}, shim posts {}, shim polls {}",

@@ -16,7 +16,7 @@
 
 use std::path::{Path, PathBuf};
 
-use compat_tests::harness::{backend, inject, ledger, outcome, report, split};
+use compat_tests::harness::{backend, driver, inject, ledger, outcome, split};
 use compat_tests::interpose_ctl;
 use compat_tests::lib_under_test::{legacy_lib_path, rust_lib_path, target_dir};
 
@@ -40,8 +40,8 @@ fn main() {
         rust_lib: rust_lib_path(),
         legacy_lib: legacy_lib_path(),
         out: target_dir().join("compat"),
-        random: report::default_random(),
-        seed: report::default_seed(),
+        random: driver::default_random(),
+        seed: driver::default_seed(),
         only: Vec::new(),
         list: false,
         ledger: ledger::default_path(),
@@ -142,7 +142,7 @@ fn main() {
             extra.push(s);
         }
     }
-    if !extra.is_empty() && opts.random == report::default_random() {
+    if !extra.is_empty() && opts.random == driver::default_random() {
         opts.random = 1;
         opts.seed = extra[0];
     }
@@ -185,7 +185,7 @@ fn main() {
         }
         std::process::exit(split::driver::run(&opts, mode, peer.as_deref()));
     }
-    std::process::exit(report::run(&opts));
+    std::process::exit(driver::run(&opts));
 }
 
 /// Marks the process re-executed with the layer in front (so it is never re-executed twice).

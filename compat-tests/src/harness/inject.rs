@@ -11,11 +11,11 @@ use os_transport_inject as registry;
 use serde_json::json;
 
 use super::backend;
+use super::driver::{ledger_of, line, load_or_say, run_on};
 use super::outcome::{judge, Options, Outcome, Verdict};
 use super::present::progress::Progress;
 use super::present::summary::Summary;
 use super::present::{self, meta, Doc};
-use super::report::{ledger_of, line, load_or_say, run_on};
 use super::scenario::{flow_features, one, setup_for, Body, Flow, Scenario, MIB};
 
 /// What an armed point does.

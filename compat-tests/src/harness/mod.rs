@@ -23,7 +23,7 @@
 //! * [`present`]: how a run is shown: the counts per verdict and per aspect, `report.md`,
 //!   `report.html`, `report.xml` (JUnit), the parts of `report.json`, the progress line and the
 //!   migration summary;
-//! * [`report`]: the driver (every scenario run on both libraries, the C runner, the interop
+//! * [`driver`]: the driver (every scenario run on both libraries, the C runner, the interop
 //!   matrix) and `report.json`.
 //!
 //! `docs/compat.md` describes the whole thing.
@@ -32,6 +32,7 @@ pub mod aspect;
 pub mod backend;
 pub mod crunner;
 pub mod ctx;
+pub mod driver;
 pub mod inject;
 pub mod interop;
 pub mod ledger;
@@ -41,6 +42,5 @@ pub mod present;
 pub mod random;
 pub mod received;
 pub mod record;
-pub mod report;
 pub mod scenario;
 pub mod split;

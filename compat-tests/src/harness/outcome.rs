@@ -2,7 +2,7 @@
 //! ([`Options`]), the result of the scenario on one library ([`RunResult`]) and [`judge`], which
 //! compares the two libraries' normalised traces aspect by aspect ([`super::aspect`]), judges
 //! each differing aspect against the ledger and derives the scenario's verdict from them
-//! ([`Outcome`], [`Verdict`]). The driver ([`super::report`]), the C runner
+//! ([`Outcome`], [`Verdict`]). The driver ([`super::driver`]), the C runner
 //! ([`super::crunner`]) and `compat --split` build on it.
 
 use std::collections::BTreeSet;

@@ -22,7 +22,7 @@ use crate::harness::ledger::Ledger;
 use crate::harness::outcome::{judge, Options, Verdict};
 use crate::harness::present::progress::Progress;
 use crate::harness::present::{self, meta, summary};
-use crate::harness::{backend, interop, report};
+use crate::harness::{backend, driver, interop};
 
 /// Where the children of a run start: here ([`Launch`]), and in two-node mode every receiver on
 /// the serving node.
@@ -323,7 +323,7 @@ impl Run<'_> {
                     notes.join("; ")
                 ));
             }
-            progress.done(&report::line(&o), matches!(o.verdict, Verdict::Fail(_)));
+            progress.done(&driver::line(&o), matches!(o.verdict, Verdict::Fail(_)));
             self.found.outcomes.push(o);
         }
         progress.finish();
@@ -335,7 +335,7 @@ impl Run<'_> {
         if !(self.opts.interop && self.opts.only.is_empty()) {
             return Ok(());
         }
-        let one = match report::load(self.opts) {
+        let one = match driver::load(self.opts) {
             Ok(libs) => interop::run(libs.legacy, libs.rust),
             Err(e) => {
                 eprintln!("compat: {e}");
@@ -530,7 +530,7 @@ impl Run<'_> {
 /// failed, but nothing ran across processes either).
 pub fn run(opts: &Options, mode: Mode, peer: Option<&str>) -> i32 {
     let t0 = Instant::now();
-    let Some(ledger) = report::ledger_of(opts) else {
+    let Some(ledger) = driver::ledger_of(opts) else {
         return 2;
     };
     let exe = match std::env::current_exe() {
