@@ -5,7 +5,7 @@
 //! `crate::cells::registry` (docs/bench.md, "Adding a cell").
 
 use crate::child::{one_process, CellCfg, Needs, OneProcess, Window};
-use crate::orch::run::{Ctx, Lib};
+use crate::orch::run::{BenchRun, Lib};
 
 /// A child measurement: `ostbench cell --kind KIND` runs it in a process of its own and prints
 /// the line it returns after `RESULT `, or the error after `ERROR `.
@@ -82,18 +82,18 @@ pub trait Cell {
 
     /// Runs its child processes (interleaving the libraries) and keeps their results as rows
     /// of `ctx`; a broken measurement is `ctx.fail`ed.
-    fn run(&mut self, ctx: &mut Ctx);
+    fn run(&mut self, ctx: &mut BenchRun);
 
     /// After every cell ran, outside the steal sections: artefacts drawn from the rows (a chart).
-    fn after(&mut self, _ctx: &mut Ctx) {}
+    fn after(&mut self, _ctx: &mut BenchRun) {}
 
     /// Its lines of the targets table; `base` is the library the ratios are against.
-    fn targets(&self, _ctx: &Ctx, _base: &Lib) -> Vec<Target> {
+    fn targets(&self, _ctx: &BenchRun, _base: &Lib) -> Vec<Target> {
         Vec::new()
     }
 
     /// Its section of the report.
-    fn section(&self, _ctx: &Ctx, _base: &Lib, _md: &mut String) {}
+    fn section(&self, _ctx: &BenchRun, _base: &Lib, _md: &mut String) {}
 }
 
 /// A registered cell and its places in the report: its targets go to the targets table and its

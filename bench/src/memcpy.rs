@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use crate::orch::run::{Cfg, Ctx, LEN7, MIB};
+use crate::orch::run::{BenchRun, Cfg, LEN7, MIB};
 
 /// (destinations, threads) of the memcpy baselines.
 pub const MEMCPY_SHAPES: [(usize, usize); 3] = [(1, 1), (8, 1), (8, 2)];
@@ -79,7 +79,7 @@ pub fn adjacent_limit(src: &[u8], depth: usize) -> f64 {
 /// The memcpy limit for a copy-mode 14 MiB cell at `depth`: same destinations, best thread count
 /// that the transfer could use (1 at depth 1, where a request's chunks are copied one after the
 /// other; 2 otherwise).
-pub fn memcpy_limit(ctx: &Ctx, depth: usize) -> f64 {
+pub fn memcpy_limit(ctx: &BenchRun, depth: usize) -> f64 {
     // The physical limit is the best memcpy rate observed (max over the repetitions).
     limit_shapes(depth)
         .iter()

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use crate::cell::{About, Cell, Measure, Target};
 use crate::child::{alloc_snapshot, Needs, Window};
 use crate::orch::report::fmt_num;
-use crate::orch::run::{chunks, num, spawn_cell, Cfg, Ctx, Lib, Runner, LEN2, LEN7};
+use crate::orch::run::{chunks, num, spawn_cell, BenchRun, Cfg, Lib, Runner, LEN2, LEN7};
 use testkit::os_transport::DEFAULT_CHUNK_SIZE;
 
 pub struct Alloc;
@@ -44,7 +44,7 @@ impl Cell for Alloc {
         &ABOUT
     }
 
-    fn run(&mut self, ctx: &mut Ctx) {
+    fn run(&mut self, ctx: &mut BenchRun) {
         for len in [LEN2, LEN7] {
             for lib in ctx.libs.clone() {
                 let c = cfg(len);
@@ -79,7 +79,7 @@ impl Cell for Alloc {
         }
     }
 
-    fn targets(&self, ctx: &Ctx, _base: &Lib) -> Vec<Target> {
+    fn targets(&self, ctx: &BenchRun, _base: &Lib) -> Vec<Target> {
         let a = |len: u32| ctx.med("alloc", "rust", cfg(len), "lib_allocs_per_req");
         let (a2, a7) = (a(LEN2), a(LEN7));
         let per_chunk = (a7 - a2) / 5.0;
@@ -96,7 +96,7 @@ impl Cell for Alloc {
         }]
     }
 
-    fn section(&self, ctx: &Ctx, _base: &Lib, md: &mut String) {
+    fn section(&self, ctx: &BenchRun, _base: &Lib, md: &mut String) {
         let _ = writeln!(
             md,
             "## Heap allocations (LD_PRELOAD counter, calls whose return address is in the library; no-copy, depth 8, workers 2, after warm-up)\n"

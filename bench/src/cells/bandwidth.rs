@@ -8,7 +8,7 @@ use super::tput::tput_cfgs;
 use crate::cell::{About, Cell, Target};
 use crate::memcpy::{mc, memcpy_limit, memcpy_mib_s, memcpy_source, MEMCPY_SHAPES};
 use crate::orch::report::fmt_num;
-use crate::orch::run::{median, Cfg, Ctx, Lib, HOST, LEN7};
+use crate::orch::run::{median, BenchRun, Cfg, Lib, HOST, LEN7};
 
 pub struct Bandwidth;
 
@@ -33,7 +33,7 @@ impl Cell for Bandwidth {
     /// ring of `ndst` pre-faulted destinations (1 at depth 1, 8 at depth 8 and 64), in 2 MiB
     /// pieces like the loopback's WRITEs, by 1 or 2 threads (each thread with its own
     /// destinations).
-    fn run(&mut self, ctx: &mut Ctx) {
+    fn run(&mut self, ctx: &mut BenchRun) {
         let src = memcpy_source();
         for (ndst, threads) in MEMCPY_SHAPES {
             for rep in 0..ctx.opts.reps {
@@ -50,7 +50,7 @@ impl Cell for Bandwidth {
         }
     }
 
-    fn targets(&self, ctx: &Ctx, _base: &Lib) -> Vec<Target> {
+    fn targets(&self, ctx: &BenchRun, _base: &Lib) -> Vec<Target> {
         // The best configuration by the median of its per-repetition ratios to the memcpy
         // measured around each repetition.
         let mut best = (f64::NAN, 0.0, 0.0, HOST);
@@ -80,7 +80,7 @@ impl Cell for Bandwidth {
         }]
     }
 
-    fn section(&self, ctx: &Ctx, _base: &Lib, md: &mut String) {
+    fn section(&self, ctx: &BenchRun, _base: &Lib, md: &mut String) {
         let libs = &ctx.libs;
         let _ = writeln!(
             md,
@@ -142,7 +142,7 @@ impl Cell for Bandwidth {
 
 /// `lib`'s copy-mode MiB/s in `c` ÷ the memcpy limit measured around the same repetition
 /// (rows `memcpy_adj`, see [`super::tput::run_closed`]), one ratio per repetition that has both.
-fn adjacent_ratios(ctx: &Ctx, lib: &str, c: Cfg) -> Vec<f64> {
+fn adjacent_ratios(ctx: &BenchRun, lib: &str, c: Cfg) -> Vec<f64> {
     let of = |kind: &str, lib: &str| -> Vec<(usize, f64)> {
         ctx.rows
             .iter()

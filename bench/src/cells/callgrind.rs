@@ -12,7 +12,7 @@ use crate::cell::{About, Cell, Measure, Target};
 use crate::cg;
 use crate::child::{Needs, Window};
 use crate::orch::report::fmt_num;
-use crate::orch::run::{chunks, num, spawn_cell, Cfg, Ctx, Lib, Runner, LEN2, LEN7};
+use crate::orch::run::{chunks, num, spawn_cell, BenchRun, Cfg, Lib, Runner, LEN2, LEN7};
 
 extern "C" {
     fn ostbench_cg_zero();
@@ -64,7 +64,7 @@ impl Cell for Callgrind {
         &ABOUT
     }
 
-    fn run(&mut self, ctx: &mut Ctx) {
+    fn run(&mut self, ctx: &mut BenchRun) {
         if !available() {
             ctx.fail(
                 "valgrind (with <valgrind/callgrind.h>) is not available: no instruction counts"
@@ -84,7 +84,7 @@ impl Cell for Callgrind {
         }
     }
 
-    fn targets(&self, ctx: &Ctx, base: &Lib) -> Vec<Target> {
+    fn targets(&self, ctx: &BenchRun, base: &Lib) -> Vec<Target> {
         let l7 = cfg(LEN7);
         let ir_rust = ctx.med("callgrind", "rust", l7, "lib_ir_per_req");
         let ir_c = ctx.med("callgrind", &base.name, l7, "lib_ir_per_req");
@@ -97,7 +97,7 @@ impl Cell for Callgrind {
         }]
     }
 
-    fn section(&self, ctx: &Ctx, _base: &Lib, md: &mut String) {
+    fn section(&self, ctx: &BenchRun, _base: &Lib, md: &mut String) {
         let (cgs, libs) = (&self.results, &ctx.libs);
         let _ = writeln!(
             md,
@@ -190,7 +190,7 @@ pub fn available() -> bool {
 }
 
 /// `<out>/<name>`, emptied: where a cell's callgrind files go.
-pub fn fresh_dir(ctx: &Ctx, name: &str) -> PathBuf {
+pub fn fresh_dir(ctx: &BenchRun, name: &str) -> PathBuf {
     let dir = ctx.opts.out.join(name);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("create callgrind dir");
@@ -203,7 +203,7 @@ pub fn fresh_dir(ctx: &Ctx, name: &str) -> PathBuf {
 /// calls into `liburma*` objects, `process_ir_per_req`) and returns its attribution; a broken
 /// child is `ctx.fail`ed.
 pub fn count(
-    ctx: &mut Ctx,
+    ctx: &mut BenchRun,
     kind: &'static str,
     lib: &Lib,
     len: u32,

@@ -8,7 +8,7 @@ use super::paced::workers_named;
 use crate::cell::{About, Cell, Measure, Target};
 use crate::child::{cpu_snap, threads_cpu_ns, Window};
 use crate::orch::report::fmt_num;
-use crate::orch::run::{num, spawn_cell, Cfg, Ctx, Lib, Runner, LEN2};
+use crate::orch::run::{num, spawn_cell, BenchRun, Cfg, Lib, Runner, LEN2};
 
 /// The idle cell: 64 workers, nothing to do.
 const IDLE: Cfg = Cfg {
@@ -35,7 +35,7 @@ impl Cell for Idle {
         &ABOUT
     }
 
-    fn run(&mut self, ctx: &mut Ctx) {
+    fn run(&mut self, ctx: &mut BenchRun) {
         for rep in 0..ctx.opts.paced_reps {
             for lib in ctx.libs.clone() {
                 let mut extra = IDLE.args();
@@ -61,7 +61,7 @@ impl Cell for Idle {
         }
     }
 
-    fn targets(&self, ctx: &Ctx, base: &Lib) -> Vec<Target> {
+    fn targets(&self, ctx: &BenchRun, base: &Lib) -> Vec<Target> {
         let idle = ctx.med("idle", "rust", IDLE, "cpu_process_ns_per_s") / 1e6;
         vec![Target {
             name: "Rust idle CPU, 64 idle workers (process, ms per s)",
@@ -76,7 +76,7 @@ impl Cell for Idle {
         }]
     }
 
-    fn section(&self, ctx: &Ctx, base: &Lib, md: &mut String) {
+    fn section(&self, ctx: &BenchRun, base: &Lib, md: &mut String) {
         let _ = writeln!(
             md,
             "Idle, 64 workers, pollers stopped ({IDLE_SECS} s windows): Rust {} ms/s (workers {} ms/s), {} {} ms/s (workers {} ms/s).\n",

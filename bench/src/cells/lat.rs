@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use super::tput::{run_closed, TPUT_METRICS};
 use crate::cell::{About, Cell, Target};
 use crate::orch::report::fmt_num;
-use crate::orch::run::{Cfg, Ctx, Lib, LEN2};
+use crate::orch::run::{BenchRun, Cfg, Lib, LEN2};
 
 pub struct Lat;
 
@@ -23,7 +23,7 @@ impl Cell for Lat {
         &ABOUT
     }
 
-    fn run(&mut self, ctx: &mut Ctx) {
+    fn run(&mut self, ctx: &mut BenchRun) {
         let (secs, libs) = (ctx.opts.secs, ctx.libs.clone());
         run_closed(
             ctx,
@@ -35,7 +35,7 @@ impl Cell for Lat {
         );
     }
 
-    fn targets(&self, ctx: &Ctx, base: &Lib) -> Vec<Target> {
+    fn targets(&self, ctx: &BenchRun, base: &Lib) -> Vec<Target> {
         let mut lr = Vec::new();
         for event in [false, true] {
             let c = Cfg {
@@ -66,7 +66,7 @@ impl Cell for Lat {
         }]
     }
 
-    fn section(&self, ctx: &Ctx, base: &Lib, md: &mut String) {
+    fn section(&self, ctx: &BenchRun, base: &Lib, md: &mut String) {
         let _ = writeln!(
             md,
             "## Completion → notify_callback latency (2-chunk, no-copy, workers 2; µs; median of reps)\n"

@@ -12,7 +12,7 @@ use crate::child::{
 };
 use crate::orch::report::fmt_num;
 use crate::orch::run::{
-    chunks, interleaved, num, spawn_cell, Cfg, Ctx, Lib, Res, Runner, LEN2, LEN7,
+    chunks, interleaved, num, spawn_cell, BenchRun, Cfg, Lib, Res, Runner, LEN2, LEN7,
 };
 
 /// Offered loads of the paced cells, pairs/s.
@@ -51,7 +51,7 @@ fn paced_cfgs() -> Vec<Cfg> {
 }
 
 /// Window of a paced cell: at least ~1000 pairs (twice the window at 1 k pairs/s).
-fn paced_secs(ctx: &Ctx, c: Cfg) -> f64 {
+fn paced_secs(ctx: &BenchRun, c: Cfg) -> f64 {
     if c.rate <= 1000 {
         2.0 * ctx.opts.paced_secs
     } else {
@@ -93,7 +93,7 @@ impl Cell for Paced {
         &ABOUT
     }
 
-    fn run(&mut self, ctx: &mut Ctx) {
+    fn run(&mut self, ctx: &mut BenchRun) {
         if ctx.opts.full {
             let reps = ctx.opts.paced_reps;
             run_paced(ctx, &paced_cfgs(), reps);
@@ -102,7 +102,7 @@ impl Cell for Paced {
         }
     }
 
-    fn targets(&self, ctx: &Ctx, base: &Lib) -> Vec<Target> {
+    fn targets(&self, ctx: &BenchRun, base: &Lib) -> Vec<Target> {
         if !ctx.opts.full {
             let r = paced_cpu_ratio(ctx, base, QUICK_PACED);
             return vec![Target {
@@ -147,7 +147,7 @@ impl Cell for Paced {
         }]
     }
 
-    fn section(&self, ctx: &Ctx, base: &Lib, md: &mut String) {
+    fn section(&self, ctx: &BenchRun, base: &Lib, md: &mut String) {
         let cfgs = if ctx.opts.full {
             paced_cfgs()
         } else {
@@ -214,7 +214,7 @@ impl Cell for Paced {
 }
 
 /// Runs the paced children of `cfgs`, `reps` interleaved repetitions.
-fn run_paced(ctx: &mut Ctx, cfgs: &[Cfg], reps: usize) {
+fn run_paced(ctx: &mut BenchRun, cfgs: &[Cfg], reps: usize) {
     let t = Instant::now();
     for rep in 0..reps {
         for c in cfgs {
@@ -254,7 +254,13 @@ fn run_paced(ctx: &mut Ctx, cfgs: &[Cfg], reps: usize) {
 /// (`ost_wkr_<n>`, as both libraries of this repository name them). For them a mismatch is a
 /// broken measurement (`None`); a `LEGACY_LIB` build may name its threads otherwise, and then only
 /// its worker-thread CPU is left out (`Some(false)`).
-pub fn workers_named(ctx: &mut Ctx, lib: &Lib, r: &Res, workers: u32, what: &str) -> Option<bool> {
+pub fn workers_named(
+    ctx: &mut BenchRun,
+    lib: &Lib,
+    r: &Res,
+    workers: u32,
+    what: &str,
+) -> Option<bool> {
     if num(r, "workers_found").ok() == Some(f64::from(workers)) {
         return Some(true);
     }
@@ -272,7 +278,7 @@ pub fn workers_named(ctx: &mut Ctx, lib: &Lib, r: &Res, workers: u32, what: &str
 }
 
 /// Rust ÷ baseline CPU per pair of a paced cell (medians over the repetitions).
-fn paced_cpu_ratio(ctx: &Ctx, base: &Lib, c: Cfg) -> f64 {
+fn paced_cpu_ratio(ctx: &BenchRun, base: &Lib, c: Cfg) -> f64 {
     ctx.med("paced", "rust", c, "cpu_ns_per_pair")
         / ctx.med("paced", &base.name, c, "cpu_ns_per_pair")
 }

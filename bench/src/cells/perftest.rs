@@ -16,7 +16,7 @@ use ost_supervise::perftest::{result_row, run_pair, Pair};
 use super::xproc::XPROC;
 use crate::cell::{About, Cell, Target, REPORT_ONLY};
 use crate::orch::report::fmt_num;
-use crate::orch::run::{Cfg, Ctx, GenuineCore, Lib, HOST, MIB, NO_GENUINE_CORE};
+use crate::orch::run::{BenchRun, Cfg, GenuineCore, Lib, HOST, MIB, NO_GENUINE_CORE};
 
 pub struct Perftest;
 
@@ -108,7 +108,7 @@ impl Cell for Perftest {
         &ABOUT
     }
 
-    fn run(&mut self, ctx: &mut Ctx) {
+    fn run(&mut self, ctx: &mut BenchRun) {
         // Without them its target and section say so.
         let Some((core, exe)) = perftest(ctx) else {
             return;
@@ -138,7 +138,7 @@ impl Cell for Perftest {
         }
     }
 
-    fn targets(&self, ctx: &Ctx, base: &Lib) -> Vec<Target> {
+    fn targets(&self, ctx: &BenchRun, base: &Lib) -> Vec<Target> {
         let bw = ctx.med("perftest", "write_bw", TESTS[3].cfg(), "bw_avg_mib_s");
         let xp = |l: &str| ctx.med("xproc", l, XPROC, "mib_s");
         let value = if perftest(ctx).is_none() {
@@ -166,7 +166,7 @@ impl Cell for Perftest {
         }]
     }
 
-    fn section(&self, ctx: &Ctx, _base: &Lib, md: &mut String) {
+    fn section(&self, ctx: &BenchRun, _base: &Lib, md: &mut String) {
         let _ = writeln!(
             md,
             "## urma_perftest over the genuine URMA core and the loopback plugin\n"
@@ -246,14 +246,14 @@ impl Cell for Perftest {
 }
 
 /// The genuine core and its urma_perftest, when `make bench` gave both.
-fn perftest(ctx: &Ctx) -> Option<(GenuineCore, std::path::PathBuf)> {
+fn perftest(ctx: &BenchRun) -> Option<(GenuineCore, std::path::PathBuf)> {
     let core = ctx.genuine.clone()?;
     let exe = core.perftest.clone()?;
     Some((core, exe))
 }
 
 /// Why the cell did not run.
-fn not_run(ctx: &Ctx) -> String {
+fn not_run(ctx: &BenchRun) -> String {
     match &ctx.genuine {
         None => NO_GENUINE_CORE.to_string(),
         Some(_) => "not run: no urma_perftest (MLCD_UMDK_PERFTEST)".to_string(),

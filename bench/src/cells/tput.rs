@@ -12,7 +12,9 @@ use crate::child::{percentile, record_latencies, recorded_latencies, Window};
 use crate::memcpy::{adjacent_limit, memcpy_source};
 use crate::orch::chart::{self, Chart, Panel};
 use crate::orch::report::fmt_num;
-use crate::orch::run::{chunks, interleaved, num, spawn_cell, Cfg, Ctx, Lib, Runner, LEN2, LEN7};
+use crate::orch::run::{
+    chunks, interleaved, num, spawn_cell, BenchRun, Cfg, Lib, Runner, LEN2, LEN7,
+};
 
 const DEPTHS: [usize; 3] = [1, 8, 64];
 const WORKERS: [u32; 3] = [1, 2, 4];
@@ -55,7 +57,7 @@ impl Cell for Tput {
         &ABOUT
     }
 
-    fn run(&mut self, ctx: &mut Ctx) {
+    fn run(&mut self, ctx: &mut BenchRun) {
         let (secs, libs) = (ctx.opts.secs, ctx.libs.clone());
         run_closed(
             ctx,
@@ -67,7 +69,7 @@ impl Cell for Tput {
         );
     }
 
-    fn after(&mut self, ctx: &mut Ctx) {
+    fn after(&mut self, ctx: &mut BenchRun) {
         chart::draw(
             ctx,
             &Chart {
@@ -82,7 +84,7 @@ impl Cell for Tput {
         );
     }
 
-    fn targets(&self, ctx: &Ctx, base: &Lib) -> Vec<Target> {
+    fn targets(&self, ctx: &BenchRun, base: &Lib) -> Vec<Target> {
         // requests/s at depth 64, no-copy, 2 chunks: every worker count must pass
         let mut ratios = Vec::new();
         for w in WORKERS {
@@ -116,7 +118,7 @@ impl Cell for Tput {
         }]
     }
 
-    fn section(&self, ctx: &Ctx, base: &Lib, md: &mut String) {
+    fn section(&self, ctx: &BenchRun, base: &Lib, md: &mut String) {
         let libs = &ctx.libs;
         let _ = writeln!(md, "## Requests/s (send + recv pairs; median of reps)\n");
         let mut head = String::from("| chunks | loopback | depth | workers |");
@@ -197,7 +199,7 @@ pub const TPUT_METRICS: [&str; 8] = [
 /// Runs child cells of kind `cell` for every configuration, library of `libs` and repetition
 /// (interleaved) and keeps `metrics` of each as rows of `kind`.
 pub fn run_closed(
-    ctx: &mut Ctx,
+    ctx: &mut BenchRun,
     libs: &[Lib],
     (kind, cell): (&'static str, &str),
     cfgs: &[Cfg],

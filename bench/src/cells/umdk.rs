@@ -20,7 +20,7 @@ use super::lat::lat_cfgs;
 use super::tput::{run_closed, tput_cfgs, TPUT_METRICS};
 use crate::cell::{About, Cell, Target, REPORT_ONLY};
 use crate::orch::report::fmt_num;
-use crate::orch::run::{chunks, Cfg, Ctx, GenuineCore, Lib, LEN2, LEN7, NO_GENUINE_CORE};
+use crate::orch::run::{chunks, BenchRun, Cfg, GenuineCore, Lib, LEN2, LEN7, NO_GENUINE_CORE};
 
 pub struct Umdk;
 
@@ -52,7 +52,7 @@ impl Cell for Umdk {
         &ABOUT
     }
 
-    fn run(&mut self, ctx: &mut Ctx) {
+    fn run(&mut self, ctx: &mut BenchRun) {
         // Without a core its target and section say so.
         let Some(core) = ctx.genuine.clone() else {
             return;
@@ -102,7 +102,7 @@ impl Cell for Umdk {
         );
     }
 
-    fn targets(&self, ctx: &Ctx, _base: &Lib) -> Vec<Target> {
+    fn targets(&self, ctx: &BenchRun, _base: &Lib) -> Vec<Target> {
         let target = |name, value| Target {
             name,
             value,
@@ -159,7 +159,7 @@ impl Cell for Umdk {
         v
     }
 
-    fn section(&self, ctx: &Ctx, _base: &Lib, md: &mut String) {
+    fn section(&self, ctx: &BenchRun, _base: &Lib, md: &mut String) {
         let _ = writeln!(
             md,
             "## Over the genuine URMA core (genuine core + loopback plugin beside the standalone loopback)\n"
@@ -278,7 +278,7 @@ impl Cell for Umdk {
 /// objects (every caller: the library, the application's pollers) and the calls into them from
 /// other objects, per request (rows `core_ir_per_req`, `core_calls_per_req`).
 fn core_counts(
-    ctx: &mut Ctx,
+    ctx: &mut BenchRun,
     core: &GenuineCore,
     lib: &Lib,
     len: u32,
@@ -307,7 +307,7 @@ fn core_counts(
 
 /// `metric` of the callgrind cell over the standalone loopback and of this cell over the genuine
 /// core, for `lib` in configuration `c` (medians).
-fn cg_pair(ctx: &Ctx, lib: &Lib, c: Cfg, metric: &str) -> (f64, f64) {
+fn cg_pair(ctx: &BenchRun, lib: &Lib, c: Cfg, metric: &str) -> (f64, f64) {
     (
         ctx.med("callgrind", &lib.name, c, metric),
         ctx.med(CG, &lib.genuine_name(), c, metric),
@@ -315,6 +315,6 @@ fn cg_pair(ctx: &Ctx, lib: &Lib, c: Cfg, metric: &str) -> (f64, f64) {
 }
 
 /// Genuine ÷ standalone of the medians of `metric` of `lib` in `c`.
-fn ratio(ctx: &Ctx, lib: &Lib, c: Cfg, metric: &str) -> f64 {
+fn ratio(ctx: &BenchRun, lib: &Lib, c: Cfg, metric: &str) -> f64 {
     ctx.med("umdk", &lib.genuine_name(), c, metric) / ctx.med("umdk", &lib.name, c, metric)
 }

@@ -39,7 +39,7 @@ use crate::child::{
 };
 use crate::memcpy::memcpy_limit;
 use crate::orch::report::fmt_num;
-use crate::orch::run::{Cfg, Ctx, Lib, LEN7};
+use crate::orch::run::{BenchRun, Cfg, Lib, LEN7};
 
 /// The two-process cell's configuration: 14 MiB copy-mode transfers
 /// from a sender process to a receiver process, one request in flight, 2 workers, poll mode.
@@ -67,7 +67,7 @@ impl Cell for XProc {
         &ABOUT
     }
 
-    fn run(&mut self, ctx: &mut Ctx) {
+    fn run(&mut self, ctx: &mut BenchRun) {
         let (secs, libs) = (ctx.opts.secs, ctx.libs.clone());
         run_closed(
             ctx,
@@ -79,7 +79,7 @@ impl Cell for XProc {
         );
     }
 
-    fn targets(&self, ctx: &Ctx, base: &Lib) -> Vec<Target> {
+    fn targets(&self, ctx: &BenchRun, base: &Lib) -> Vec<Target> {
         let lim = memcpy_limit(ctx, XPROC.depth);
         let v = |l: &str| ctx.med("xproc", l, XPROC, "mib_s");
         vec![Target {
@@ -97,7 +97,7 @@ impl Cell for XProc {
         }]
     }
 
-    fn section(&self, ctx: &Ctx, base: &Lib, md: &mut String) {
+    fn section(&self, ctx: &BenchRun, base: &Lib, md: &mut String) {
         let lim = memcpy_limit(ctx, XPROC.depth);
         let _ = writeln!(
             md,

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 use std::process::Command;
 
-use super::run::{Cfg, Ctx};
+use super::run::{BenchRun, Cfg};
 
 /// One panel: the closed-loop cells of one loopback mode and request length.
 pub struct Panel {
@@ -28,7 +28,7 @@ pub struct Chart<'a> {
 
 /// Writes `chart.dat` and `chart.gp` into the output directory and runs gnuplot on them; its
 /// absence is a note, its failure a measurement error.
-pub fn draw(ctx: &mut Ctx, chart: &Chart) {
+pub fn draw(ctx: &mut BenchRun, chart: &Chart) {
     let dir = ctx.opts.out.clone();
     let libs = ctx.libs.clone();
     let mut dat = String::new();

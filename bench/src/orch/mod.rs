@@ -19,10 +19,15 @@ pub mod report;
 pub mod run;
 
 use report::{now_string, write_csv};
-use run::{libs, Ctx, GenuineCore, Opts};
+use run::{libs, BenchRun, GenuineCore, Opts};
 
 /// Runs one timed section and records the host's steal over it (rows of `kind`, library `host`).
-fn timed(ctx: &mut Ctx, kind: &'static str, label: &'static str, f: impl FnOnce(&mut Ctx)) {
+fn timed(
+    ctx: &mut BenchRun,
+    kind: &'static str,
+    label: &'static str,
+    f: impl FnOnce(&mut BenchRun),
+) {
     let before = steal::read();
     f(ctx);
     let share = steal::since(before);
@@ -43,7 +48,7 @@ pub fn bench(opts: &Opts, mut cells: Vec<Entry>) -> i32 {
         eprintln!("ostbench: cannot create {}: {e}", opts.out.display());
         return 2;
     }
-    let mut ctx = Ctx {
+    let mut ctx = BenchRun {
         opts: Opts {
             full: opts.full,
             out: opts.out.clone(),

@@ -6,13 +6,13 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::process::Command;
 
-use super::run::{chunks, Ctx};
+use super::run::{chunks, BenchRun};
 use crate::cell::{Entry, REPORT_ONLY};
 use crate::steal;
 
 /// `report.md` of the cells that ran.
 pub fn report(
-    ctx: &Ctx,
+    ctx: &BenchRun,
     cells: &[&Entry],
     started: &str,
     elapsed: f64,
@@ -169,7 +169,7 @@ fn machine() -> String {
 }
 
 /// `report.csv` (`quick.csv`): every row, long format.
-pub fn write_csv(ctx: &Ctx, path: &Path) -> std::io::Result<()> {
+pub fn write_csv(ctx: &BenchRun, path: &Path) -> std::io::Result<()> {
     let mut s =
         String::from("kind,lib,len,chunks,loopback,poller,depth,workers,rate,rep,metric,value\n");
     for r in &ctx.rows {

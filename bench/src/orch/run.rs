@@ -1,7 +1,7 @@
 //! Running the cells' child processes and keeping what they measured: the options of a run
 //! ([`Opts`]), the libraries ([`Lib`]) and the genuine URMA core they may run over
 //! ([`GenuineCore`]), a cell's configuration ([`Cfg`]), one child started and its result line
-//! read ([`spawn_cell`]), and the rows every cell writes and reads ([`Ctx`]).
+//! read ([`spawn_cell`]), and the rows every cell writes and reads ([`BenchRun`]).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -270,7 +270,7 @@ impl Row {
 }
 
 /// What a run measured so far, and its options and libraries.
-pub struct Ctx {
+pub struct BenchRun {
     pub opts: Opts,
     pub libs: Vec<Lib>,
     /// The genuine URMA core of `make bench`, if it gave one.
@@ -442,7 +442,7 @@ pub const HOST: Cfg = Cfg {
     rate: 0,
 };
 
-impl Ctx {
+impl BenchRun {
     /// The rows of a steal measurement: steal and all CPU ticks over the interval, and the share.
     pub fn push_steal(&mut self, kind: &'static str, share: &Result<steal::Share, String>) {
         let Ok(s) = share else { return };
@@ -487,7 +487,7 @@ impl Ctx {
             .collect()
     }
 
-    /// The median of [`Ctx::values`].
+    /// The median of [`BenchRun::values`].
     pub fn med(&self, kind: &str, lib: &str, c: Cfg, metric: &str) -> f64 {
         median(&mut self.values(kind, lib, c, metric))
     }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::ctx::{Ctx, Lib};
+use super::ctx::{Lib, ScenarioRun};
 use super::ledger::Ledger;
 use super::outcome::{judge, Options, Outcome, RunResult, Verdict};
 use super::present::progress::Progress;
@@ -36,7 +36,7 @@ pub fn run_on(lib: &'static Lib, sc: &Scenario) -> RunResult {
     std::thread::Builder::new()
         .name(format!("compat-{}", lib.name))
         .spawn(move || {
-            let mut ctx = Ctx::new(lib, lib, s2.setup);
+            let mut ctx = ScenarioRun::new(lib, lib, s2.setup);
             s2.run(&mut ctx);
             let _ = tx.send(ctx.finish());
         })

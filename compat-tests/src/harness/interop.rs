@@ -10,7 +10,7 @@
 use std::sync::mpsc;
 use std::time::Duration;
 
-use super::ctx::{Ctx, Delivery, Lib, Setup, Side};
+use super::ctx::{Delivery, Lib, ScenarioRun, Setup, Side};
 use super::scenario::MIB;
 
 /// One cell of the matrix.
@@ -38,7 +38,7 @@ fn one(slib: &'static Lib, rlib: &'static Lib, len: u32) -> (bool, String) {
     let spawned = std::thread::Builder::new()
         .name("compat-interop".into())
         .spawn(move || {
-            let mut ctx = Ctx::new(
+            let mut ctx = ScenarioRun::new(
                 slib,
                 rlib,
                 Setup {

@@ -13,9 +13,9 @@ use crate::lib_under_test::{
 };
 
 use super::types::{r32, SendVia, Side};
-use super::Ctx;
+use super::ScenarioRun;
 
-impl Ctx {
+impl ScenarioRun {
     /// `os_transport_init` for `side` (both handles when the context has one library).
     pub fn init(&mut self, side: Side, workers: u32, capacity: u32) -> u32 {
         let mut cfg = self.cfg(workers, capacity);

@@ -53,7 +53,7 @@ fn pattern() -> &'static [u8] {
 }
 
 /// The scenario context.
-pub struct Ctx {
+pub struct ScenarioRun {
     pub rec: Arc<Recorder>,
     pub slib: &'static Lib,
     pub rlib: &'static Lib,
@@ -74,10 +74,10 @@ pub struct Ctx {
     pub pace: bool,
 }
 
-impl Ctx {
+impl ScenarioRun {
     /// Resets the loopback, starts the trace capture and creates endpoints and buffers.
     /// `slib` sends, `rlib` receives (the same library outside the interop matrix).
-    pub fn new(slib: &'static Lib, rlib: &'static Lib, setup: Setup) -> Ctx {
+    pub fn new(slib: &'static Lib, rlib: &'static Lib, setup: Setup) -> ScenarioRun {
         let lb = Loopback::get();
         backend::get().start();
         let rec = Recorder::new();
@@ -104,7 +104,7 @@ impl Ctx {
                 c[0] = i as u8;
             }
         }
-        Ctx {
+        ScenarioRun {
             rec,
             slib,
             rlib,
@@ -225,7 +225,7 @@ impl Ctx {
     }
 }
 
-impl Drop for Ctx {
+impl Drop for ScenarioRun {
     fn drop(&mut self) {
         self.finish_inner();
     }

@@ -13,12 +13,12 @@ use crate::oracle::{dec, UserData};
 
 use super::types::{cr_key, cr_line, Delivery, Order, Side};
 use super::workers::wait_workers_idle;
-use super::Ctx;
+use super::ScenarioRun;
 
 /// Longest wait of the send poller for the receive side to catch up (Pass mode).
 const PACE_MAX: Duration = Duration::from_millis(100);
 
-impl Ctx {
+impl ScenarioRun {
     /// Starts the CR pollers (send side: pass-through; receive side: per `delivery`).
     pub fn start_pollers(&mut self, delivery: Delivery) {
         let mode = if self.setup.event_mode {

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::harness::aspect::{note_line, Aspect};
-use crate::harness::ctx::{Ctx, Delivery, Order, Setup, Side};
+use crate::harness::ctx::{Delivery, Order, ScenarioRun, Setup, Side};
 use crate::harness::scenario::{one, setup_for, Flow, Scenario, Xfer, MIB};
 
 /// The scenarios of duplicated completions and completions for no request, in catalogue order.
@@ -73,7 +73,7 @@ pub fn scenarios() -> Vec<Scenario> {
     ]
 }
 
-fn sc_dup_write_cr(ctx: &mut Ctx) {
+fn sc_dup_write_cr(ctx: &mut ScenarioRun) {
     if ctx.init(Side::Send, 2, 16) != 0 {
         return;
     }
@@ -120,7 +120,7 @@ fn sc_dup_write_cr(ctx: &mut Ctx) {
     ctx.check_data("data ck=0x17", 0, len as usize);
 }
 
-fn sc_dup_last_recv_cr(ctx: &mut Ctx) {
+fn sc_dup_last_recv_cr(ctx: &mut ScenarioRun) {
     if ctx.init(Side::Send, 2, 16) != 0 {
         return;
     }
@@ -152,7 +152,7 @@ fn sc_dup_last_recv_cr(ctx: &mut Ctx) {
     }
 }
 
-fn sc_unknown_cr(ctx: &mut Ctx) {
+fn sc_unknown_cr(ctx: &mut ScenarioRun) {
     if ctx.init(Side::Send, 2, 4) != 0 {
         return;
     }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::harness::ctx::{Ctx, Delivery, Order, Side};
+use crate::harness::ctx::{Delivery, Order, ScenarioRun, Side};
 use crate::harness::scenario::{apply_knobs, one, setup_for, Flow, Scenario, MIB};
 
 /// The scenarios of post failures and error completions, in catalogue order.
@@ -81,7 +81,7 @@ pub fn scenarios() -> Vec<Scenario> {
     v
 }
 
-fn sc_recv_post_fail_retry(ctx: &mut Ctx) {
+fn sc_recv_post_fail_retry(ctx: &mut ScenarioRun) {
     if ctx.init(Side::Send, 1, 4) != 0 {
         return;
     }

@@ -1,6 +1,6 @@
 //! The catalogue's scenarios of init (twice, worker counts) and bad API inputs.
 
-use crate::harness::ctx::{Ctx, Delivery, Setup, Side};
+use crate::harness::ctx::{Delivery, ScenarioRun, Setup, Side};
 use crate::harness::scenario::{Scenario, MIB};
 
 /// The scenarios of init (twice, worker counts) and bad API inputs, in catalogue order.
@@ -37,7 +37,7 @@ pub fn scenarios() -> Vec<Scenario> {
     ]
 }
 
-fn sc_init_twice(ctx: &mut Ctx) {
+fn sc_init_twice(ctx: &mut ScenarioRun) {
     if ctx.init(Side::Send, 2, 4) != 0 {
         return;
     }
@@ -58,7 +58,7 @@ fn sc_init_twice(ctx: &mut Ctx) {
     }
 }
 
-fn sc_init_workers_0(ctx: &mut Ctx) {
+fn sc_init_workers_0(ctx: &mut ScenarioRun) {
     ctx.init(Side::Send, 0, 4);
     ctx.send_null("handle", 4 * MIB, 1, 2);
     ctx.recv_null("handle", 4 * MIB, 2);
@@ -69,11 +69,11 @@ fn sc_init_workers_0(ctx: &mut Ctx) {
     }
 }
 
-fn sc_init_workers_1025(ctx: &mut Ctx) {
+fn sc_init_workers_1025(ctx: &mut ScenarioRun) {
     ctx.init(Side::Send, 1025, 4);
 }
 
-fn sc_bad_inputs(ctx: &mut Ctx) {
+fn sc_bad_inputs(ctx: &mut ScenarioRun) {
     // Before init.
     ctx.send(4 * MIB, 1, 2, 0);
     ctx.recv(4 * MIB, 3, 0);

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use crate::harness::aspect::{note_line, Aspect};
 use crate::harness::backend;
-use crate::harness::ctx::{Ctx, Delivery, Order, Setup, Side};
+use crate::harness::ctx::{Delivery, Order, ScenarioRun, Setup, Side};
 use crate::harness::scenario::{Scenario, MIB};
 use crate::loopback_ctl::ReleaseOrder;
 
@@ -56,7 +56,7 @@ pub fn scenarios() -> Vec<Scenario> {
     ]
 }
 
-fn sc_timeout_0(ctx: &mut Ctx) {
+fn sc_timeout_0(ctx: &mut ScenarioRun) {
     if ctx.init(Side::Send, 2, 4) != 0 {
         return;
     }
@@ -82,7 +82,7 @@ fn sc_timeout_0(ctx: &mut Ctx) {
     ctx.deliver_held(Order::Fifo);
 }
 
-fn sc_timeout_short(ctx: &mut Ctx) {
+fn sc_timeout_short(ctx: &mut ScenarioRun) {
     if ctx.init(Side::Send, 2, 4) != 0 {
         return;
     }
@@ -99,7 +99,7 @@ fn sc_timeout_short(ctx: &mut Ctx) {
     }
 }
 
-fn sc_cancel_before(ctx: &mut Ctx) {
+fn sc_cancel_before(ctx: &mut ScenarioRun) {
     if ctx.init(Side::Send, 2, 4) != 0 {
         return;
     }
@@ -118,7 +118,7 @@ fn sc_cancel_before(ctx: &mut Ctx) {
     ctx.cancel(Side::Send, None, 0xDEAD);
 }
 
-fn sc_cancel_after(ctx: &mut Ctx) {
+fn sc_cancel_after(ctx: &mut ScenarioRun) {
     if ctx.init(Side::Send, 2, 4) != 0 {
         return;
     }
@@ -138,7 +138,7 @@ fn sc_cancel_after(ctx: &mut Ctx) {
     ctx.check_data("data ck=0xd1", 0, 4 * MIB as usize);
 }
 
-fn sc_cancel_by_id(ctx: &mut Ctx) {
+fn sc_cancel_by_id(ctx: &mut ScenarioRun) {
     if ctx.init(Side::Send, 2, 4) != 0 {
         return;
     }
@@ -150,7 +150,7 @@ fn sc_cancel_by_id(ctx: &mut Ctx) {
     }
 }
 
-fn sc_destroy_inflight(ctx: &mut Ctx) {
+fn sc_destroy_inflight(ctx: &mut ScenarioRun) {
     if ctx.init(Side::Send, 2, 4) != 0 {
         return;
     }

@@ -1,6 +1,6 @@
 //! The catalogue's scenarios of the log callback and its levels.
 
-use crate::harness::ctx::{Ctx, Delivery, Setup, Side};
+use crate::harness::ctx::{Delivery, ScenarioRun, Setup, Side};
 use crate::harness::scenario::{Scenario, MIB};
 
 /// The scenarios of the log callback and its levels, in catalogue order.
@@ -16,7 +16,7 @@ pub fn scenarios() -> Vec<Scenario> {
     ]
 }
 
-fn sc_log_levels(ctx: &mut Ctx) {
+fn sc_log_levels(ctx: &mut ScenarioRun) {
     ctx.log_reg(Side::Send, 0, true);
     ctx.log_reg(Side::Send, 0, false);
     if ctx.init(Side::Send, 1, 2) == 0 {

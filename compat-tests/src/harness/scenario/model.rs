@@ -11,7 +11,7 @@ use std::time::Duration;
 use crate::fixture::RecvKind;
 use crate::harness::aspect::{note_line, Aspect};
 use crate::harness::backend;
-use crate::harness::ctx::{Ctx, Delivery, SendVia, Setup, Side};
+use crate::harness::ctx::{Delivery, ScenarioRun, SendVia, Setup, Side};
 use crate::lib_under_test::DEFAULT_CHUNK_SIZE;
 
 /// `MiB`.
@@ -91,7 +91,7 @@ impl Default for Flow {
 #[derive(Clone)]
 pub enum Body {
     Flow(Flow),
-    Custom(fn(&mut Ctx)),
+    Custom(fn(&mut ScenarioRun)),
 }
 
 /// A scenario.
@@ -129,7 +129,7 @@ impl Scenario {
         id: &str,
         desc: &str,
         setup: Setup,
-        f: fn(&mut Ctx),
+        f: fn(&mut ScenarioRun),
         features: &[&str],
     ) -> Scenario {
         Scenario {
@@ -144,7 +144,7 @@ impl Scenario {
     }
 
     /// Runs the scenario body on `ctx`.
-    pub fn run(&self, ctx: &mut Ctx) {
+    pub fn run(&self, ctx: &mut ScenarioRun) {
         match &self.body {
             Body::Flow(f) => run_flow(ctx, f),
             Body::Custom(f) => f(ctx),
@@ -218,7 +218,7 @@ pub fn flow_features(setup: &Setup, f: &Flow) -> BTreeSet<String> {
 /// Applies a scenario's knob spec through the backend and notes it. A spec the backend rejects
 /// is a harness bug (the scenario would inject nothing and judge a fault-free run), so it
 /// panics: the scenario is reported as FAIL, never as a quiet PASS.
-pub fn apply_knobs(ctx: &Ctx, spec: &str) {
+pub fn apply_knobs(ctx: &ScenarioRun, spec: &str) {
     match backend::get().apply_knobs(spec) {
         Ok(_) => ctx
             .rec
@@ -231,7 +231,7 @@ pub fn apply_knobs(ctx: &Ctx, spec: &str) {
 }
 
 /// Runs a [`Flow`] on `ctx`.
-pub fn run_flow(ctx: &mut Ctx, f: &Flow) {
+pub fn run_flow(ctx: &mut ScenarioRun, f: &Flow) {
     if ctx.init(Side::Send, f.workers, f.capacity) != 0 || ctx.hs.is_null() {
         return;
     }
@@ -337,7 +337,7 @@ fn dup_write_knob(knobs: &str) -> bool {
 
 /// Hands the held send-side CRs over one at a time, in poll order, waiting after each until
 /// the library's posts settled; then stops holding (and hands over any CR polled meanwhile).
-fn send_lockstep(ctx: &mut Ctx) {
+fn send_lockstep(ctx: &mut ScenarioRun) {
     let end = std::time::Instant::now() + Duration::from_secs(2);
     while ctx.send_seen() < 1 && std::time::Instant::now() < end {
         std::thread::sleep(Duration::from_millis(1));

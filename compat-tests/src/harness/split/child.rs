@@ -1,4 +1,4 @@
-//! A `compat --split` child: it loads one library, builds a [`Ctx`] of its own (fresh endpoints
+//! A `compat --split` child: it loads one library, builds a [`ScenarioRun`] of its own (fresh endpoints
 //! and buffers, the trace capture) and runs one side of a [`Plan`], as the receiver
 //! ([`receiver`]) or the sender ([`sender`]); what it prints and says to the other child is
 //! [`super::wire`]'s.
@@ -20,7 +20,7 @@ use super::wire::{
 };
 use crate::fixture::Loopback;
 use crate::harness::backend;
-use crate::harness::ctx::{Ctx, Delivery, Lib, Order, SendVia, Side};
+use crate::harness::ctx::{Delivery, Lib, Order, ScenarioRun, SendVia, Side};
 use crate::harness::scenario::Xfer;
 
 /// Timeout of the children's waits (ms).
@@ -126,7 +126,7 @@ fn receiver(
         2
     })?;
     let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
-    let mut ctx = Ctx::new(lib, lib, p.setup);
+    let mut ctx = ScenarioRun::new(lib, lib, p.setup);
     ctx.pace = false;
     let f = &p.flow;
     let death = matches!(p.kind, PlanKind::PeerDeath);
@@ -237,7 +237,7 @@ fn sender(
         return Err(not_run(&why));
     }
     let lb = Loopback::get();
-    let mut ctx = Ctx::new(lib, lib, p.setup);
+    let mut ctx = ScenarioRun::new(lib, lib, p.setup);
     ctx.pace = false;
     // The targets of this process's own fixture are replaced by the receiver's objects.
     let (tjetty, rdst) = info.import(lb).map_err(not_run)?;
@@ -285,7 +285,7 @@ fn sender(
 /// Waits (bounded) for every request of `syncs` on `side`; a wait that does not return 0 is a
 /// problem naming its transfer.
 fn wait_all(
-    ctx: &mut Ctx,
+    ctx: &mut ScenarioRun,
     side: Side,
     syncs: &[Option<String>],
     xfers: &[Xfer],

@@ -2,7 +2,7 @@
 //! their own, over the provider's cross-process path (the loopback's, or a device's).
 //!
 //! The `compat` binary re-executes itself as a child ([`CHILD_ARG`] `recv|send`) that loads
-//! one library, builds a [`Ctx`](crate::harness::ctx::Ctx) of its own (fresh endpoints and buffers, the trace capture)
+//! one library, builds a [`ScenarioRun`](crate::harness::ctx::ScenarioRun) of its own (fresh endpoints and buffers, the trace capture)
 //! and runs one side of a [`Plan`]:
 //!
 //! * the receiver listens on 127.0.0.1 (or `--listen`) with an ephemeral port (printed as
