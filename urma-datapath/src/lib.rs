@@ -9,7 +9,7 @@
 //! * [`spec`]: the knob-spec syntax and the reading of the fault keys both libraries have;
 //! * [`trace_line`]: the trace's events with their one serialiser, its sinks and the symbolic
 //!   object names, the same in both;
-//! * [`wire`]: the loopback's cross-process message format (also what the security tests speak
+//! * [`message`]: the loopback's cross-process message format (also what the security tests speak
 //!   when they play a malicious peer);
 //! * the selector values the knobs, the fault plane and both control APIs share ([`Q_SEND`],
 //!   [`CR_DROP`], [`ORDER_FIFO`], ...).
@@ -19,11 +19,11 @@
 use std::ffi::c_int;
 
 pub mod faults;
+pub mod message;
 pub mod opcode;
 pub mod spec;
 pub mod stripe;
 pub mod trace_line;
-pub mod wire;
 
 /// `URMA_LOOPBACK_Q_SEND`: the send queues (`urma_post_jfs_wr`, `urma_post_jetty_send_wr`).
 pub const Q_SEND: c_int = 1;

@@ -2,7 +2,7 @@
 //! victim and an attacker run as two throw-away users made for each test (`useradd`), as
 //! processes of this test binary started with their uid (`role_entry`, `SEC_ROLE`). The
 //! attacker plays by the rules of the file system only; a "rogue" process of the victim's own
-//! user speaks the wire format directly (`urma_datapath::wire`) where a check must hold
+//! user speaks the wire format directly (`urma_datapath::message`) where a check must hold
 //! even against a process of the same user.
 //!
 //! Needs root (to make users and run processes as them). Without root every test says so and
@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use urma_datapath::wire::{self, Hdr, Piece};
+use urma_datapath::message::{self, Hdr, Piece};
 
 /// The bound of every wait for another process (scaled under an emulator).
 fn t() -> Duration {
@@ -711,26 +711,26 @@ fn liar() {
 /// One connection of [`liar`]: (lies told, connections closed by the requester after one).
 fn lie(mut s: UnixStream, mode: &str, told: &(AtomicU64, AtomicU64)) {
     let ack = |s: &mut UnixStream, h: Hdr| s.write_all(&h.encode()).is_ok();
-    if read_hdr(&mut s).is_none_or(|h| h.kind != wire::K_HELLO) {
+    if read_hdr(&mut s).is_none_or(|h| h.kind != message::K_HELLO) {
         return;
     }
     let hi = Hdr {
-        kind: wire::K_ACK,
-        a: wire::VERSION,
+        kind: message::K_ACK,
+        a: message::VERSION,
         ..Hdr::default()
     };
     if !ack(&mut s, hi) {
         return;
     }
     while let Some(h) = read_hdr(&mut s) {
-        let mut pieces = vec![0u8; h.ndst as usize * wire::PIECE_LEN];
+        let mut pieces = vec![0u8; h.ndst as usize * message::PIECE_LEN];
         if s.read_exact(&mut pieces).is_err() {
             return;
         }
-        if h.kind == wire::K_IMPORT_SEG {
+        if h.kind == message::K_IMPORT_SEG {
             let a = Hdr {
-                kind: wire::K_ACK,
-                status: wire::IMPORT_OK,
+                kind: message::K_ACK,
+                status: message::IMPORT_OK,
                 a: u64::from(u::URMA_ACCESS_READ | u::URMA_ACCESS_WRITE),
                 b: u64::from(u::URMA_TOKEN_PLAIN_TEXT),
                 c: h.c,
@@ -749,7 +749,7 @@ fn lie(mut s: UnixStream, mode: &str, told: &(AtomicU64, AtomicU64)) {
             }
         }
         let mut a = Hdr {
-            kind: wire::K_ACK,
+            kind: message::K_ACK,
             len: h.len,
             ..Hdr::default()
         };
@@ -827,7 +827,7 @@ fn rogue() {
             // imp <token_id> <va> <len> <token>: a segment import on the last connection.
             "imp" => {
                 let h = Hdr {
-                    kind: wire::K_IMPORT_SEG,
+                    kind: message::K_IMPORT_SEG,
                     a: num(&w[1]),
                     b: num(&w[2]),
                     c: num(&w[3]),
@@ -910,20 +910,20 @@ fn rebind(d: &Path, uasid: u32, stolen: Stolen) {
             let stolen = stolen.clone();
             std::thread::spawn(move || {
                 s.set_read_timeout(Some(t())).unwrap();
-                if read_hdr(&mut s).is_none_or(|h| h.kind != wire::K_HELLO) {
+                if read_hdr(&mut s).is_none_or(|h| h.kind != message::K_HELLO) {
                     return;
                 }
                 stolen.lock().unwrap().0 += 1;
                 let ok = Hdr {
-                    kind: wire::K_ACK,
-                    a: wire::VERSION,
+                    kind: message::K_ACK,
+                    a: message::VERSION,
                     ..Hdr::default()
                 };
                 if s.write_all(&ok.encode()).is_err() {
                     return;
                 }
                 while let Some(h) = read_hdr(&mut s) {
-                    if h.kind == wire::K_IMPORT_SEG && h.token_given != 0 {
+                    if h.kind == message::K_IMPORT_SEG && h.token_given != 0 {
                         stolen.lock().unwrap().1.push(h.token);
                     }
                 }
@@ -968,7 +968,7 @@ fn guess(d: &Path, me: u32, w: &[String]) -> (u64, u64) {
         };
         tok = tok.wrapping_add(1);
         let h = Hdr {
-            kind: wire::K_IMPORT_SEG,
+            kind: message::K_IMPORT_SEG,
             a: token_id,
             b: va,
             c: 4096,
@@ -980,7 +980,9 @@ fn guess(d: &Path, me: u32, w: &[String]) -> (u64, u64) {
         s.set_read_timeout(Some(left.max(Duration::from_millis(1))))
             .unwrap();
         match s.write_all(&h.encode()).ok().and_then(|_| read_hdr(s)) {
-            Some(a) if a.kind == wire::K_ACK && a.status == wire::IMPORT_REFUSED => refused += 1,
+            Some(a) if a.kind == message::K_ACK && a.status == message::IMPORT_REFUSED => {
+                refused += 1
+            }
             Some(a) => panic!("a wrong token was not refused: {a:?}"),
             None => conn = None,
         }
@@ -1016,7 +1018,7 @@ fn lock_slot(d: &Path, n: u32) -> Option<std::fs::File> {
 }
 
 fn read_hdr(s: &mut UnixStream) -> Option<Hdr> {
-    let mut b = [0u8; wire::HDR_LEN];
+    let mut b = [0u8; message::HDR_LEN];
     s.read_exact(&mut b).ok()?;
     Some(Hdr::decode(&b))
 }
@@ -1026,14 +1028,14 @@ fn hello(d: &Path, uasid: u32, claimed: u32) -> Option<UnixStream> {
     let mut s = UnixStream::connect(d.join(format!("{uasid}.sock"))).ok()?;
     s.set_read_timeout(Some(t())).unwrap();
     let h = Hdr {
-        kind: wire::K_HELLO,
+        kind: message::K_HELLO,
         src_uasid: claimed,
-        a: wire::VERSION,
+        a: message::VERSION,
         ..Hdr::default()
     };
     s.write_all(&h.encode()).ok()?;
     let a = read_hdr(&mut s)?;
-    (a.kind == wire::K_ACK && a.status == 0).then_some(s)
+    (a.kind == message::K_ACK && a.status == 0).then_some(s)
 }
 
 /// One message a rogue writes: `kind opcode target_kind target_id token token_given src_uasid
@@ -1087,7 +1089,7 @@ impl Msg {
             return vec!["broken".into()];
         }
         // A READ asks for `len` bytes and sends none.
-        let read = self.h.kind == wire::K_DATA && self.h.opcode == READ;
+        let read = self.h.kind == message::K_DATA && self.h.opcode == READ;
         if self.sent < if read { 0 } else { self.h.len } {
             return vec!["sent".into()];
         }
@@ -1195,9 +1197,9 @@ fn both_ends_refuse_a_process_of_another_user() {
     let mut s = UnixStream::connect(d.join(format!("{}.sock", me.uasid))).unwrap();
     s.set_read_timeout(Some(t())).unwrap();
     let hello = Hdr {
-        kind: wire::K_HELLO,
+        kind: message::K_HELLO,
         src_uasid: me.uasid as u32,
-        a: wire::VERSION,
+        a: message::VERSION,
         ..Hdr::default()
     };
     // The owner checks the uid at accept and may have closed before the opening is written.
@@ -1307,20 +1309,20 @@ fn two_sided_requests_need_the_token_and_name_the_connection() {
     let d = h.private_dir("d", &h.victim);
     let (mut v, me) = victim_in(&h, Some(&d), &[]);
     let (mut r, k) = rogue_in(&h, &d);
-    let jetty = (wire::TARGET_JETTY, me.jetty);
+    let jetty = (message::TARGET_JETTY, me.jetty);
     assert_eq!(
         r.ask(&format!("connect {} {}", me.uasid, me.uasid), "hello"),
         [-1],
         "a HELLO naming the owner's own uasid"
     );
     assert_eq!(r.ask(&format!("connect {} me", me.uasid), "hello"), [0]);
-    let no_token = send_cmd(wire::K_DATA, SEND_IMM, jetty, None, 999, 1, (0, 0), &[]);
+    let no_token = send_cmd(message::K_DATA, SEND_IMM, jetty, None, 999, 1, (0, 0), &[]);
     assert_eq!(
         ack_of(&mut r, &no_token)[..2],
-        [i64::from(wire::K_ACK), REFUSED]
+        [i64::from(message::K_ACK), REFUSED]
     );
     let wrong = send_cmd(
-        wire::K_DATA,
+        message::K_DATA,
         SEND_IMM,
         jetty,
         Some(TOKEN ^ 1),
@@ -1332,13 +1334,13 @@ fn two_sided_requests_need_the_token_and_name_the_connection() {
     // Each refusal closed the connection: a new one for the next request.
     assert_eq!(r.ask(&format!("connect {} me", me.uasid), "hello"), [0]);
     assert_eq!(ack_of(&mut r, &wrong)[1], REFUSED);
-    let write_imm = send_cmd(wire::K_DATA, WRITE_IMM, jetty, None, 999, 3, (0, 0), &[]);
+    let write_imm = send_cmd(message::K_DATA, WRITE_IMM, jetty, None, 999, 3, (0, 0), &[]);
     // Each refusal closed the connection: a new one for the next request.
     assert_eq!(r.ask(&format!("connect {} me", me.uasid), "hello"), [0]);
     assert_eq!(ack_of(&mut r, &write_imm)[1], REFUSED);
     assert_eq!(v.ask("recvs 300", "recvs"), [0], "nothing was delivered");
     let right = send_cmd(
-        wire::K_DATA,
+        message::K_DATA,
         SEND_IMM,
         jetty,
         Some(TOKEN),
@@ -1349,7 +1351,10 @@ fn two_sided_requests_need_the_token_and_name_the_connection() {
     );
     // Each refusal closed the connection: a new one for the next request.
     assert_eq!(r.ask(&format!("connect {} me", me.uasid), "hello"), [0]);
-    assert_eq!(ack_of(&mut r, &right)[..3], [i64::from(wire::K_ACK), 0, 16]);
+    assert_eq!(
+        ack_of(&mut r, &right)[..3],
+        [i64::from(message::K_ACK), 0, 16]
+    );
     v.say("recvs 2000");
     let got = v.hear();
     assert_eq!(got[..2], ["recvs".to_string(), "1".into()]);
@@ -1374,7 +1379,7 @@ fn a_stalled_requester_delays_only_its_own_segment() {
     let d = h.private_dir("d", &h.victim);
     let (mut v, me) = victim_in(&h, Some(&d), &[("URMA_LOOPBACK_IO_TIMEOUT_MS", "1500")]);
     let piece = |token: u32, len: u64| (me.token_id, token, me.va, len);
-    let none = (wire::TARGET_NONE, 0);
+    let none = (message::TARGET_NONE, 0);
     let (mut a, _) = rogue_in(&h, &d);
     let (mut b, _) = rogue_in(&h, &d);
     let (mut c, _) = rogue_in(&h, &d);
@@ -1383,7 +1388,7 @@ fn a_stalled_requester_delays_only_its_own_segment() {
     }
     // A: refused (wrong token), stalled after 100 of 60000 bytes.
     let stalled_wrong = send_cmd(
-        wire::K_DATA,
+        message::K_DATA,
         WRITE,
         none,
         None,
@@ -1397,7 +1402,7 @@ fn a_stalled_requester_delays_only_its_own_segment() {
     // B: a READ of the same segment on another connection.
     let t0 = Instant::now();
     let read = send_cmd(
-        wire::K_DATA,
+        message::K_DATA,
         READ,
         none,
         None,
@@ -1422,7 +1427,7 @@ fn a_stalled_requester_delays_only_its_own_segment() {
     // C: a valid WRITE into the segment, stalled after 100 bytes: unregistering it waits for
     // that transfer, at most twice the I/O timeout.
     let stalled = send_cmd(
-        wire::K_DATA,
+        message::K_DATA,
         WRITE,
         none,
         None,
@@ -1603,9 +1608,9 @@ fn the_owner_acknowledges_what_it_wrote_and_refusals_tell_nothing() {
     let (mut v, me) = victim_in(&h, Some(&d), &[]);
     let (mut r, _) = rogue_in(&h, &d);
     assert_eq!(r.ask(&format!("connect {} me", me.uasid), "hello"), [0]);
-    let none = (wire::TARGET_NONE, 0);
+    let none = (message::TARGET_NONE, 0);
     let long = send_cmd(
-        wire::K_DATA,
+        message::K_DATA,
         WRITE,
         none,
         None,
@@ -1628,21 +1633,21 @@ fn the_owner_acknowledges_what_it_wrote_and_refusals_tell_nothing() {
         &format!("imp {} {} 4096 {}", me.token_id, me.va, TOKEN ^ 1),
         "ack",
     );
-    assert_eq!(unknown[1], i64::from(wire::IMPORT_REFUSED));
+    assert_eq!(unknown[1], i64::from(message::IMPORT_REFUSED));
     assert_eq!(unknown, wrong);
     assert_eq!(r.ask(&format!("connect {} me", me.uasid), "hello"), [0]);
     let right = r.ask(
         &format!("imp {} {} 4096 {TOKEN}", me.token_id, me.va),
         "ack",
     );
-    assert_eq!(right[1], i64::from(wire::IMPORT_OK));
+    assert_eq!(right[1], i64::from(message::IMPORT_OK));
     for i in 0..4 {
         assert_eq!(r.ask(&format!("connect {} me", me.uasid), "hello"), [0]);
         let w = r.ask(
             &format!("imp {} {} 4096 {}", me.token_id, me.va, TOKEN ^ (i + 7)),
             "ack",
         );
-        assert_eq!(w[1], i64::from(wire::IMPORT_REFUSED));
+        assert_eq!(w[1], i64::from(message::IMPORT_REFUSED));
     }
     r.finish();
     let err = v.finish();
@@ -1700,7 +1705,7 @@ fn wrong_tokens_close_the_connection_and_are_throttled() {
         &format!("imp {} {} 4096 {TOKEN}", me.token_id, me.va),
         "ack",
     );
-    assert_eq!(right[1], i64::from(wire::IMPORT_OK), "the right token");
+    assert_eq!(right[1], i64::from(message::IMPORT_OK), "the right token");
     // The owner may have refused one more as the guessing ended, unanswered in time.
     let c = v.ask("counters", "counters");
     assert!(
@@ -1965,14 +1970,14 @@ fn random_message(g: &mut Rng, t: &Target<'_>) -> (Vec<u8>, bool) {
         return ((0..n).map(|_| g.next() as u8).collect(), false);
     }
     let kinds = [
-        wire::K_DATA,
-        wire::K_DATA,
-        wire::K_DATA,
-        wire::K_IMPORT_SEG,
-        wire::K_IMPORT_JETTY,
-        wire::K_ACK,
-        wire::K_HELLO,
-        wire::K_BYE,
+        message::K_DATA,
+        message::K_DATA,
+        message::K_DATA,
+        message::K_IMPORT_SEG,
+        message::K_IMPORT_JETTY,
+        message::K_ACK,
+        message::K_HELLO,
+        message::K_BYE,
         g.next() as u32,
     ];
     let ndst = g.field(4).min(300) as u32;
@@ -1994,7 +1999,7 @@ fn random_message(g: &mut Rng, t: &Target<'_>) -> (Vec<u8>, bool) {
         c: g.field(1 << 17),
         ..Hdr::default()
     };
-    if h.kind == wire::K_IMPORT_SEG {
+    if h.kind == message::K_IMPORT_SEG {
         h.a = u64::from(t.token_id);
     }
     let mut out = h.encode().to_vec();

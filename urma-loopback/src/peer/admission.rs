@@ -17,7 +17,7 @@ use super::io::{
     deadline, my_uid, peer_cred, prepare, read_exact, readable_within, set_timeouts, write_hdr,
 };
 use super::member::Dir;
-use urma_datapath::wire::{Hdr, HDR_LEN, K_ACK, K_BYE, K_HELLO, VERSION};
+use urma_datapath::message::{Hdr, HDR_LEN, K_ACK, K_BYE, K_HELLO, VERSION};
 
 /// Refusals of other processes, reported at most [`RateLimit::BURST`] times per window.
 pub static REFUSALS: RateLimit = RateLimit::new();

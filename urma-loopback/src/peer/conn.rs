@@ -20,7 +20,7 @@ use super::io::{
     write_raw,
 };
 use super::member::{membership, my_uasid, Dir};
-use urma_datapath::wire::{Hdr, ACK_CLOSING, HDR_LEN, K_ACK, K_BYE, K_HELLO, VERSION};
+use urma_datapath::message::{Hdr, ACK_CLOSING, HDR_LEN, K_ACK, K_BYE, K_HELLO, VERSION};
 
 /// What completes an outstanding request: called with its acknowledgement (and the socket, to
 /// read a payload that follows it), or with `None` when the peer is gone. Returns false when it

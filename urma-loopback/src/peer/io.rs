@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::knobs::limits;
 
-use urma_datapath::wire::{Hdr, HDR_LEN};
+use urma_datapath::message::{Hdr, HDR_LEN};
 
 /// The end of a message's time: every `send`/`recv` on a connection waits at most the I/O
 /// timeout (`SO_SNDTIMEO`/`SO_RCVTIMEO`), and a transfer gives up once its deadline passed, so

@@ -53,7 +53,7 @@ use crate::util::{lock, log_alert};
 use admission::{accept_loop, forget_requesters};
 use conn::forget_peers;
 use member::{Me, MAX_SLOT, ME, MY_PID, MY_UASID};
-pub use urma_datapath::wire::{
+pub use urma_datapath::message::{
     Hdr, Piece, ACK_CLOSING, HDR_LEN, IMPORT_OK, IMPORT_REFUSED, K_ACK, K_BYE, K_DATA, K_HELLO,
     K_IMPORT_JETTY, K_IMPORT_SEG, PIECE_LEN, TARGET_JETTY, TARGET_JFR, TARGET_NONE, VERSION,
 };

@@ -1,7 +1,7 @@
 //! A `compat --split` child: it loads one library, builds a [`ScenarioRun`] of its own (fresh endpoints
 //! and buffers, the trace capture) and runs one side of a [`Plan`], as the receiver
 //! ([`receiver`]) or the sender ([`sender`]); what it prints and says to the other child is
-//! [`super::wire`]'s.
+//! [`super::protocol`]'s.
 
 use std::io::{BufReader, Write};
 use std::net::{TcpListener, TcpStream};
@@ -14,7 +14,7 @@ use urma_sys as u;
 
 use super::mode::Mode;
 use super::plan::{plan, Plan, PlanKind, PEER_DEATH_SKIP};
-use super::wire::{
+use super::protocol::{
     accept, id_from, id_json, monotonic_ns, not_run, out, own_id, parse_addr, print_end, read_line,
     same_process,
 };

@@ -10,13 +10,13 @@ use serde_json::Value;
 use super::mode::Mode;
 use super::node::{self, Node};
 use super::plan::{plans, Plan, PlanKind, PEER_DEATH_BOUND, PEER_DEATH_NODE_SKIP, PEER_DEATH_SKIP};
+use super::protocol::{
+    child_ctl_calls, child_problems, child_trace, child_waited, monotonic_ns, not_run_reason,
+    NOT_RUN,
+};
 use super::render::{matrix, Cell2, DeathResult, Findings};
 use super::supervise::{
     last_words, lib_refs, spawn, start_receiver, ChildEnd, Launch, LibRef, Proc, RECV_END,
-};
-use super::wire::{
-    child_ctl_calls, child_problems, child_trace, child_waited, monotonic_ns, not_run_reason,
-    NOT_RUN,
 };
 use crate::harness::ledger::Ledger;
 use crate::harness::outcome::{judge, Options, Verdict};

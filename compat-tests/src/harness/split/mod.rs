@@ -29,7 +29,7 @@
 //! The modules, each along one line of it:
 //!
 //! * [`plan`]: the plan model (what a run does, which flows can be split, every plan);
-//! * [`wire`]: the wire protocol (a child's command line and stdout lines, the exchange between
+//! * [`protocol`]: the parent-child protocol (a child's command line and stdout lines, the exchange between
 //!   the two children);
 //! * [`mode`]: the children's backend;
 //! * [`child`]: the child process (one side of a plan);
@@ -40,7 +40,7 @@
 //!   `report-split.json`, the summary line);
 //! * [`node`]: two nodes (the serving node runs the receivers).
 //!
-//! Layering: `plan`, `wire`, `mode` and `render` use no module of `split`; `child`,
+//! Layering: `plan`, `protocol`, `mode` and `render` use no module of `split`; `child`,
 //! `supervise` and `node` use the first three (and `node` `supervise`); `driver` uses them all.
 //!
 //! A child that finds the provider does not reach the other process (the peer has the same
@@ -52,12 +52,12 @@ pub mod driver;
 pub mod mode;
 pub mod node;
 pub mod plan;
+pub mod protocol;
 pub mod render;
 pub mod supervise;
-pub mod wire;
 
 pub use child::child_main;
 pub use mode::Mode;
 pub use plan::{plans, splittable, Plan, PlanKind};
+pub use protocol::{monotonic_ns, parse_addr, CHILD_ARG, NOT_RUN};
 pub use supervise::{start_receiver, ChildEnd, Launch, LibRef, ReceiverChild};
-pub use wire::{monotonic_ns, parse_addr, CHILD_ARG, NOT_RUN};

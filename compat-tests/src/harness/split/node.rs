@@ -26,8 +26,8 @@ use serde_json::{json, Value};
 
 use super::mode::Mode;
 use super::plan::plans;
+use super::protocol::{accept, parse_addr};
 use super::supervise::{lib_refs, start_receiver, ChildEnd, Launch, LibRef};
-use super::wire::{accept, parse_addr};
 use crate::harness::outcome::Options;
 
 /// Version of the node protocol (the hello's `hello`).

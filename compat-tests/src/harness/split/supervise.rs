@@ -9,7 +9,7 @@ use std::time::Duration;
 use ost_supervise::{Capture, Running};
 
 use super::mode::Mode;
-use super::wire::CHILD_ARG;
+use super::protocol::CHILD_ARG;
 use crate::harness::outcome::Options;
 
 /// A library as the parent hands it to a child.

@@ -1,4 +1,4 @@
-//! The wire protocol of `compat --split`, both ends of each exchange in one place:
+//! The parent-child protocol of `compat --split`, both ends of each exchange in one place:
 //!
 //! * a child's stdout, read by its parent (or by the serving node, which forwards it): `port
 //!   <n>` (a receiver listening), `trace <event>` lines (its raw trace), `ctl_calls <n>` (its

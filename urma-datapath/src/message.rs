@@ -1,5 +1,5 @@
 //! The loopback's cross-process message format: one definition for the provider
-//! (`urma-loopback/src/peer.rs`, `xproc.rs`) and for the tests that play a malicious peer
+//! (`urma-loopback/src/peer/`, `xproc.rs`) and for the tests that play a malicious peer
 //! (`urma-loopback/tests/security.rs`). docs/loopback.md, "Multiple processes", describes the
 //! protocol; "Security model" says what each field is trusted for.
 //!
