@@ -6,6 +6,12 @@
 //! trace); the layer calls the provider it forwards to. A lock is added here, with its name in
 //! [`name`], and nowhere else.
 //!
+//! Every lock of the products is here: the library, the interposition layer, the loopback in
+//! both faces, the preload helper, the inject registry, and their unit tests' own locks. The test
+//! fixtures' locks (testkit's pollers, the harness's recorder, the integration tests') are `std`
+//! locks outside the table: they run in the test process, beside the products' own copies of this
+//! crate, and order nothing in them.
+//!
 //! What each lock protects and what is taken while it is held: docs/architecture.md, "Locks"
 //! (the library), docs/compat.md, "The interposition layer" (the layer), docs/loopback.md,
 //! "Locking" (the provider).
