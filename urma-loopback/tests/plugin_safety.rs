@@ -3,10 +3,12 @@
 //! behind a process that ends without `urma_uninit`, and a privileged process (setuid root, so
 //! `AT_SECURE`) ignores every `URMA_LOOPBACK*` variable, in both faces.
 //!
-//! Each case runs this binary again as a *role* process (`PS_ROLE`, `harness = false`) that
-//! loads a URMA library by path (`dlopen`, global: a setuid process ignores `LD_LIBRARY_PATH`),
-//! calls `urma_init`, lists the devices and reports what it sees, then ends with or without
-//! `urma_uninit` (`_exit`, as a crash would). Everything the roles run (this binary, the
+//! Each case runs a *role* process, the program `src/bin/plugin_safety_role.rs`, that loads a
+//! URMA library by path (`dlopen`, global: a setuid process ignores `LD_LIBRARY_PATH`), calls
+//! `urma_init`, lists the devices and reports what it sees, then ends with or without
+//! `urma_uninit` (`_exit`, as a crash would). The role is a program of its own because it must
+//! link no URMA library: this test binary does (through testkit), and a setuid copy of it could
+//! not find `liburma.so.0` (GNU ld keeps it needed; rust-lld drops it). Everything the roles run (the role, the
 //! standalone `liburma.so.0`, the genuine core with the plugin in its `urma/`) is copied into a
 //! directory of root that every user can reach, on a file system that honours setuid.
 //!
@@ -16,7 +18,6 @@
 //!   without root they say so and pass, unless `URMA_SECURITY_REQUIRED` is set (as `make test`
 //!   sets it as root).
 
-use std::ffi::{c_int, CStr};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -24,10 +25,8 @@ use std::process::Command;
 
 use ost_build_support::umdk;
 use testkit::loopback_ctl::plugin;
-use testkit::{dl, paths, target};
-use urma_sys::{urma_device_t, urma_eid_info_t, urma_init_attr_t, urma_status_t, URMA_SUCCESS};
+use testkit::{paths, target};
 
-const ROLE: &str = "PS_ROLE";
 /// The URMA library the role loads (the core, or the standalone loopback).
 const LIB: &str = "PS_LIB";
 /// The core's `liburma_common.so.0`, loaded first (the core needs it; no loader path in a
@@ -36,87 +35,6 @@ const COMMON: &str = "PS_COMMON";
 /// Set: the role calls `urma_uninit` before it ends.
 const UNINIT: &str = "PS_UNINIT";
 const DEVICE: &str = "loopback0";
-
-// ------------------------------------------------------------------------------ the role
-
-/// Role: `urma_init`, the device list, the EID list of loopback0 if there is one; prints one
-/// line `PS key=value ...`, then ends (with `urma_uninit` only if asked) by `_exit`.
-fn role() -> ! {
-    if let Some(common) = std::env::var_os(COMMON) {
-        dl::open_global(Path::new(&common));
-    }
-    let lib = dl::open_global(Path::new(&std::env::var_os(LIB).expect("PS_LIB")));
-    type Init = unsafe extern "C" fn(*mut urma_init_attr_t) -> urma_status_t;
-    type Uninit = unsafe extern "C" fn() -> urma_status_t;
-    type List = unsafe extern "C" fn(*mut c_int) -> *mut *mut urma_device_t;
-    type FreeList = unsafe extern "C" fn(*mut *mut urma_device_t);
-    type Eids = unsafe extern "C" fn(*mut urma_device_t, *mut u32) -> *mut urma_eid_info_t;
-    type FreeEids = unsafe extern "C" fn(*mut urma_eid_info_t);
-    // SAFETY: `lib` is a loaded URMA library; each type is the urma_api.h prototype of the
-    // function of that name.
-    let (init, uninit, list, free_list, eids, free_eids) = unsafe {
-        (
-            dl::symbol::<Init>(lib, "urma_init"),
-            dl::symbol::<Uninit>(lib, "urma_uninit"),
-            dl::symbol::<List>(lib, "urma_get_device_list"),
-            dl::symbol::<FreeList>(lib, "urma_free_device_list"),
-            dl::symbol::<Eids>(lib, "urma_get_eid_list"),
-            dl::symbol::<FreeEids>(lib, "urma_free_eid_list"),
-        )
-    };
-    let mut conf = urma_init_attr_t::default();
-    // SAFETY: the first call, with a valid attribute structure.
-    let rc = unsafe { init(&mut conf) };
-    assert_eq!(rc, URMA_SUCCESS, "urma_init");
-    let mut n: c_int = 0;
-    // SAFETY: after a successful urma_init, with a writable count.
-    let devs = unsafe { list(&mut n) };
-    let mut names = Vec::new();
-    let mut eid_cnt = 0;
-    for i in 0..usize::try_from(n).unwrap_or(0) {
-        // SAFETY: the core returned `n` device pointers, each a live device.
-        let d = unsafe { *devs.add(i) };
-        // SAFETY: a device's name is NUL-terminated within its array.
-        let name = unsafe { CStr::from_ptr((*d).name.as_ptr()) }
-            .to_string_lossy()
-            .into_owned();
-        if name == DEVICE {
-            let mut cnt = 0u32;
-            // SAFETY: a device of the library and a writable count.
-            let l = unsafe { eids(d, &mut cnt) };
-            if !l.is_null() {
-                eid_cnt = cnt;
-                // SAFETY: the list urma_get_eid_list returned.
-                unsafe { free_eids(l) };
-            }
-        }
-        names.push(name);
-    }
-    if !devs.is_null() {
-        // SAFETY: the array urma_get_device_list returned.
-        unsafe { free_list(devs) };
-    }
-    let threads = std::fs::read_dir("/proc/self/task").map_or(0, |d| d.count());
-    // Whether the library reads URMA_LOOPBACK_TRACE at all: the standalone face, or a plugin
-    // built with the control API (cargo feature `ctl`; the installed one is built without).
-    let ctl = plugin::loaded().is_none() || plugin::symbol("urma_loopback_trace_open").is_some();
-    // SAFETY: geteuid and getauxval cannot fail.
-    let (euid, secure) = unsafe { (libc::geteuid(), libc::getauxval(libc::AT_SECURE)) };
-    println!(
-        "PS devices={} eids={eid_cnt} threads={threads} euid={euid} secure={secure} ctl={}",
-        names.join(","),
-        u8::from(ctl)
-    );
-    if std::env::var_os(UNINIT).is_some() {
-        // SAFETY: after urma_init, nothing of the library in use.
-        let rc = unsafe { uninit() };
-        assert_eq!(rc, URMA_SUCCESS, "urma_uninit");
-    }
-    use std::io::Write;
-    let _ = std::io::stdout().flush();
-    // SAFETY: ends the process at once, as a crash would (no destructor, no atexit).
-    unsafe { libc::_exit(0) }
-}
 
 /// What a role reported.
 #[derive(Debug)]
@@ -211,7 +129,7 @@ fn copy_real(from: &Path, dir: &Path, name: &str) -> PathBuf {
 /// The libraries and the binary the roles run, in the stage directory.
 struct Stage {
     dir: PathBuf,
-    /// This binary (setuid root once [`Stage::setuid`] ran).
+    /// The role program (setuid root once [`Stage::setuid`] ran).
     exe: PathBuf,
     /// The standalone loopback `liburma.so.0`.
     standalone: PathBuf,
@@ -228,9 +146,9 @@ impl Drop for Stage {
 impl Stage {
     fn new(dir: PathBuf, genuine: Option<(umdk::Umdk, PathBuf)>) -> Stage {
         let exe = copy_real(
-            &std::env::current_exe().expect("exe"),
+            Path::new(env!("CARGO_BIN_EXE_plugin_safety_role")),
             &dir.join("bin"),
-            "plugin_safety",
+            "plugin_safety_role",
         );
         let standalone = copy_real(
             &target::loopback_lib(),
@@ -285,8 +203,7 @@ impl Stage {
         uid: Option<u32>,
     ) -> Seen {
         let mut c = target::command(&self.exe);
-        c.env(ROLE, "1")
-            .env(LIB, lib)
+        c.env(LIB, lib)
             .env_remove("LD_PRELOAD")
             .env_remove(plugin::ENABLE_VAR)
             .env_remove("URMA_LOOPBACK_TRACE")
@@ -446,10 +363,10 @@ fn privileged_ignores_the_variables(s: &Stage, face: &str, lib: &Path, common: O
         ("URMA_LOOPBACK_DIR", reg.as_path()),
         (plugin::ENABLE_VAR, on),
     ];
-    let plain = copy_real(&s.exe, &dir.join("plain"), "plugin_safety");
+    let plain = copy_real(&s.exe, &dir.join("plain"), "plugin_safety_role");
     std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     let mut c = target::command(&plain);
-    c.env(ROLE, "1").env(LIB, lib).env_remove("LD_PRELOAD");
+    c.env(LIB, lib).env_remove("LD_PRELOAD");
     if let Some(p) = common {
         c.env(COMMON, p);
     }
@@ -481,9 +398,6 @@ fn privileged_ignores_the_variables(s: &Stage, face: &str, lib: &Path, common: O
 }
 
 fn main() {
-    if std::env::var_os(ROLE).is_some() {
-        role();
-    }
     if target::emulated() {
         println!("plugin_safety: under emulation: skipped");
         return;
