@@ -3,7 +3,7 @@
 //! behind a process that ends without `urma_uninit`, and a privileged process (setuid root, so
 //! `AT_SECURE`) ignores every `URMA_LOOPBACK*` variable, in both faces.
 //!
-//! Each case runs a *role* process, the program `src/bin/plugin_safety_role.rs`, that loads a
+//! Each case runs a *role* process, the program `test-bins/plugin_safety_role.rs`, that loads a
 //! URMA library by path (`dlopen`, global: a setuid process ignores `LD_LIBRARY_PATH`), calls
 //! `urma_init`, lists the devices and reports what it sees, then ends with or without
 //! `urma_uninit` (`_exit`, as a crash would). The role is a program of its own because it must

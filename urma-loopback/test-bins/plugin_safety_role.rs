@@ -5,7 +5,7 @@
 //! is set, and ends by `_exit`, as a crash would. It links no URMA library, so a setuid-root copy
 //! of it starts without a loader path (a setuid process ignores `LD_LIBRARY_PATH`).
 
-#[path = "../../../testkit/src/dl.rs"]
+#[path = "../../testkit/src/dl.rs"]
 mod dl;
 
 use std::ffi::{c_int, CStr};
