@@ -22,7 +22,7 @@ use compat_tests::oracle::{dec, UserData};
 use os_transport::abi::*;
 use os_transport::ffi::*;
 use os_transport::testing::live_syncs;
-use reliability_common::{self as rc, Rng};
+use reliability_common::{self as rc, Draw, Rng};
 use std::collections::{HashSet, VecDeque};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};

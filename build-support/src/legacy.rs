@@ -38,6 +38,12 @@ pub enum Flavour {
     /// which adds the seven inject points and the ten `os_transport_inject_*` exports
     /// (docs/inject.md).
     Inject,
+    /// The profile's flags with clang's `-fsanitize-coverage=inline-8bit-counters,pc-table`
+    /// (compile only): the coverage-instrumented reference of `make fuzz-compat`, whose module
+    /// constructor hands its counters to the fuzzer's `__sanitizer_cov_8bit_counters_init`. Those
+    /// two hooks are defined by the program that loads the library, so this flavour is linked
+    /// without `-z defs`. The caller's compiler must be clang (`base.compiler("clang")`).
+    Fuzz,
 }
 
 impl Flavour {
@@ -48,6 +54,7 @@ impl Flavour {
             Flavour::O2 => "legacy-O2",
             Flavour::Asan => "legacy-asan",
             Flavour::Inject => "legacy-inject",
+            Flavour::Fuzz => "legacy-fuzz",
         }
     }
 
@@ -132,6 +139,9 @@ pub fn build(base: &cc::Build, flavour: Flavour, inputs: &Inputs, out: &Path) ->
         .include(legacy.join("src"));
     match flavour {
         Flavour::Profile => {}
+        Flavour::Fuzz => {
+            b.flag("-fsanitize-coverage=inline-8bit-counters,pc-table");
+        }
         Flavour::Inject => {
             b.define("OS_TRANSPORT_WITH_INJECT", "1");
         }
@@ -157,7 +167,7 @@ pub fn build(base: &cc::Build, flavour: Flavour, inputs: &Inputs, out: &Path) ->
         .arg("-shared")
         .arg("-pthread")
         .arg(format!("-Wl,-soname,{SONAME}"))
-        .arg("-Wl,-z,defs")
+        .args((flavour != Flavour::Fuzz).then_some("-Wl,-z,defs"))
         .arg("-o")
         .arg(&tmp)
         .arg(format!("-L{}", inputs.urma_link_dir.display()))

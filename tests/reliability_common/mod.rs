@@ -9,7 +9,7 @@ use std::ffi::{c_char, c_void};
 use std::sync::atomic::{AtomicU64, Ordering};
 use urma_sys::*;
 
-pub use compat_tests::harness::random::Rng;
+pub use compat_tests::harness::random::{Draw, Rng};
 
 /// The suites' generator for `seed`: the harness's SplitMix64, with the seed mixed once more (so
 /// that the suites' small seeds 0, 1, 2, ... start far apart).

@@ -142,7 +142,7 @@ fn planned(opts: &Options, cat: &[Scenario], rnd: &[Scenario]) -> usize {
 }
 
 /// Runs `s` on both libraries (or reports it skipped by the backend) and judges it.
-fn one(
+pub fn one(
     s: &Scenario,
     kind: &'static str,
     libs: &Loaded,

@@ -23,6 +23,7 @@
 //! * [`present`]: how a run is shown: the counts per verdict and per aspect, `report.md`,
 //!   `report.html`, `report.xml` (JUnit), the parts of `report.json`, the progress line and the
 //!   migration summary;
+//! * [`fuzz`]: `fuzz-compat`, the coverage-guided differential fuzzer;
 //! * [`driver`]: the driver (every scenario run on both libraries, the C runner, the interop
 //!   matrix) and `report.json`.
 //!
@@ -33,6 +34,7 @@ pub mod backend;
 pub mod crunner;
 pub mod ctx;
 pub mod driver;
+pub mod fuzz;
 pub mod inject;
 pub mod interop;
 pub mod ledger;

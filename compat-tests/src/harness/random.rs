@@ -15,6 +15,26 @@ use super::ctx::{Delivery, Order, Setup};
 use super::scenario::{chunks, flow_features, Body, Flow, Scenario, Xfer, MIB};
 use crate::fixture::RecvKind;
 
+/// A source of the generator's choices: the seeded [`Rng`] (`compat --random`), or the bytes of
+/// a fuzz input (`fuzz-compat`, [`super::fuzz::decode`]), so that one generator, with one set
+/// of constraints, makes both.
+pub trait Draw {
+    /// Next value.
+    fn next_u64(&mut self) -> u64;
+    /// Uniform in `0..n`.
+    fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+    /// True with probability `pct` %.
+    fn chance(&mut self, pct: u64) -> bool {
+        self.below(100) < pct
+    }
+    /// One of `v`.
+    fn pick<T: Copy>(&mut self, v: &[T]) -> T {
+        v[self.below(v.len() as u64) as usize]
+    }
+}
+
 /// SplitMix64.
 pub struct Rng(u64);
 
@@ -23,25 +43,15 @@ impl Rng {
     pub fn new(seed: u64) -> Rng {
         Rng(seed)
     }
-    /// Next value.
-    pub fn next_u64(&mut self) -> u64 {
+}
+
+impl Draw for Rng {
+    fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)
-    }
-    /// Uniform in `0..n`.
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n.max(1)
-    }
-    /// True with probability `pct` %.
-    pub fn chance(&mut self, pct: u64) -> bool {
-        self.below(100) < pct
-    }
-    /// One of `v`.
-    pub fn pick<T: Copy>(&mut self, v: &[T]) -> T {
-        v[self.below(v.len() as u64) as usize]
     }
 }
 
@@ -62,7 +72,17 @@ const LENS: &[u32] = &[
 
 /// The random scenario of seed `seed`.
 pub fn scenario(seed: u64) -> Scenario {
-    let mut r = Rng::new(seed);
+    let mut sc = generate(&mut Rng::new(seed), false);
+    sc.id = format!("rand-{seed}");
+    sc.seed = Some(seed);
+    sc
+}
+
+/// The scenario `r` chooses. `more` adds the choices only the fuzzer makes (drawn after all of
+/// the others, so a seeded scenario is the same with or without them being possible): a second
+/// fault, receive-post failures, a duplicated held CR, a receive length that differs from the
+/// send's, untimed waits, sends through the jetty, no receive WRs at all.
+pub fn generate<D: Draw>(r: &mut D, more: bool) -> Scenario {
     let workers = 1 + r.below(4) as u32;
     let mut capacity = r.pick(&[1u32, 4, 16, 64]);
     let event_mode = r.chance(20);
@@ -221,15 +241,24 @@ pub fn scenario(seed: u64) -> Scenario {
         },
         fault_desc
     );
+    let mut desc = desc;
+    if more {
+        desc.push_str(&super::fuzz::decode::extend(
+            r,
+            &mut f,
+            fault_kind != 99,
+            jfr_only,
+        ));
+    }
     let features = flow_features(&setup, &f);
     Scenario {
-        id: format!("rand-{seed}"),
+        id: String::new(),
         desc,
         setup,
         body: Body::Flow(f),
         features,
         budget: Duration::from_secs(30),
-        seed: Some(seed),
+        seed: None,
     }
 }
 

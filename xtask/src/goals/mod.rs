@@ -1,6 +1,6 @@
 //! The goals, in one table ([`GOALS`]: name, system packages, help, function). Knobs come from the environment, so `make GOAL VAR=value`
 //! and `VAR=value cargo xtask GOAL` are the same: COMPAT_ARGS, COMPAT_DEVICE_RANDOM, BENCH_ARGS, BENCH_OUT,
-//! HELGRIND_STRICT, STRESS_REQS, STRESS_FUZZ_CRS, FUZZ_TIME, FUZZ_SMOKE_RUNS, CLANG, REL_CC,
+//! HELGRIND_STRICT, STRESS_REQS, STRESS_FUZZ_CRS, FUZZ_TIME, FUZZ_SMOKE_RUNS, FUZZ_COMPAT_RUNS, FUZZ_COMPAT_BASELINE, CLANG, REL_CC,
 //! VALGRIND, RPMBUILD_OPTS, DIST_TREE, UMDK_SRC, UMDK_LAT_ITERS, UMDK_BW_ITERS.
 
 mod common;
@@ -17,7 +17,9 @@ use compat::{compat, compat_device, ledger, loopback_in_process_only};
 use cross::{msrv, test_aarch64, test_aarch64_quick};
 use lint::{imports, lint};
 use package::{bench, dist, rpm, rpm_test, stage};
-use reliability::{fuzz, legacy_asan_suite, reliability_helgrind, reliability_memcheck, stress};
+use reliability::{
+    fuzz, fuzz_compat, legacy_asan_suite, reliability_helgrind, reliability_memcheck, stress,
+};
 use std::process::Command;
 
 /// One goal of `cargo xtask`, and of `make` (the Makefile's goals are this table's names:
@@ -147,6 +149,23 @@ pub const GOALS: &[Goal] = &[
         help: "short libFuzzer run (FUZZ_SMOKE_RUNS inputs, default 20000)",
         run: |ctx, goal, _args| {
             fuzz(ctx, goal, true);
+        },
+    },
+    Goal {
+        name: "fuzz-compat",
+        deps: "base fuzz",
+        help: "differential C-vs-Rust fuzzer, coverage-guided, FUZZ_TIME seconds (default 600; \
+         FUZZ_COMPAT_BASELINE=1: first what make compat reaches); findings in target/fuzz-compat/findings",
+        run: |ctx, goal, _args| {
+            fuzz_compat(ctx, goal, false);
+        },
+    },
+    Goal {
+        name: "fuzz-compat-smoke",
+        deps: "base fuzz",
+        help: "the differential fuzzer on its checked-in seeds and FUZZ_COMPAT_RUNS mutations (default 12)",
+        run: |ctx, goal, _args| {
+            fuzz_compat(ctx, goal, true);
         },
     },
     Goal {
@@ -318,6 +337,7 @@ fn test(ctx: &mut Ctx) {
     reliability_memcheck(ctx, "test");
     reliability_helgrind(ctx, "test");
     fuzz(ctx, "test", true);
+    fuzz_compat(ctx, "test", true);
     bench(ctx, "test", "quick");
     rpm(ctx, "test");
     rpm_test(ctx);

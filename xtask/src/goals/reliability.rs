@@ -209,6 +209,86 @@ pub(super) fn stress(ctx: &mut Ctx, goal: &str) {
         .env("OST_FUZZ_PAIRS", "50000"));
 }
 
+/// rustc's SanitizerCoverage on stable Rust (1.82 and later): edge coverage with inline 8-bit
+/// counters and a PC table, whose module constructors call `__sanitizer_cov_8bit_counters_init`
+/// and `__sanitizer_cov_pcs_init`.
+const SANCOV: &str = "-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=3 \
+    -Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table";
+
+/// The differential fuzzer (`make fuzz-compat`, docs/compat.md "Differential fuzzing"): the Rust
+/// library, the loopback and `fuzz-compat` built with [`SANCOV`] in `<target>/fuzz-compat`
+/// (`--target <host>`, so the flags reach neither build scripts nor proc macros), legacy-c's
+/// fuzz flavour built by clang beside them, then `fuzz-compat` over both libraries. `smoke`: the
+/// checked-in seeds and `FUZZ_COMPAT_RUNS` (default 12) mutations with seed 1, failing on any
+/// finding or when either library's counters never move (part of `test`); otherwise
+/// `FUZZ_TIME` seconds (default 600) into a kept corpus, `FUZZ_COMPAT_BASELINE=1` first
+/// measures what `make compat` reaches.
+pub(super) fn fuzz_compat(ctx: &mut Ctx, goal: &str, smoke: bool) {
+    let built = build(ctx, goal);
+    let dir = ctx.target.join("fuzz-compat");
+    let triple = host_triple();
+    let mut cmd = cargo_cmd();
+    cmd.args([
+        "build",
+        "-p",
+        "os-transport",
+        "--lib",
+        "-p",
+        "urma-loopback",
+    ])
+    .args([
+        "-p",
+        "compat-tests",
+        "--bin",
+        "fuzz-compat",
+        "--target",
+        &triple,
+    ])
+    .arg("--target-dir")
+    .arg(&dir)
+    .env(
+        "RUSTFLAGS",
+        SANCOV.split_whitespace().collect::<Vec<_>>().join(" "),
+    );
+    let fz = cargo::build(cmd);
+    let mut cc = ost_build_support::compiler_for(Some(&triple));
+    cc.compiler(env_or("CLANG", "clang"));
+    let legacy = legacy::build(&cc, Flavour::Fuzz, &urma_inputs(ctx, &built), &dir);
+    let out = if smoke {
+        let out = dir.join("smoke");
+        let _ = std::fs::remove_dir_all(&out);
+        out
+    } else {
+        dir.clone()
+    };
+    let mut cmd = Command::new(fz.executable("fuzz-compat"));
+    cmd.env("LD_LIBRARY_PATH", ctx.loader_path(&fz, &[]))
+        .arg("--rust-lib")
+        .arg(fz.cdylib("os-transport"))
+        .arg("--legacy-lib")
+        .arg(legacy.join(legacy::SONAME));
+    if !smoke && env_or("FUZZ_COMPAT_BASELINE", "0") == "1" {
+        let mut b = Command::new(fz.executable("fuzz-compat"));
+        b.envs(cmd.get_envs().filter_map(|(k, v)| Some((k, v?))))
+            .args(cmd.get_args())
+            .arg("--baseline");
+        run(&mut b);
+    }
+    cmd.arg("--seeds")
+        .arg(ctx.repo.join("compat-tests/fuzz/seeds"))
+        .arg("--corpus")
+        .arg(out.join("corpus"))
+        .arg("--findings")
+        .arg(out.join("findings"));
+    if smoke {
+        cmd.args(["--smoke", "--seed", "1", "--runs"])
+            .arg(env_or("FUZZ_COMPAT_RUNS", "12"));
+    } else {
+        cmd.arg("--time").arg(env_or("FUZZ_TIME", "600"));
+    }
+    run(&mut cmd);
+}
+
 /// Coverage-guided fuzzing of the completion handling: the Rust cdylib rebuilt with sancov
 /// instrumentation, debug assertions and panic=abort in `<target>/fuzz`, and fuzz/cr_fuzz.c
 /// linked with libFuzzer; `smoke`: a short fixed run (part of `test`).
@@ -217,10 +297,7 @@ pub(super) fn fuzz(ctx: &mut Ctx, goal: &str, smoke: bool) {
     let dir = ctx.target.join("fuzz");
     let triple = host_triple();
     let rustflags = [
-        "-Cpasses=sancov-module",
-        "-Cllvm-args=-sanitizer-coverage-level=3",
-        "-Cllvm-args=-sanitizer-coverage-inline-8bit-counters",
-        "-Cllvm-args=-sanitizer-coverage-pc-table",
+        SANCOV,
         "-Cllvm-args=-sanitizer-coverage-trace-compares",
         "-Cdebug-assertions=on",
         "-Cpanic=abort",

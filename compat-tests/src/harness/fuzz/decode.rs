@@ -1,0 +1,207 @@
+//! Fuzz input bytes -> scenario. The bytes are the choices of the random generator
+//! ([`crate::harness::random::generate`], with the fuzzer's extra choices of [`extend`]), read
+//! in order: so every byte string, the empty one included, decodes to a valid scenario that
+//! keeps every constraint the generator keeps (knob faults only on a single transfer, faults with
+//! held delivery and short waits, capacity above the chunks in flight, no-copy for large
+//! buffers), and a mutated byte changes one choice.
+
+use std::time::Duration;
+
+use crate::harness::ctx::{Delivery, Order, SendVia};
+use crate::harness::random::{generate, Draw, Rng};
+use crate::harness::scenario::{chunks, Body, Flow, Scenario, MIB};
+
+/// The bytes of an input as a [`Draw`]: each choice takes the bytes it needs (one for a choice
+/// among at most 256, two, four or eight otherwise), little-endian; past the end the bytes come
+/// from a fixed stream (SplitMix64 of the position), so that the generator's "draw again until
+/// distinct" loops end on any input, a short one included. A `chance` byte of 0 is false.
+pub struct Bytes<'a> {
+    data: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Bytes<'a> {
+    /// A reader of `data`.
+    pub fn new(data: &'a [u8]) -> Bytes<'a> {
+        Bytes { data, pos: 0 }
+    }
+
+    fn take(&mut self, k: usize) -> u64 {
+        let mut v = 0u64;
+        for i in 0..k {
+            let b = match self.data.get(self.pos) {
+                Some(&b) => b,
+                None => Rng::new(self.pos as u64).next_u64() as u8,
+            };
+            self.pos += 1;
+            v |= (b as u64) << (8 * i);
+        }
+        v
+    }
+}
+
+impl Draw for Bytes<'_> {
+    fn next_u64(&mut self) -> u64 {
+        self.take(8)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        let k = match n {
+            0..=0x100 => 1,
+            0x101..=0x1_0000 => 2,
+            0x1_0001..=0x1_0000_0000 => 4,
+            _ => 8,
+        };
+        self.take(k) % n.max(1)
+    }
+    fn chance(&mut self, pct: u64) -> bool {
+        self.take(1) % 100 >= 100 - pct.min(100)
+    }
+}
+
+/// The scenario of fuzz input `input` (id `fuzz`, no seed).
+pub fn decode(input: &[u8]) -> Scenario {
+    let mut sc = generate(&mut Bytes::new(input), true);
+    sc.id = "fuzz".into();
+    sc.budget = Duration::from_secs(30);
+    sc
+}
+
+/// The flow of a decoded scenario.
+pub fn flow(sc: &Scenario) -> &Flow {
+    match &sc.body {
+        Body::Flow(f) => f,
+        Body::Custom(_) => unreachable!("decoded scenarios are flows"),
+    }
+}
+
+/// Makes the flow's receive-side delivery deterministic and its waits short, as every fault
+/// wants (a fault may leave a wait unanswered).
+fn faulted(f: &mut Flow) {
+    f.wait_ms = f.wait_ms.min(150);
+    f.untimed = false;
+    if f.delivery == Delivery::Pass {
+        f.delivery = Delivery::Held(Order::Fifo);
+    }
+}
+
+fn add_knob(f: &mut Flow, knob: String) {
+    if !f.knobs.is_empty() {
+        f.knobs.push(',');
+    }
+    f.knobs.push_str(&knob);
+}
+
+/// The fuzzer's extra choices on a generated flow (`faulted`: the generator already injected a
+/// fault; `jfr_only`: receives through a JFR): a receive-post failure (knob, single transfer),
+/// a second notify failure, a duplicated held CR, a receive length off by one or 1, sends
+/// through the jetty, no receive WRs, untimed waits (only where nothing may leave a wait
+/// unanswered). Returns the description's suffix.
+pub fn extend<D: Draw>(r: &mut D, f: &mut Flow, faulted_already: bool, jfr_only: bool) -> String {
+    let mut d = String::new();
+    let single = f.xfers.len() == 1 && !f.xfers[0].early;
+    let mut fault = faulted_already;
+    if single && r.chance(15) {
+        let n = 1 + r.below(chunks(f.xfers[0].len).max(1) as u64);
+        let st = r.pick(&[12i64, 4096]);
+        add_knob(f, format!("fail_recv_post={n}:{st}"));
+        d.push_str(&format!(" fail_recv_post={n}:{st}"));
+        fault = true;
+    }
+    if r.chance(10) {
+        let i = r.below(f.xfers.len() as u64) as usize;
+        let k = r.below(chunks(f.xfers[i].len).max(1) as u64) as u8;
+        if f.xfers[i].cb_fail.is_none() {
+            f.xfers[i].cb_fail = Some(k);
+            d.push_str(&format!(" notify-fails ck=0x{:x} chunk {k}", f.xfers[i].ck));
+            fault = true;
+        }
+    }
+    if r.chance(10) {
+        let i = r.below(f.xfers.len() as u64) as usize;
+        let len = f.xfers[i].len;
+        let rl = match r.below(3) {
+            0 => len.saturating_sub(1).max(1),
+            1 => len + 1,
+            _ => 1,
+        };
+        if rl != len {
+            f.xfers[i].recv_len = rl;
+            d.push_str(&format!(" recv_len[{i}]={rl}"));
+            fault = true;
+        }
+    }
+    if r.chance(3) {
+        f.capacity = 0;
+        d.push_str(" cap=0");
+        fault = true;
+    }
+    if r.chance(20) {
+        f.via = SendVia::Jetty;
+        d.push_str(" via=jetty");
+    }
+    if fault {
+        faulted(f);
+    }
+    if let Delivery::Held(_) = f.delivery {
+        if r.chance(15) {
+            let total: u32 = f.xfers.iter().map(|x| chunks(x.len)).sum();
+            let n = r.below(total.max(1) as u64) as usize;
+            f.dup_held = Some(n);
+            d.push_str(&format!(" dup-held={n}"));
+        }
+    }
+    if !fault && !jfr_only && r.chance(10) {
+        f.untimed = true;
+        d.push_str(" untimed");
+    }
+    d
+}
+
+/// Largest transfer a decoded flow holds (for the minimizer's length steps).
+pub const MAX_LEN: u32 = 14 * MIB;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_input_decodes_to_a_valid_flow() {
+        let mut r = Rng::new(3);
+        for n in 0..400 {
+            let len = (r.below(64)) as usize;
+            let input: Vec<u8> = (0..len).map(|_| r.next_u64() as u8).collect();
+            let sc = decode(&input);
+            let f = flow(&sc);
+            assert!(
+                (1..=6).contains(&f.xfers.len()),
+                "input {n}: {} transfers",
+                f.xfers.len()
+            );
+            let mut keys = std::collections::BTreeSet::new();
+            for x in &f.xfers {
+                assert!(x.len >= 1 && x.len <= MAX_LEN);
+                assert!(x.sk < 1 << 40 && x.ck < 1 << 40);
+                assert!(keys.insert(x.sk) && keys.insert(x.ck), "{}", sc.desc);
+                assert!(x.off + x.recv_len.max(x.len) as usize <= sc.setup.buf_len);
+            }
+            if !f.knobs.is_empty() {
+                assert_eq!(f.xfers.len(), 1, "{}", sc.desc);
+                assert_ne!(f.delivery, Delivery::Pass, "{}", sc.desc);
+            }
+            if f.untimed {
+                assert!(f.knobs.is_empty() && f.xfers.iter().all(|x| x.cb_fail.is_none()));
+            }
+        }
+    }
+
+    #[test]
+    fn decoding_is_deterministic_and_a_byte_changes_a_choice() {
+        for input in [&b""[..], b"\0", b"\xff\xff\xff\xff", b"0123456789abcdef"] {
+            assert_eq!(decode(input).desc, decode(input).desc);
+        }
+        // The first byte is the worker count.
+        let a = flow(&decode(&[0; 32])).workers;
+        let b = flow(&decode(&[[1u8].as_slice(), &[0; 31]].concat())).workers;
+        assert_eq!((a, b), (1, 2));
+    }
+}

@@ -1,0 +1,528 @@
+//! The fuzzing loop, the supervising parent that restarts it after a crash or a hang, the
+//! replay of one input and the baseline (what `make compat` runs, measured the same way).
+//!
+//! The loop runs in a child process (`fuzz-compat --child ...`): before each run it writes the
+//! input to `<findings>/.current` and its run count to `<findings>/.runs`; when the child dies
+//! (a signal, or an exit other than 0, 1 and [`EXIT_RESTART`]) the parent records a `crash`
+//! finding with that input and starts a new child for what is left of the budget. After a hang
+//! the library is not used again in that process ([`crate::harness::driver::run_on`]), so the
+//! child writes the finding and exits with [`EXIT_RESTART`].
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use super::coverage::{Coverage, Module};
+use super::decode::decode;
+use super::finding::{self, Finding, Written};
+use super::mutate::mutate;
+use crate::harness::driver::{self, run_on, Loaded};
+use crate::harness::ledger::Ledger;
+use crate::harness::outcome::{judge, Outcome, Verdict};
+use crate::harness::random::{Draw, Rng};
+use crate::harness::scenario::Scenario;
+use crate::harness::{interop, random, scenario};
+
+/// Exit status of a child that found a hang and must be replaced.
+pub const EXIT_RESTART: i32 = 3;
+/// First argument of the fuzzing child.
+pub const CHILD_ARG: &str = "--child";
+
+/// What `fuzz-compat` is told.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub legacy_lib: PathBuf,
+    pub rust_lib: PathBuf,
+    pub ledger: PathBuf,
+    /// Stop after this long (`--time`).
+    pub time: Option<Duration>,
+    /// Stop after this many mutated inputs (`--runs`).
+    pub runs: Option<u64>,
+    pub seed: u64,
+    /// New inputs that reached new coverage go here (`--corpus`).
+    pub corpus: PathBuf,
+    /// Read-only inputs run first (`--seeds`, repeatable).
+    pub seeds: Vec<PathBuf>,
+    pub findings: PathBuf,
+    /// Fail when the C reference's or the Rust library's counters never moved (`--smoke`).
+    pub smoke: bool,
+}
+
+/// The threads of this process: thread id -> name.
+pub fn threads() -> BTreeMap<u64, String> {
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return BTreeMap::new();
+    };
+    dir.flatten()
+        .filter_map(|e| {
+            let tid = e.file_name().to_string_lossy().parse().ok()?;
+            let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+            Some((tid, comm.trim().to_string()))
+        })
+        .collect()
+}
+
+/// Waits (at most 1 s) until every thread of this process that was not in `before` has ended;
+/// returns the names of those still running. The loopback provider's own threads (`urma-lb-*`,
+/// process-wide, started on first use: the first run of a process started its accept thread)
+/// are not a library's.
+fn settle_threads(before: &BTreeMap<u64, String>) -> Vec<String> {
+    let end = Instant::now() + Duration::from_secs(1);
+    loop {
+        let extra: Vec<String> = threads()
+            .into_iter()
+            .filter(|(t, n)| !before.contains_key(t) && !n.starts_with("urma-lb"))
+            .map(|(_, n)| n)
+            .collect();
+        if extra.is_empty() || Instant::now() >= end {
+            return extra;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Runs `sc` on both libraries, judges it, and tells the finding, if any.
+pub fn trial(libs: &Loaded, ledger: &Ledger, sc: &Scenario) -> (Outcome, Option<Finding>) {
+    let t = Instant::now();
+    let t0 = threads();
+    let l = run_on(libs.legacy, sc);
+    let leak_l = settle_threads(&t0);
+    let t1 = threads();
+    let r = run_on(libs.rust, sc);
+    let leak_r = settle_threads(&t1);
+    let names: [(u64, &str); 2] = [(0, "legacy"), (1, "rust")];
+    let o = judge(
+        &sc.id,
+        "random",
+        &sc.desc,
+        l,
+        r,
+        &names,
+        ledger,
+        Some(&sc.features),
+        None,
+        t.elapsed().as_millis(),
+    );
+    let f = finding::of(&o, [leak_l, leak_r]);
+    (o, f)
+}
+
+fn read_inputs(dir: &Path) -> Vec<Vec<u8>> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut files: Vec<PathBuf> = rd
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.is_file()
+                && !p
+                    .file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+        })
+        .collect();
+    files.sort();
+    files.iter().filter_map(|p| std::fs::read(p).ok()).collect()
+}
+
+/// The running state of the loop.
+struct Fuzzer<'a> {
+    opts: &'a Options,
+    libs: Loaded,
+    ledger: Ledger,
+    cov: Coverage,
+    corpus: Vec<Vec<u8>>,
+    runs: u64,
+    mutated: u64,
+    /// Signature -> how many inputs gave it.
+    seen: BTreeMap<String, usize>,
+    t0: Instant,
+    last_print: Instant,
+}
+
+impl Fuzzer<'_> {
+    fn status(&self) -> String {
+        let s = self.t0.elapsed().as_secs_f64();
+        format!(
+            "fuzz-compat: {:.0} s, {} runs ({:.2} scenarios/s), corpus {}, findings {} | edges: {}",
+            s,
+            self.runs,
+            self.runs as f64 / s.max(1e-9),
+            self.corpus.len(),
+            self.seen.len(),
+            self.cov.line()
+        )
+    }
+
+    /// Runs `input`; keeps it when it reached a new bucket (`save`: into the corpus directory
+    /// when it reached a new edge);
+    /// handles a finding. Returns false when the process must be replaced (a hang).
+    fn run(&mut self, input: &[u8], save: bool) -> bool {
+        let _ = std::fs::write(self.opts.findings.join(".current"), input);
+        self.runs += 1;
+        let _ = std::fs::write(self.opts.findings.join(".runs"), self.mutated.to_string());
+        let sc = decode(input);
+        self.cov.clear();
+        let (o, f) = trial(&self.libs, &self.ledger, &sc);
+        self.cov.refresh();
+        let new = self.cov.collect();
+        if new.buckets {
+            self.corpus.push(input.to_vec());
+        }
+        // Hit counts of a multi-threaded run vary from run to run: the corpus directory (the
+        // seeds to check in) keeps only the inputs that reached a new edge.
+        if new.edges {
+            if save {
+                let p = self
+                    .opts
+                    .corpus
+                    .join(format!("{:016x}", finding::hash(input)));
+                let _ = std::fs::write(p, input);
+            }
+        }
+        let mut go_on = true;
+        if let Some(f) = f {
+            go_on = !f.signature.starts_with("hang-");
+            self.found(input, &sc, &o, &f);
+        }
+        if self.last_print.elapsed() > Duration::from_secs(10) {
+            println!("{}", self.status());
+            self.last_print = Instant::now();
+        }
+        go_on
+    }
+
+    /// Re-runs, minimizes and writes a finding (once per signature; later ones are counted).
+    fn found(&mut self, input: &[u8], sc: &Scenario, o: &Outcome, f: &Finding) {
+        let n = self.seen.entry(f.signature.clone()).or_default();
+        *n += 1;
+        if *n > 1 {
+            return;
+        }
+        println!(
+            "fuzz-compat: FINDING {}: {}\n    scenario: {}",
+            f.signature, f.reason, sc.desc
+        );
+        let hang = f.signature.starts_with("hang-");
+        let (reproduced, minimized, m_out, m_runs) = if hang {
+            // The library is not used again in this process: no re-run.
+            ((1, 1), sc.clone(), o.clone(), 0)
+        } else {
+            let mut k = 1;
+            for _ in 0..2 {
+                if trial(&self.libs, &self.ledger, sc)
+                    .1
+                    .is_some_and(|g| g.signature == f.signature)
+                {
+                    k += 1;
+                }
+            }
+            let (libs, ledger) = (&self.libs, &self.ledger);
+            let mut run = |s: &Scenario| trial(libs, ledger, s);
+            let (m, runs) =
+                finding::minimize(sc, &f.signature, 60, Duration::from_secs(240), &mut run);
+            let (mo, _) = trial(libs, ledger, &m);
+            ((k, 3), m, mo, runs)
+        };
+        self.cov.collect();
+        let w = Written {
+            finding: f,
+            input,
+            original: sc,
+            minimized: &minimized,
+            outcome: Some(&m_out),
+            reproduced,
+            minimize_runs: m_runs,
+        };
+        match finding::write(&self.opts.findings, &w) {
+            Ok(d) => println!(
+                "fuzz-compat: reproduced {}/{}; minimized in {m_runs} runs to: {}\n    written to {}",
+                reproduced.0,
+                reproduced.1,
+                finding::describe(&minimized),
+                d.display()
+            ),
+            Err(e) => eprintln!("fuzz-compat: writing the finding: {e}"),
+        }
+    }
+}
+
+/// The loop of the fuzzing child. Exit status: 0 (budget spent), 1 (findings, or `--smoke`
+/// without coverage of both libraries), [`EXIT_RESTART`] (a hang), 2 (set-up errors).
+pub fn child(opts: &Options) -> i32 {
+    for d in [&opts.corpus, &opts.findings] {
+        if let Err(e) = std::fs::create_dir_all(d) {
+            eprintln!("fuzz-compat: {}: {e}", d.display());
+            return 2;
+        }
+    }
+    let ledger = match Ledger::load(&opts.ledger) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("fuzz-compat: the ledger: {e}");
+            return 2;
+        }
+    };
+    let libs = match driver::load(&libs_options(opts)) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("fuzz-compat: {e}");
+            return 2;
+        }
+    };
+    let cov = Coverage::new(&opts.legacy_lib, &opts.rust_lib);
+    let done_before: u64 = std::fs::read_to_string(opts.findings.join(".runs"))
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0);
+    let mut fz = Fuzzer {
+        opts,
+        libs,
+        ledger,
+        cov,
+        corpus: Vec::new(),
+        runs: 0,
+        mutated: done_before,
+        seen: BTreeMap::new(),
+        t0: Instant::now(),
+        last_print: Instant::now(),
+    };
+    let deadline = opts.time.map(|t| Instant::now() + t);
+    let over = |fz: &Fuzzer| {
+        deadline.is_some_and(|d| Instant::now() >= d) || opts.runs.is_some_and(|n| fz.mutated >= n)
+    };
+    let mut initial: Vec<Vec<u8>> = opts.seeds.iter().flat_map(|d| read_inputs(d)).collect();
+    initial.extend(read_inputs(&opts.corpus));
+    if initial.is_empty() {
+        initial.push(Vec::new());
+    }
+    println!(
+        "fuzz-compat: {} initial inputs; C reference {}, Rust library {}",
+        initial.len(),
+        opts.legacy_lib.display(),
+        opts.rust_lib.display()
+    );
+    for input in &initial {
+        if !fz.run(input, false) {
+            return EXIT_RESTART;
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            break;
+        }
+    }
+    if fz.corpus.is_empty() {
+        fz.corpus = initial;
+    }
+    let mut r = Rng::new(opts.seed.wrapping_add(done_before));
+    while !over(&fz) {
+        let a = r.below(fz.corpus.len() as u64) as usize;
+        let b = r.below(fz.corpus.len() as u64) as usize;
+        let input = mutate(&mut r, &fz.corpus[a], &fz.corpus[b]);
+        fz.mutated += 1;
+        if !fz.run(&input, true) {
+            return EXIT_RESTART;
+        }
+    }
+    println!("{}", fz.status());
+    let edges = fz.cov.edges();
+    let total = fz.cov.total();
+    for m in Module::ALL {
+        println!(
+            "fuzz-compat: {:<13} {} of {} edges",
+            m.name(),
+            edges.get(&m).copied().unwrap_or(0),
+            total.get(&m).copied().unwrap_or(0)
+        );
+    }
+    let mut fail = false;
+    for (sig, n) in &fz.seen {
+        println!("fuzz-compat: finding {sig}: {n} input(s)");
+        fail = true;
+    }
+    if opts.smoke {
+        for m in [Module::Legacy, Module::Rust] {
+            if edges.get(&m).copied().unwrap_or(0) == 0 {
+                println!(
+                    "fuzz-compat: the {}'s counters never moved: is it instrumented?",
+                    m.name()
+                );
+                fail = true;
+            }
+        }
+    }
+    i32::from(fail)
+}
+
+fn libs_options(opts: &Options) -> crate::harness::outcome::Options {
+    crate::harness::outcome::Options {
+        rust_lib: opts.rust_lib.clone(),
+        legacy_lib: opts.legacy_lib.clone(),
+        out: opts.findings.clone(),
+        random: 0,
+        seed: opts.seed,
+        only: Vec::new(),
+        list: false,
+        ledger: opts.ledger.clone(),
+        c_runner: false,
+        c_runner_exe: None,
+        interop: false,
+        c_runner_skip: None,
+        verbose: false,
+    }
+}
+
+/// The parent: runs the loop in child processes (`exe --child <args>`) until the budget is
+/// spent, recording a crash finding for each child that died. Exit status: the last child's,
+/// or 1 after a crash.
+pub fn supervise(exe: &Path, args: &[String], opts: &Options) -> i32 {
+    if let Err(e) = std::fs::create_dir_all(&opts.findings) {
+        eprintln!("fuzz-compat: {}: {e}", opts.findings.display());
+        return 2;
+    }
+    let _ = std::fs::remove_file(opts.findings.join(".runs"));
+    let start = Instant::now();
+    let mut crashed = false;
+    let mut restarts = 0;
+    loop {
+        let mut cmd = std::process::Command::new(exe);
+        cmd.arg(CHILD_ARG).args(args);
+        if let Some(t) = opts.time {
+            let left = t.saturating_sub(start.elapsed());
+            if left.is_zero() {
+                break;
+            }
+            cmd.args(["--time", &left.as_secs().max(1).to_string()]);
+        }
+        let status = match cmd.status() {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("fuzz-compat: starting {}: {e}", exe.display());
+                return 2;
+            }
+        };
+        match status.code() {
+            Some(0) => return i32::from(crashed),
+            Some(1) | Some(2) => return 1.max(status.code().unwrap_or(1)),
+            Some(EXIT_RESTART) => {}
+            _ => {
+                crashed = true;
+                let input = std::fs::read(opts.findings.join(".current")).unwrap_or_default();
+                let f = Finding {
+                    signature: "crash".into(),
+                    reason: format!("the fuzzing process ended: {status}"),
+                };
+                let sc = decode(&input);
+                let w = Written {
+                    finding: &f,
+                    input: &input,
+                    original: &sc,
+                    minimized: &sc,
+                    outcome: None,
+                    reproduced: (1, 1),
+                    minimize_runs: 0,
+                };
+                match finding::write(&opts.findings, &w) {
+                    Ok(d) => println!(
+                        "fuzz-compat: FINDING crash ({status}): written to {}",
+                        d.display()
+                    ),
+                    Err(e) => eprintln!("fuzz-compat: writing the crash: {e}"),
+                }
+            }
+        }
+        restarts += 1;
+        if restarts > 20 {
+            eprintln!("fuzz-compat: 20 restarts, giving up");
+            return 1;
+        }
+        if opts.runs.is_some_and(|n| {
+            std::fs::read_to_string(opts.findings.join(".runs"))
+                .ok()
+                .and_then(|s| s.trim().parse::<u64>().ok())
+                .is_some_and(|done| done >= n)
+        }) {
+            break;
+        }
+    }
+    i32::from(crashed)
+}
+
+/// Runs one input (`--replay FILE`) and prints its verdict, finding and traces side by side.
+pub fn replay(opts: &Options, file: &Path) -> i32 {
+    let input = match std::fs::read(file) {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("fuzz-compat: {}: {e}", file.display());
+            return 2;
+        }
+    };
+    let (Ok(ledger), Ok(libs)) = (
+        Ledger::load(&opts.ledger),
+        driver::load(&libs_options(opts)),
+    ) else {
+        eprintln!("fuzz-compat: cannot load the ledger or the libraries");
+        return 2;
+    };
+    let sc = decode(&input);
+    let (o, f) = trial(&libs, &ledger, &sc);
+    println!(
+        "scenario: {}\nverdict: {}",
+        finding::describe(&sc),
+        o.verdict.word()
+    );
+    if let Verdict::Fail(why) = &o.verdict {
+        println!("reason: {why}");
+    }
+    print!("{}", finding::side_by_side(&o));
+    match f {
+        Some(f) => {
+            println!("finding: {} ({})", f.signature, f.reason);
+            1
+        }
+        None => 0,
+    }
+}
+
+/// What `make compat` runs in this process (the catalogue, the random scenarios of the default
+/// seed, the interop matrix), measured by the same counters: edges per module.
+pub fn baseline(opts: &Options, random_n: usize) -> i32 {
+    let (Ok(ledger), Ok(libs)) = (
+        Ledger::load(&opts.ledger),
+        driver::load(&libs_options(opts)),
+    ) else {
+        eprintln!("fuzz-compat: cannot load the ledger or the libraries");
+        return 2;
+    };
+    let mut cov = Coverage::new(&opts.legacy_lib, &opts.rust_lib);
+    let t = Instant::now();
+    let cat = scenario::catalogue();
+    let rnd = random::scenarios(driver::default_seed(), random_n);
+    for s in &cat {
+        driver::one(s, "catalogue", &libs, &ledger, None);
+    }
+    for s in &rnd {
+        driver::one(s, "random", &libs, &ledger, Some(&s.features));
+    }
+    interop::run(libs.legacy, libs.rust);
+    cov.refresh();
+    cov.collect();
+    let n = cat.len() + rnd.len();
+    println!(
+        "fuzz-compat baseline: {n} scenarios ({} catalogue, {} random) and the interop matrix in {:.0} s ({:.2} scenarios/s)",
+        cat.len(),
+        rnd.len(),
+        t.elapsed().as_secs_f64(),
+        n as f64 / t.elapsed().as_secs_f64()
+    );
+    let edges = cov.edges();
+    let total = cov.total();
+    for m in Module::ALL {
+        println!(
+            "fuzz-compat baseline: {:<13} {} of {} edges",
+            m.name(),
+            edges.get(&m).copied().unwrap_or(0),
+            total.get(&m).copied().unwrap_or(0)
+        );
+    }
+    0
+}
