@@ -8,6 +8,10 @@
 //! failure, an error-status CR, a dropped or duplicated CR (loopback knobs, single-transfer
 //! scenarios only, where the WR/CR numbering is deterministic), a notify callback failure at
 //! chunk k, or a transfer whose SEND_IMMs arrive before its recv registers.
+//!
+//! The generator ([`generate`]) takes its choices from a [`Draw`]: the seeded [`Rng`] here, the
+//! bytes of a fuzz input in `fuzz-compat` ([`super::fuzz::decode`]), which adds choices of its
+//! own after these.
 
 use std::time::Duration;
 

@@ -171,14 +171,12 @@ impl Fuzzer<'_> {
         }
         // Hit counts of a multi-threaded run vary from run to run: the corpus directory (the
         // seeds to check in) keeps only the inputs that reached a new edge.
-        if new.edges {
-            if save {
-                let p = self
-                    .opts
-                    .corpus
-                    .join(format!("{:016x}", finding::hash(input)));
-                let _ = std::fs::write(p, input);
-            }
+        if new.edges && save {
+            let p = self
+                .opts
+                .corpus
+                .join(format!("{:016x}", finding::hash(input)));
+            let _ = std::fs::write(p, input);
         }
         let mut go_on = true;
         if let Some(f) = f {
