@@ -246,13 +246,10 @@ pub fn generate<D: Draw>(r: &mut D, more: bool) -> Scenario {
         fault_desc
     );
     let mut desc = desc;
+    let mut setup = setup;
     if more {
-        desc.push_str(&super::fuzz::decode::extend(
-            r,
-            &mut f,
-            fault_kind != 99,
-            jfr_only,
-        ));
+        let d = super::fuzz::decode::extend(r, &mut setup, &mut f, fault_kind != 99, jfr_only);
+        desc.push_str(&d);
     }
     let features = flow_features(&setup, &f);
     Scenario {

@@ -1,4 +1,4 @@
-//! Fuzz input bytes -> scenario. The bytes are the choices of the random generator
+//! Fuzz input bytes -> scenario. The bytes are (mostly: [`CUSTOM_FROM`]) the choices of the random generator
 //! ([`crate::harness::random::generate`], with the fuzzer's extra choices of [`extend`]), read
 //! in order: so every byte string, the empty one included, decodes to a valid scenario that
 //! keeps every constraint the generator keeps (knob faults only on a single transfer, faults with
@@ -7,9 +7,9 @@
 
 use std::time::Duration;
 
-use crate::harness::ctx::{Delivery, Order, SendVia};
+use crate::harness::ctx::{Delivery, Order, SendVia, Setup};
 use crate::harness::random::{generate, Draw, Rng};
-use crate::harness::scenario::{chunks, Body, Flow, Scenario, MIB};
+use crate::harness::scenario::{catalogue, chunks, Body, Flow, Scenario, MIB};
 
 /// The bytes of an input as a [`Draw`]: each choice takes the bytes it needs (one for a choice
 /// among at most 256, two, four or eight otherwise), little-endian; past the end the bytes come
@@ -58,20 +58,37 @@ impl Draw for Bytes<'_> {
     }
 }
 
-/// The scenario of fuzz input `input` (id `fuzz`, no seed).
+/// A first byte from this value on selects one of [`customs`] (by the second byte) instead of a
+/// flow: 12 in 256 inputs.
+pub const CUSTOM_FROM: u8 = 0xf4;
+
+/// The catalogue's scenarios with steps of their own, which no flow expresses (NULL arguments,
+/// a second init, forged CRs, cancels, timed-out waits, log registration, ...): part of what
+/// the fuzzer runs, so that it reaches what `make compat` reaches and more. Not
+/// `destroy-inflight`: it leaves a thread blocked for good in legacy's untimed wait (D5), which
+/// would be a thread leak of every run that picks it.
+pub fn customs() -> Vec<Scenario> {
+    catalogue()
+        .into_iter()
+        .filter(|s| matches!(s.body, Body::Custom(..)) && s.id != "destroy-inflight")
+        .collect()
+}
+
+/// The scenario of fuzz input `input`: a flow (id `fuzz`, no seed), or, when the first byte is
+/// [`CUSTOM_FROM`] or more, the custom catalogue scenario the second byte picks (its own id, so
+/// that the ledger entries listing it apply).
 pub fn decode(input: &[u8]) -> Scenario {
+    if let [b0, rest @ ..] = input {
+        if *b0 >= CUSTOM_FROM {
+            let c = customs();
+            let k = rest.first().copied().unwrap_or(0) as usize % c.len();
+            return c[k].clone();
+        }
+    }
     let mut sc = generate(&mut Bytes::new(input), true);
     sc.id = "fuzz".into();
     sc.budget = Duration::from_secs(30);
     sc
-}
-
-/// The flow of a decoded scenario.
-pub fn flow(sc: &Scenario) -> &Flow {
-    match &sc.body {
-        Body::Flow(f) => f,
-        Body::Custom(_) => unreachable!("decoded scenarios are flows"),
-    }
 }
 
 /// Makes the flow's receive-side delivery deterministic and its waits short, as every fault
@@ -94,9 +111,17 @@ fn add_knob(f: &mut Flow, knob: String) {
 /// The fuzzer's extra choices on a generated flow (`faulted`: the generator already injected a
 /// fault; `jfr_only`: receives through a JFR): a receive-post failure (knob, single transfer),
 /// a second notify failure, a duplicated held CR, a receive length off by one or 1, sends
-/// through the jetty, no receive WRs, untimed waits (only where nothing may leave a wait
-/// unanswered). Returns the description's suffix.
-pub fn extend<D: Draw>(r: &mut D, f: &mut Flow, faulted_already: bool, jfr_only: bool) -> String {
+/// through the jetty or no queue, no receive WRs, and values outside what a correct caller
+/// passes (worker counts 0, 64, 1024, 1025; a length of 0, 14 MiB + 1 or 2^32 - 1; a key of
+/// 2^40 or 2^64 - 1; waits of 0 ms); untimed waits only where nothing may leave a wait
+/// unanswered. Returns the description's suffix.
+pub fn extend<D: Draw>(
+    r: &mut D,
+    setup: &mut Setup,
+    f: &mut Flow,
+    faulted_already: bool,
+    jfr_only: bool,
+) -> String {
     let mut d = String::new();
     let single = f.xfers.len() == 1 && !f.xfers[0].early;
     let mut fault = faulted_already;
@@ -136,8 +161,49 @@ pub fn extend<D: Draw>(r: &mut D, f: &mut Flow, faulted_already: bool, jfr_only:
         fault = true;
     }
     if r.chance(20) {
-        f.via = SendVia::Jetty;
-        d.push_str(" via=jetty");
+        f.via = r.pick(&[
+            SendVia::Jetty,
+            SendVia::Jetty,
+            SendVia::Jetty,
+            SendVia::None,
+        ]);
+        d.push_str(&format!(" via={:?}", f.via));
+        fault |= f.via == SendVia::None;
+    }
+    // Values outside what a correct caller passes: the argument checks of both libraries.
+    if r.chance(4) {
+        f.workers = r.pick(&[0u32, 64, 1024, 1025]);
+        d.push_str(&format!(" workers={}", f.workers));
+        fault = true;
+    }
+    if r.chance(5) {
+        let i = r.below(f.xfers.len() as u64) as usize;
+        let len = r.pick(&[0u32, MAX_LEN + 1, u32::MAX]);
+        let x = &mut f.xfers[i];
+        x.len = len;
+        x.recv_len = if r.chance(50) { len } else { x.recv_len };
+        // Room for what a library that does not check the length might move.
+        let need = x.off + (MAX_LEN as usize + 1).min(len as usize) + 4096;
+        setup.buf_len = setup.buf_len.max(need);
+        setup.nocopy |= setup.buf_len > 24 << 20;
+        d.push_str(&format!(" len[{i}]={len} recv_len[{i}]={}", x.recv_len));
+        fault = true;
+    }
+    if r.chance(5) {
+        let i = r.below(f.xfers.len() as u64) as usize;
+        let key = r.pick(&[1u64 << 40, u64::MAX]);
+        if r.chance(50) {
+            f.xfers[i].sk = key;
+        } else {
+            f.xfers[i].ck = key;
+        }
+        d.push_str(&format!(" key[{i}]=0x{key:x}"));
+        fault = true;
+    }
+    if r.chance(4) {
+        f.wait_ms = 0;
+        d.push_str(" wait=0");
+        fault = true;
     }
     if fault {
         faulted(f);
@@ -164,12 +230,33 @@ pub const MAX_LEN: u32 = 14 * MIB;
 mod tests {
     use super::*;
 
+    fn flow(sc: &Scenario) -> &Flow {
+        match &sc.body {
+            Body::Flow(f) => f,
+            Body::Custom(..) => panic!("{} is not a flow", sc.id),
+        }
+    }
+
+    #[test]
+    fn a_high_first_byte_picks_a_custom_scenario() {
+        let c = customs();
+        assert!(c.len() >= 10 && c.iter().all(|s| s.id != "destroy-inflight"));
+        for k in 0..c.len() as u8 {
+            assert_eq!(decode(&[CUSTOM_FROM, k]).id, c[k as usize].id);
+        }
+        assert_eq!(decode(&[0xff]).id, c[0].id);
+        assert_eq!(decode(&[CUSTOM_FROM - 1]).id, "fuzz");
+    }
+
     #[test]
     fn every_input_decodes_to_a_valid_flow() {
         let mut r = Rng::new(3);
         for n in 0..400 {
             let len = (r.below(64)) as usize;
-            let input: Vec<u8> = (0..len).map(|_| r.next_u64() as u8).collect();
+            let mut input: Vec<u8> = (0..len).map(|_| r.next_u64() as u8).collect();
+            if let Some(b) = input.first_mut() {
+                *b %= CUSTOM_FROM;
+            }
             let sc = decode(&input);
             let f = flow(&sc);
             assert!(
@@ -179,10 +266,11 @@ mod tests {
             );
             let mut keys = std::collections::BTreeSet::new();
             for x in &f.xfers {
-                assert!(x.len >= 1 && x.len <= MAX_LEN);
-                assert!(x.sk < 1 << 40 && x.ck < 1 << 40);
-                assert!(keys.insert(x.sk) && keys.insert(x.ck), "{}", sc.desc);
-                assert!(x.off + x.recv_len.max(x.len) as usize <= sc.setup.buf_len);
+                let moved = (MAX_LEN + 1).min(x.len.max(x.recv_len)) as usize;
+                assert!(x.off + moved <= sc.setup.buf_len, "{}", sc.desc);
+                if x.len >= 1 && x.len <= MAX_LEN && x.sk < 1 << 40 && x.ck < 1 << 40 {
+                    assert!(keys.insert(x.sk) && keys.insert(x.ck), "{}", sc.desc);
+                }
             }
             if !f.knobs.is_empty() {
                 assert_eq!(f.xfers.len(), 1, "{}", sc.desc);

@@ -154,10 +154,10 @@ impl Fuzzer<'_> {
         )
     }
 
-    /// Runs `input`; keeps it when it reached a new bucket (`save`: into the corpus directory
-    /// when it reached a new edge);
+    /// Runs `input`; keeps it when it reached a new bucket, and writes it into the corpus
+    /// directory when it reached a new edge;
     /// handles a finding. Returns false when the process must be replaced (a hang).
-    fn run(&mut self, input: &[u8], save: bool) -> bool {
+    fn run(&mut self, input: &[u8]) -> bool {
         let _ = std::fs::write(self.opts.findings.join(".current"), input);
         self.runs += 1;
         let _ = std::fs::write(self.opts.findings.join(".runs"), self.mutated.to_string());
@@ -171,7 +171,7 @@ impl Fuzzer<'_> {
         }
         // Hit counts of a multi-threaded run vary from run to run: the corpus directory (the
         // seeds to check in) keeps only the inputs that reached a new edge.
-        if new.edges && save {
+        if new.edges {
             let p = self
                 .opts
                 .corpus
@@ -268,7 +268,10 @@ pub fn child(opts: &Options) -> i32 {
             return 2;
         }
     };
-    let cov = Coverage::new(&opts.legacy_lib, &opts.rust_lib);
+    let mut cov = Coverage::new(&opts.legacy_lib, &opts.rust_lib);
+    // What loading reached (constructors, the log callback's registration) counts, as it does
+    // in the baseline.
+    cov.collect();
     let done_before: u64 = std::fs::read_to_string(opts.findings.join(".runs"))
         .ok()
         .and_then(|s| s.trim().parse().ok())
@@ -289,8 +292,12 @@ pub fn child(opts: &Options) -> i32 {
     let over = |fz: &Fuzzer| {
         deadline.is_some_and(|d| Instant::now() >= d) || opts.runs.is_some_and(|n| fz.mutated >= n)
     };
+    // Shortest first, each once; those that reach a new edge are written to the corpus
+    // directory, so `--runs 0 --seeds BIG --corpus SMALL` distils a corpus.
     let mut initial: Vec<Vec<u8>> = opts.seeds.iter().flat_map(|d| read_inputs(d)).collect();
     initial.extend(read_inputs(&opts.corpus));
+    initial.sort_by(|a, b| a.len().cmp(&b.len()).then(a.cmp(b)));
+    initial.dedup();
     if initial.is_empty() {
         initial.push(Vec::new());
     }
@@ -301,7 +308,7 @@ pub fn child(opts: &Options) -> i32 {
         opts.rust_lib.display()
     );
     for input in &initial {
-        if !fz.run(input, false) {
+        if !fz.run(input) {
             return EXIT_RESTART;
         }
         if deadline.is_some_and(|d| Instant::now() >= d) {
@@ -317,7 +324,7 @@ pub fn child(opts: &Options) -> i32 {
         let b = r.below(fz.corpus.len() as u64) as usize;
         let input = mutate(&mut r, &fz.corpus[a], &fz.corpus[b]);
         fz.mutated += 1;
-        if !fz.run(&input, true) {
+        if !fz.run(&input) {
             return EXIT_RESTART;
         }
     }
@@ -523,4 +530,34 @@ pub fn baseline(opts: &Options, random_n: usize) -> i32 {
         );
     }
     0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn linger(name: &str, ms: u64) -> std::thread::JoinHandle<()> {
+        std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || std::thread::sleep(Duration::from_millis(ms)))
+            .unwrap()
+    }
+
+    #[test]
+    fn a_thread_outliving_the_run_is_a_leak_unless_it_is_the_loopbacks() {
+        let before = threads();
+        let a = linger("ost_wkr_lost", 1500);
+        let b = linger("urma-lb-accept", 1500);
+        let c = linger("short", 10);
+        let leaked = settle_threads(&before);
+        // Other tests of this binary may run threads of their own meanwhile.
+        assert!(leaked.iter().any(|n| n == "ost_wkr_lost"), "{leaked:?}");
+        assert!(
+            !leaked.iter().any(|n| n == "urma-lb-accept" || n == "short"),
+            "{leaked:?}"
+        );
+        for t in [a, b, c] {
+            t.join().unwrap();
+        }
+    }
 }

@@ -139,7 +139,8 @@ fn capacity_floor(f: &Flow) -> u32 {
 }
 
 /// Simpler scenarios than `sc`, simplest step first: fewer transfers, shorter lengths (towards
-/// chunk boundaries and 1), fewer faults, simpler delivery, fewer workers, plainer setup.
+/// chunk boundaries and 1), valid lengths and keys, fewer faults, simpler delivery, one worker,
+/// waits of 150 ms, plainer setup.
 pub fn simpler(sc: &Scenario) -> Vec<Scenario> {
     let Body::Flow(f) = &sc.body else {
         return Vec::new();
@@ -162,7 +163,14 @@ pub fn simpler(sc: &Scenario) -> Vec<Scenario> {
         }
     }
     for (i, x) in f.xfers.iter().enumerate() {
-        let lens = [1, 2 * MIB, 2 * MIB + 1, 4 * MIB, x.len / 2, x.len - 1];
+        let lens = [
+            1,
+            2 * MIB,
+            2 * MIB + 1,
+            4 * MIB,
+            x.len / 2,
+            x.len.saturating_sub(1),
+        ];
         for len in lens {
             if len >= 1 && len < x.len && (f.knobs.is_empty() || chunks(len) == chunks(x.len)) {
                 let mut g = f.clone();
@@ -170,7 +178,26 @@ pub fn simpler(sc: &Scenario) -> Vec<Scenario> {
                 g.xfers[i].len = len;
                 g.xfers[i].recv_len = g.xfers[i].recv_len.saturating_sub(d).max(1);
                 if let Some(k) = g.xfers[i].cb_fail {
-                    g.xfers[i].cb_fail = Some(k.min(chunks(len).max(1) as u8 - 1));
+                    g.xfers[i].cb_fail = Some(k.min((chunks(len).max(1) - 1).min(255) as u8));
+                }
+                push(g);
+            }
+        }
+        if x.len == 0 {
+            let mut g = f.clone();
+            g.xfers[i].len = 1;
+            push(g);
+        }
+        for (k, key) in [(0, x.sk), (1, x.ck)] {
+            if key >= 1 << 40 {
+                // A valid key no other transfer uses.
+                let mut g = f.clone();
+                let used: Vec<u64> = f.xfers.iter().flat_map(|y| [y.sk, y.ck]).collect();
+                let fresh = (0x5a5a_0000u64..).find(|v| !used.contains(v)).unwrap_or(0);
+                if k == 0 {
+                    g.xfers[i].sk = fresh;
+                } else {
+                    g.xfers[i].ck = fresh;
                 }
                 push(g);
             }
@@ -229,9 +256,15 @@ pub fn simpler(sc: &Scenario) -> Vec<Scenario> {
         }),
         Delivery::Pass => {}
     }
-    if f.workers > 1 {
+    if f.workers != 1 {
         push(Flow {
             workers: 1,
+            ..f.clone()
+        });
+    }
+    if f.wait_ms < 150 {
+        push(Flow {
+            wait_ms: 150,
             ..f.clone()
         });
     }
@@ -401,12 +434,17 @@ mod tests {
         for _ in 0..100 {
             let input: Vec<u8> = (0..64).map(|_| r.next_u64() as u8).collect();
             let sc = decode(&input);
-            let Body::Flow(f) = &sc.body else { panic!() };
+            let Body::Flow(f) = &sc.body else {
+                assert!(
+                    simpler(&sc).is_empty(),
+                    "a custom scenario has no simpler form"
+                );
+                continue;
+            };
             for s in simpler(&sc) {
                 let Body::Flow(g) = &s.body else { panic!() };
                 assert!(!g.xfers.is_empty());
                 assert!(g.xfers.len() <= f.xfers.len());
-                assert!(g.xfers.iter().all(|x| x.len >= 1 && x.recv_len >= 1));
                 assert!(g.knobs.is_empty() || g.xfers.len() == 1);
                 assert!(g.capacity >= capacity_floor(g).min(f.capacity));
                 assert!(

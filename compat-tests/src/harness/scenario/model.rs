@@ -175,6 +175,10 @@ pub fn flow_features(setup: &Setup, f: &Flow) -> BTreeSet<String> {
     if setup.recv_kind == RecvKind::Jfr {
         add("jfr_only");
     }
+    // Neither a JFS nor a jetty to post to: the first WRITE post fails (as `send-no-queue`).
+    if f.via == SendVia::None {
+        add("post_fail_first");
+    }
     if f.capacity == 0 {
         add("recv_capacity_0");
     }
@@ -373,4 +377,24 @@ pub fn setup_for(len: u32) -> Setup {
 /// One transfer of `len` bytes with server key `sk` and client key `ck`.
 pub fn one(len: u32, sk: u64, ck: u64) -> Vec<Xfer> {
     vec![Xfer::new(len, sk, ck)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_send_without_queues_is_a_failed_first_post() {
+        let f = Flow {
+            xfers: one(2 * MIB + 1, 1, 2),
+            via: SendVia::None,
+            ..Default::default()
+        };
+        assert!(flow_features(&Setup::default(), &f).contains("post_fail_first"));
+        let g = Flow {
+            via: SendVia::Jetty,
+            ..f
+        };
+        assert!(!flow_features(&Setup::default(), &g).contains("post_fail_first"));
+    }
 }
