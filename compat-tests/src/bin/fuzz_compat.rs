@@ -6,6 +6,7 @@
 //!             [--findings DIR] [--smoke] [--rust-lib PATH] [--legacy-lib PATH] [--ledger PATH]
 //! fuzz-compat --replay FILE      one input: its verdict, finding and traces side by side
 //! fuzz-compat --baseline [N]     what make compat runs (catalogue, N random, interop): edges
+//! fuzz-compat --distil OUT [--seeds DIR]... [--corpus DIR]   a small set covering the same edges
 //! ```
 //! This binary defines and exports the two SanitizerCoverage hooks the instrumented modules call
 //! from their constructors (the exports are this binary's link arguments, compat-tests/build.rs).
@@ -42,7 +43,7 @@ fn usage() -> ! {
     eprintln!(
         "usage: fuzz-compat [--time SECONDS] [--runs N] [--seed S] [--corpus DIR] [--seeds DIR]... \
          [--findings DIR] [--smoke] [--rust-lib PATH] [--legacy-lib PATH] [--ledger PATH] \
-         | --replay FILE | --baseline [N]"
+         | --replay FILE | --baseline [N] | --distil OUT"
     );
     std::process::exit(2)
 }
@@ -68,6 +69,7 @@ fn main() {
     };
     let mut replay: Option<PathBuf> = None;
     let mut baseline: Option<usize> = None;
+    let mut distil: Option<PathBuf> = None;
     let mut it = argv.iter().peekable();
     // The child gets the parent's arguments, with the time left as a last `--time`.
     while let Some(a) = it.next() {
@@ -95,6 +97,7 @@ fn main() {
             "--legacy-lib" => opts.legacy_lib = PathBuf::from(val("--legacy-lib")),
             "--ledger" => opts.ledger = PathBuf::from(val("--ledger")),
             "--replay" => replay = Some(PathBuf::from(val("--replay"))),
+            "--distil" => distil = Some(PathBuf::from(val("--distil"))),
             "--baseline" => {
                 let n = it
                     .next_if(|v| v.parse::<usize>().is_ok())
@@ -106,6 +109,8 @@ fn main() {
     }
     let code = if let Some(f) = replay {
         engine::replay(&opts, &f)
+    } else if let Some(out) = distil {
+        engine::distil(&opts, &out)
     } else if let Some(n) = baseline {
         engine::baseline(&opts, n)
     } else if child {

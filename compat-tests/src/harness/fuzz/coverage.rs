@@ -243,6 +243,21 @@ impl Coverage {
         }
     }
 
+    /// The counters of `modules` that moved since they were last zeroed, as (region, index).
+    pub fn hits(&self, modules: &[Module]) -> Vec<(usize, usize)> {
+        let mut v = Vec::new();
+        for (ri, r) in self.regions.iter().enumerate() {
+            if modules.contains(&r.module) {
+                for (i, c) in r.counters.iter().enumerate() {
+                    if c.load(Ordering::Relaxed) != 0 {
+                        v.push((ri, i));
+                    }
+                }
+            }
+        }
+        v
+    }
+
     /// Reads and zeroes every counter; records the buckets seen. Returns what the run reached
     /// that no run before it did, in the modules of [`Module::LIBRARIES`].
     pub fn collect(&mut self) -> Novelty {

@@ -452,6 +452,71 @@ pub fn supervise(exe: &Path, args: &[String], opts: &Options) -> i32 {
     i32::from(crashed)
 }
 
+/// Distils the seeds and the corpus directory into `out` (`--distil OUT`): runs each input once,
+/// notes the edges of the C reference and the Rust library it reached, and writes a greedy
+/// set cover: the input reaching the most edges not yet covered, then the next, until every
+/// edge any input reached is covered (the loopback's edges, which vary with timing, do not
+/// choose). Prints how many inputs were kept of how many.
+pub fn distil(opts: &Options, out: &Path) -> i32 {
+    let (Ok(ledger), Ok(libs)) = (
+        Ledger::load(&opts.ledger),
+        driver::load(&libs_options(opts)),
+    ) else {
+        eprintln!("fuzz-compat: cannot load the ledger or the libraries");
+        return 2;
+    };
+    let mut cov = Coverage::new(&opts.legacy_lib, &opts.rust_lib);
+    let mut inputs: Vec<Vec<u8>> = opts.seeds.iter().flat_map(|d| read_inputs(d)).collect();
+    inputs.extend(read_inputs(&opts.corpus));
+    inputs.sort_by(|a, b| a.len().cmp(&b.len()).then(a.cmp(b)));
+    inputs.dedup();
+    let mut reached: Vec<std::collections::BTreeSet<(usize, usize)>> = Vec::new();
+    for input in &inputs {
+        cov.clear();
+        trial(&libs, &ledger, &decode(input));
+        cov.refresh();
+        reached.push(
+            cov.hits(&[Module::Legacy, Module::Rust])
+                .into_iter()
+                .collect(),
+        );
+        cov.collect();
+    }
+    let mut covered = std::collections::BTreeSet::new();
+    let mut kept = Vec::new();
+    loop {
+        let best = (0..inputs.len())
+            .filter(|i| !kept.contains(i))
+            .max_by_key(|&i| (reached[i].difference(&covered).count(), usize::MAX - i));
+        match best {
+            Some(i) if reached[i].difference(&covered).count() > 0 => {
+                covered.extend(reached[i].iter().copied());
+                kept.push(i);
+            }
+            _ => break,
+        }
+    }
+    if let Err(e) = std::fs::create_dir_all(out) {
+        eprintln!("fuzz-compat: {}: {e}", out.display());
+        return 2;
+    }
+    for &i in &kept {
+        let p = out.join(format!("{:016x}", finding::hash(&inputs[i])));
+        if let Err(e) = std::fs::write(&p, &inputs[i]) {
+            eprintln!("fuzz-compat: {}: {e}", p.display());
+            return 2;
+        }
+    }
+    println!(
+        "fuzz-compat: distilled {} inputs into {} ({} edges of the two libraries) in {}",
+        inputs.len(),
+        kept.len(),
+        covered.len(),
+        out.display()
+    );
+    0
+}
+
 /// Runs one input (`--replay FILE`) and prints its verdict, finding and traces side by side.
 pub fn replay(opts: &Options, file: &Path) -> i32 {
     let input = match std::fs::read(file) {

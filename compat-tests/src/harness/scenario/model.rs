@@ -215,6 +215,9 @@ pub fn flow_features(setup: &Setup, f: &Flow) -> BTreeSet<String> {
     }
     if f.dup_held.is_some() {
         add("dup_cr");
+        // The duplicate of a held receive-side CR is handed over right after the original:
+        // when that was the last chunk its request was waiting for, after the request completed.
+        add("cr_after_completion");
     }
     s
 }
@@ -396,5 +399,17 @@ mod tests {
             ..f
         };
         assert!(!flow_features(&Setup::default(), &g).contains("post_fail_first"));
+    }
+
+    #[test]
+    fn a_duplicated_held_cr_may_come_after_its_request_completed() {
+        let f = Flow {
+            xfers: one(2 * MIB + 1, 1, 2),
+            delivery: Delivery::Held(crate::harness::ctx::Order::Fifo),
+            dup_held: Some(1),
+            ..Default::default()
+        };
+        let features = flow_features(&Setup::default(), &f);
+        assert!(features.contains("cr_after_completion"), "{features:?}");
     }
 }
