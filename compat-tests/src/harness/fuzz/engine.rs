@@ -125,6 +125,15 @@ fn read_inputs(dir: &Path) -> Vec<Vec<u8>> {
     files.iter().filter_map(|p| std::fs::read(p).ok()).collect()
 }
 
+/// The seeds and the corpus directory's inputs, shortest first, each once.
+fn initial_inputs(opts: &Options) -> Vec<Vec<u8>> {
+    let mut v: Vec<Vec<u8>> = opts.seeds.iter().flat_map(|d| read_inputs(d)).collect();
+    v.extend(read_inputs(&opts.corpus));
+    v.sort_by(|a, b| a.len().cmp(&b.len()).then(a.cmp(b)));
+    v.dedup();
+    v
+}
+
 /// The running state of the loop.
 struct Fuzzer<'a> {
     opts: &'a Options,
@@ -254,19 +263,8 @@ pub fn child(opts: &Options) -> i32 {
             return 2;
         }
     }
-    let ledger = match Ledger::load(&opts.ledger) {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("fuzz-compat: the ledger: {e}");
-            return 2;
-        }
-    };
-    let libs = match driver::load(&libs_options(opts)) {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("fuzz-compat: {e}");
-            return 2;
-        }
+    let Some((ledger, libs)) = load(opts) else {
+        return 2;
     };
     let mut cov = Coverage::new(&opts.legacy_lib, &opts.rust_lib);
     // What loading reached (constructors, the log callback's registration) counts, as it does
@@ -292,12 +290,7 @@ pub fn child(opts: &Options) -> i32 {
     let over = |fz: &Fuzzer| {
         deadline.is_some_and(|d| Instant::now() >= d) || opts.runs.is_some_and(|n| fz.mutated >= n)
     };
-    // Shortest first, each once; those that reach a new edge are written to the corpus
-    // directory, so `--runs 0 --seeds BIG --corpus SMALL` distils a corpus.
-    let mut initial: Vec<Vec<u8>> = opts.seeds.iter().flat_map(|d| read_inputs(d)).collect();
-    initial.extend(read_inputs(&opts.corpus));
-    initial.sort_by(|a, b| a.len().cmp(&b.len()).then(a.cmp(b)));
-    initial.dedup();
+    let mut initial = initial_inputs(opts);
     if initial.is_empty() {
         initial.push(Vec::new());
     }
@@ -329,16 +322,8 @@ pub fn child(opts: &Options) -> i32 {
         }
     }
     println!("{}", fz.status());
+    print_edges("fuzz-compat", &fz.cov);
     let edges = fz.cov.edges();
-    let total = fz.cov.total();
-    for m in Module::ALL {
-        println!(
-            "fuzz-compat: {:<13} {} of {} edges",
-            m.name(),
-            edges.get(&m).copied().unwrap_or(0),
-            total.get(&m).copied().unwrap_or(0)
-        );
-    }
     let mut fail = false;
     for (sig, n) in &fz.seen {
         println!("fuzz-compat: finding {sig}: {n} input(s)");
@@ -356,6 +341,30 @@ pub fn child(opts: &Options) -> i32 {
         }
     }
     i32::from(fail)
+}
+
+/// The ledger and both libraries (None, with the reason on stderr, when one cannot be loaded).
+fn load(opts: &Options) -> Option<(Ledger, Loaded)> {
+    let ledger = Ledger::load(&opts.ledger)
+        .map_err(|e| eprintln!("fuzz-compat: the ledger: {e}"))
+        .ok()?;
+    let libs = driver::load(&libs_options(opts))
+        .map_err(|e| eprintln!("fuzz-compat: {e}"))
+        .ok()?;
+    Some((ledger, libs))
+}
+
+/// One line per module: edges reached of edges instrumented.
+fn print_edges(prefix: &str, cov: &Coverage) {
+    let (edges, total) = (cov.edges(), cov.total());
+    for m in Module::ALL {
+        println!(
+            "{prefix}: {:<13} {} of {} edges",
+            m.name(),
+            edges.get(&m).copied().unwrap_or(0),
+            total.get(&m).copied().unwrap_or(0)
+        );
+    }
 }
 
 fn libs_options(opts: &Options) -> crate::harness::outcome::Options {
@@ -458,18 +467,11 @@ pub fn supervise(exe: &Path, args: &[String], opts: &Options) -> i32 {
 /// edge any input reached is covered (the loopback's edges, which vary with timing, do not
 /// choose). Prints how many inputs were kept of how many.
 pub fn distil(opts: &Options, out: &Path) -> i32 {
-    let (Ok(ledger), Ok(libs)) = (
-        Ledger::load(&opts.ledger),
-        driver::load(&libs_options(opts)),
-    ) else {
-        eprintln!("fuzz-compat: cannot load the ledger or the libraries");
+    let Some((ledger, libs)) = load(opts) else {
         return 2;
     };
     let mut cov = Coverage::new(&opts.legacy_lib, &opts.rust_lib);
-    let mut inputs: Vec<Vec<u8>> = opts.seeds.iter().flat_map(|d| read_inputs(d)).collect();
-    inputs.extend(read_inputs(&opts.corpus));
-    inputs.sort_by(|a, b| a.len().cmp(&b.len()).then(a.cmp(b)));
-    inputs.dedup();
+    let inputs = initial_inputs(opts);
     let mut reached: Vec<std::collections::BTreeSet<(usize, usize)>> = Vec::new();
     for input in &inputs {
         cov.clear();
@@ -526,11 +528,7 @@ pub fn replay(opts: &Options, file: &Path) -> i32 {
             return 2;
         }
     };
-    let (Ok(ledger), Ok(libs)) = (
-        Ledger::load(&opts.ledger),
-        driver::load(&libs_options(opts)),
-    ) else {
-        eprintln!("fuzz-compat: cannot load the ledger or the libraries");
+    let Some((ledger, libs)) = load(opts) else {
         return 2;
     };
     let sc = decode(&input);
@@ -556,11 +554,7 @@ pub fn replay(opts: &Options, file: &Path) -> i32 {
 /// What `make compat` runs in this process (the catalogue, the random scenarios of the default
 /// seed, the interop matrix), measured by the same counters: edges per module.
 pub fn baseline(opts: &Options, random_n: usize) -> i32 {
-    let (Ok(ledger), Ok(libs)) = (
-        Ledger::load(&opts.ledger),
-        driver::load(&libs_options(opts)),
-    ) else {
-        eprintln!("fuzz-compat: cannot load the ledger or the libraries");
+    let Some((ledger, libs)) = load(opts) else {
         return 2;
     };
     let mut cov = Coverage::new(&opts.legacy_lib, &opts.rust_lib);
@@ -584,16 +578,7 @@ pub fn baseline(opts: &Options, random_n: usize) -> i32 {
         t.elapsed().as_secs_f64(),
         n as f64 / t.elapsed().as_secs_f64()
     );
-    let edges = cov.edges();
-    let total = cov.total();
-    for m in Module::ALL {
-        println!(
-            "fuzz-compat baseline: {:<13} {} of {} edges",
-            m.name(),
-            edges.get(&m).copied().unwrap_or(0),
-            total.get(&m).copied().unwrap_or(0)
-        );
-    }
+    print_edges("fuzz-compat baseline", &cov);
     0
 }
 
