@@ -76,17 +76,20 @@ const LENS: &[u32] = &[
 
 /// The random scenario of seed `seed`.
 pub fn scenario(seed: u64) -> Scenario {
-    let mut sc = generate(&mut Rng::new(seed), false);
+    let mut sc = generate(&mut Rng::new(seed), None);
     sc.id = format!("rand-{seed}");
     sc.seed = Some(seed);
     sc
 }
 
-/// The scenario `r` chooses. `more` adds the choices only the fuzzer makes (drawn after all of
-/// the others, so a seeded scenario is the same with or without them being possible): a second
-/// fault, receive-post failures, a duplicated held CR, a receive length that differs from the
-/// send's, untimed waits, sends through the jetty, no receive WRs at all.
-pub fn generate<D: Draw>(r: &mut D, more: bool) -> Scenario {
+/// Choices made after the generator's own on the scenario it drew: `(draw, setup, flow, a fault
+/// was injected, receives through a JFR only) -> description suffix`.
+pub type More<'a, D> = &'a dyn Fn(&mut D, &mut Setup, &mut Flow, bool, bool) -> String;
+
+/// The scenario `r` chooses. `more` adds choices of the caller's (the fuzzer's: a second fault,
+/// out-of-range values, ...), drawn after all of the generator's, so a seeded scenario is the
+/// same whether or not a caller adds any.
+pub fn generate<D: Draw>(r: &mut D, more: Option<More<D>>) -> Scenario {
     let workers = 1 + r.below(4) as u32;
     let mut capacity = r.pick(&[1u32, 4, 16, 64]);
     let event_mode = r.chance(20);
@@ -247,9 +250,8 @@ pub fn generate<D: Draw>(r: &mut D, more: bool) -> Scenario {
     );
     let mut desc = desc;
     let mut setup = setup;
-    if more {
-        let d = super::fuzz::decode::extend(r, &mut setup, &mut f, fault_kind != 99, jfr_only);
-        desc.push_str(&d);
+    if let Some(more) = more {
+        desc.push_str(&more(r, &mut setup, &mut f, fault_kind != 99, jfr_only));
     }
     let features = flow_features(&setup, &f);
     Scenario {

@@ -84,7 +84,7 @@ pub fn decode(input: &[u8]) -> Scenario {
             return c[k].clone();
         }
     }
-    let mut sc = generate(&mut Bytes::new(input), true);
+    let mut sc = generate(&mut Bytes::new(input), Some(&extend::<Bytes>));
     sc.id = "fuzz".into();
     sc.budget = Duration::from_secs(30);
     sc

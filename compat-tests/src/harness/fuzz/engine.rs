@@ -75,9 +75,7 @@ fn settle_threads(before: &BTreeMap<u64, String>) -> Vec<String> {
     loop {
         let extra: Vec<String> = threads()
             .into_iter()
-            .filter(|(t, n)| {
-                !before.contains_key(t) && !NOT_LEAKS.iter().any(|p| n.starts_with(p))
-            })
+            .filter(|(t, n)| !before.contains_key(t) && !NOT_LEAKS.iter().any(|p| n.starts_with(p)))
             .map(|(_, n)| n)
             .collect();
         if extra.is_empty() || Instant::now() >= end {
