@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! fuzz-compat [--time SECONDS] [--runs N] [--seed S] [--corpus DIR] [--seeds DIR]...
-//!             [--findings DIR] [--smoke] [--rust-lib PATH] [--legacy-lib PATH] [--ledger PATH]
+//!             [--findings DIR] [--smoke] [--edges FILE] [--rust-lib PATH] [--legacy-lib PATH]
+//!             [--ledger PATH]
 //! fuzz-compat --replay FILE      one input: its verdict, finding and traces side by side
 //! fuzz-compat --baseline [N]     what make compat runs (catalogue, N random, interop): edges
 //! fuzz-compat --distil OUT [--seeds DIR]... [--corpus DIR]   a small set covering the same edges
@@ -42,7 +43,7 @@ pub unsafe extern "C" fn __sanitizer_cov_pcs_init(start: *const usize, end: *con
 fn usage() -> ! {
     eprintln!(
         "usage: fuzz-compat [--time SECONDS] [--runs N] [--seed S] [--corpus DIR] [--seeds DIR]... \
-         [--findings DIR] [--smoke] [--rust-lib PATH] [--legacy-lib PATH] [--ledger PATH] \
+         [--findings DIR] [--smoke] [--edges FILE] [--rust-lib PATH] [--legacy-lib PATH] [--ledger PATH] \
          | --replay FILE | --baseline [N] | --distil OUT"
     );
     std::process::exit(2)
@@ -66,6 +67,7 @@ fn main() {
         seeds: Vec::new(),
         findings: dir.join("findings"),
         smoke: false,
+        edges: None,
     };
     let mut replay: Option<PathBuf> = None;
     let mut baseline: Option<usize> = None;
@@ -93,6 +95,7 @@ fn main() {
             "--seeds" => opts.seeds.push(PathBuf::from(val("--seeds"))),
             "--findings" => opts.findings = PathBuf::from(val("--findings")),
             "--smoke" => opts.smoke = true,
+            "--edges" => opts.edges = Some(PathBuf::from(val("--edges"))),
             "--rust-lib" => opts.rust_lib = PathBuf::from(val("--rust-lib")),
             "--legacy-lib" => opts.legacy_lib = PathBuf::from(val("--legacy-lib")),
             "--ledger" => opts.ledger = PathBuf::from(val("--ledger")),

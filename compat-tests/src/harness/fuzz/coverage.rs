@@ -101,6 +101,16 @@ impl Module {
     /// The modules whose new coverage keeps an input.
     pub const LIBRARIES: [Module; 3] = [Module::Legacy, Module::Rust, Module::Loopback];
 
+    /// One word (`legacy`, `rust`, `loopback`, `harness`).
+    pub fn key(self) -> &'static str {
+        match self {
+            Module::Legacy => "legacy",
+            Module::Rust => "rust",
+            Module::Loopback => "loopback",
+            Module::Harness => "harness",
+        }
+    }
+
     /// Short name.
     pub fn name(self) -> &'static str {
         match self {
@@ -149,6 +159,15 @@ fn file_of(addr: usize) -> Option<PathBuf> {
         return std::env::current_exe().ok();
     }
     Some(PathBuf::from(name))
+}
+
+/// The load address of the file holding `addr` (`dladdr`'s `dli_fbase`).
+fn base_of(addr: usize) -> Option<usize> {
+    // SAFETY: as in `file_of`: dladdr only reads the loader's tables.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: `addr` is never dereferenced.
+    let ok = unsafe { libc::dladdr(addr as *const libc::c_void, &mut info) };
+    (ok != 0).then_some(info.dli_fbase as usize)
 }
 
 /// The AFL bucket bit of a hit count (0 for none).
@@ -229,9 +248,36 @@ impl Coverage {
         m
     }
 
-    /// Number of PC table entries registered (two words each), all modules.
-    pub fn pcs(&self) -> usize {
-        PCS.ranges().iter().map(|(s, e)| (e - s) / 16).sum()
+    /// Every counter ever hit, as `<module> 0x<offset>`: the offset of its PC (the PC table
+    /// registered by the same module, in the same order) from the start of the module's file,
+    /// for `addr2line -f -e <file> <offset>`. A region without its PC table is left out.
+    pub fn edge_lines(&self) -> Vec<String> {
+        let pcs = PCS.ranges();
+        let mut v = Vec::new();
+        for (ri, r) in self.regions.iter().enumerate() {
+            let Some(&(ps, pe)) = pcs.get(ri) else {
+                continue;
+            };
+            let words = (pe - ps) / std::mem::size_of::<usize>();
+            if words != 2 * r.counters.len() {
+                continue;
+            }
+            // SAFETY: [ps, pe) is the module's PC table (two words per counter), registered by
+            // its constructor and alive as long as the module.
+            let table = unsafe { std::slice::from_raw_parts(ps as *const usize, words) };
+            let base = base_of(ps).unwrap_or(0);
+            for (i, seen) in r.seen.iter().enumerate() {
+                if *seen != 0 {
+                    v.push(format!(
+                        "{} 0x{:x}",
+                        r.module.key(),
+                        table[2 * i].wrapping_sub(base)
+                    ));
+                }
+            }
+        }
+        v.sort();
+        v
     }
 
     /// Zeroes every counter (before a run).

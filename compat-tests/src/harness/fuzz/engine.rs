@@ -46,6 +46,8 @@ pub struct Options {
     pub findings: PathBuf,
     /// Fail when the C reference's or the Rust library's counters never moved (`--smoke`).
     pub smoke: bool,
+    /// Write every edge reached here at the end (`--edges FILE`).
+    pub edges: Option<PathBuf>,
 }
 
 /// The threads of this process: thread id -> name.
@@ -326,7 +328,7 @@ pub fn child(opts: &Options) -> i32 {
         }
     }
     println!("{}", fz.status());
-    print_edges("fuzz-compat", &fz.cov);
+    print_edges("fuzz-compat", &fz.cov, opts);
     let edges = fz.cov.edges();
     let mut fail = false;
     for (sig, n) in &fz.seen {
@@ -358,8 +360,15 @@ fn load(opts: &Options) -> Option<(Ledger, Loaded)> {
     Some((ledger, libs))
 }
 
-/// One line per module: edges reached of edges instrumented.
-fn print_edges(prefix: &str, cov: &Coverage) {
+/// One line per module: edges reached of edges instrumented; with `--edges FILE`, every edge
+/// reached into that file ([`Coverage::edge_lines`]).
+fn print_edges(prefix: &str, cov: &Coverage, opts: &Options) {
+    if let Some(f) = &opts.edges {
+        let text = cov.edge_lines().join("\n") + "\n";
+        if let Err(e) = std::fs::write(f, text) {
+            eprintln!("{prefix}: {}: {e}", f.display());
+        }
+    }
     let (edges, total) = (cov.edges(), cov.total());
     for m in Module::ALL {
         println!(
@@ -582,7 +591,7 @@ pub fn baseline(opts: &Options, random_n: usize) -> i32 {
         t.elapsed().as_secs_f64(),
         n as f64 / t.elapsed().as_secs_f64()
     );
-    print_edges("fuzz-compat baseline", &cov);
+    print_edges("fuzz-compat baseline", &cov, opts);
     0
 }
 
