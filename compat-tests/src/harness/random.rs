@@ -230,6 +230,7 @@ pub fn scenario(seed: u64) -> Scenario {
         features,
         budget: Duration::from_secs(30),
         seed: Some(seed),
+        expect: None,
     }
 }
 
