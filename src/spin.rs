@@ -11,21 +11,7 @@
 /// under a microsecond, and a clock read per yield would cost more instructions than the yield.
 const YIELDS_PER_CHECK: u32 = 4;
 
-/// The monotonic clock (`CLOCK_MONOTONIC`, the clock `std::time::Instant` reads) in nanoseconds.
-/// Only differences of two readings mean anything.
-#[inline]
-pub fn now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec owned by this frame, and CLOCK_MONOTONIC is a
-    // clock every Linux kernel provides, so the call only writes `ts` (and cannot fail).
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    (ts.tv_sec as u64)
-        .wrapping_mul(1_000_000_000)
-        .wrapping_add(ts.tv_nsec as u64)
-}
+pub use ranked_lock::clock::now_ns;
 
 /// How [`pause_then_yield`] ended.
 pub enum Spun {

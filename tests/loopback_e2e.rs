@@ -230,6 +230,18 @@ fn d2_failed_callback_frees_and_d1_single_chunk() {
     pj.join().unwrap();
 }
 
+/// A send's arguments but the handle and the status out-parameter, and what is wrong with them.
+type SendRow = (
+    &'static str,
+    *mut urma_jetty_info_t,
+    *mut ost_buffer_info_t,
+    *mut ost_buffer_info_t,
+    u32,
+    u64,
+    u64,
+    *mut *mut task_sync_t,
+);
+
 #[test]
 fn bad_inputs() {
     let _g = serial();
@@ -282,118 +294,35 @@ fn bad_inputs() {
             u32::MAX
         );
         assert!(sy.is_null() && st == 0, "out-parameters reset first");
-        assert_eq!(
-            os_transport_send(
-                h,
-                null_mut(),
-                &mut io.src,
-                &mut io.dst,
-                64,
-                1,
-                2,
-                &mut sy,
-                &mut st
-            ),
-            u32::MAX
-        );
-        assert_eq!(
-            os_transport_send(
-                h,
-                &mut io.ji,
-                null_mut(),
-                &mut io.dst,
-                64,
-                1,
-                2,
-                &mut sy,
-                &mut st
-            ),
-            u32::MAX
-        );
-        assert_eq!(
-            os_transport_send(
-                h,
-                &mut io.ji,
-                &mut io.src,
-                null_mut(),
-                64,
-                1,
-                2,
-                &mut sy,
-                &mut st
-            ),
-            u32::MAX
-        );
-        assert_eq!(
-            os_transport_send(
-                h,
-                &mut io.ji,
-                &mut io.src,
-                &mut io.dst,
-                64,
-                1,
-                2,
-                null_mut(),
-                &mut st
-            ),
-            u32::MAX
-        );
-        assert_eq!(
-            os_transport_send(
-                h,
-                &mut io.ji,
-                &mut io.src,
-                &mut io.dst,
-                0,
-                1,
-                2,
-                &mut sy,
-                &mut st
-            ),
-            u32::MAX
-        );
-        assert_eq!(
-            os_transport_send(
-                h,
-                &mut io.ji,
-                &mut io.src,
-                &mut io.dst,
+        // A valid send (64 B, keys 1 and 2) with one argument broken per row.
+        let (ji, src, dst) = (&raw mut io.ji, &raw mut io.src, &raw mut io.dst);
+        let syp = &raw mut sy;
+        let rows: [SendRow; 8] = [
+            ("no jetty info", null_mut(), src, dst, 64, 1, 2, syp),
+            ("no source", ji, null_mut(), dst, 64, 1, 2, syp),
+            ("no destination", ji, src, null_mut(), 64, 1, 2, syp),
+            ("no sync out-parameter", ji, src, dst, 64, 1, 2, null_mut()),
+            ("length 0", ji, src, dst, 0, 1, 2, syp),
+            (
+                "length over 14 MiB",
+                ji,
+                src,
+                dst,
                 7 * DEFAULT_CHUNK_SIZE + 1,
                 1,
                 2,
-                &mut sy,
-                &mut st
+                syp,
             ),
-            u32::MAX
-        );
-        assert_eq!(
-            os_transport_send(
-                h,
-                &mut io.ji,
-                &mut io.src,
-                &mut io.dst,
-                64,
-                1 << 40,
-                2,
-                &mut sy,
-                &mut st
-            ),
-            u32::MAX
-        );
-        assert_eq!(
-            os_transport_send(
-                h,
-                &mut io.ji,
-                &mut io.src,
-                &mut io.dst,
-                64,
-                1,
-                1 << 40,
-                &mut sy,
-                &mut st
-            ),
-            u32::MAX
-        );
+            ("server key of 41 bits", ji, src, dst, 64, 1 << 40, 2, syp),
+            ("client key of 41 bits", ji, src, dst, 64, 1, 1 << 40, syp),
+        ];
+        for (what, ji, src, dst, len, sk, ck, sync) in rows {
+            assert_eq!(
+                os_transport_send(h, ji, src, dst, len, sk, ck, sync, &mut st),
+                u32::MAX,
+                "{what}"
+            );
+        }
         assert!(sy.is_null());
         assert_eq!(
             os_transport_recv(h, null_mut(), &mut io.dev, 64, 1, &mut sy, Some(on_chunk)),

@@ -30,16 +30,8 @@ macro_rules! say {
 }
 pub(crate) use say;
 
-/// CLOCK_MONOTONIC in nanoseconds, the clock of the ring's timestamps.
-pub fn now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid timespec for clock_gettime to fill.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+/// The clock of the ring's timestamps.
+pub use ranked_lock::clock::now_ns;
 
 /// For tests: the registry is one object per host, so every test that uses it holds this lock
 /// (a `flock` on a file in the temporary directory, across processes, and a mutex within one).

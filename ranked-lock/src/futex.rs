@@ -26,12 +26,7 @@ const SPIN_READS: u32 = 100;
 
 /// Now on `CLOCK_MONOTONIC` plus `d`: the absolute deadline of a timed [`futex_wait`].
 fn monotonic_deadline(d: Duration) -> libc::timespec {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec into `now`, a live local of that type.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    let now = crate::clock::now();
     let nanos = now.tv_nsec as u64 + u64::from(d.subsec_nanos());
     let secs = (now.tv_sec as u64)
         .saturating_add(d.as_secs())

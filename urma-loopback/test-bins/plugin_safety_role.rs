@@ -14,14 +14,9 @@ use std::path::Path;
 use urma_loopback_ctl::plugin;
 use urma_sys::{urma_device_t, urma_eid_info_t, urma_init_attr_t, urma_status_t, URMA_SUCCESS};
 
-/// The URMA library the role loads (the core, or the standalone loopback).
-const LIB: &str = "PS_LIB";
-/// The core's `liburma_common.so.0`, loaded first (the core needs it; no loader path in a
-/// setuid process).
-const COMMON: &str = "PS_COMMON";
-/// Set: the role calls `urma_uninit` before it ends.
-const UNINIT: &str = "PS_UNINIT";
-const DEVICE: &str = "loopback0";
+#[path = "plugin_safety_env.rs"]
+mod role_env;
+use role_env::{COMMON, DEVICE, LIB, UNINIT};
 
 fn main() {
     role();

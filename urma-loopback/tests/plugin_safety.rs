@@ -27,14 +27,9 @@ use ost_build_support::umdk;
 use testkit::loopback_ctl::plugin;
 use testkit::{paths, target};
 
-/// The URMA library the role loads (the core, or the standalone loopback).
-const LIB: &str = "PS_LIB";
-/// The core's `liburma_common.so.0`, loaded first (the core needs it; no loader path in a
-/// setuid process).
-const COMMON: &str = "PS_COMMON";
-/// Set: the role calls `urma_uninit` before it ends.
-const UNINIT: &str = "PS_UNINIT";
-const DEVICE: &str = "loopback0";
+#[path = "../test-bins/plugin_safety_env.rs"]
+mod role_env;
+use role_env::{COMMON, DEVICE, LIB, UNINIT};
 
 /// What a role reported.
 #[derive(Debug)]

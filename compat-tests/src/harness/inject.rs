@@ -103,6 +103,7 @@ fn scenario(id: String, desc: String, arms: Vec<Arm>) -> InjectScenario {
             features,
             budget: Duration::from_secs(30),
             seed: None,
+            expect: None,
         },
         arms,
         legacy_skip: None,

@@ -262,6 +262,7 @@ pub fn generate<D: Draw>(r: &mut D, more: Option<More<D>>) -> Scenario {
         features,
         budget: Duration::from_secs(30),
         seed: None,
+        expect: None,
     }
 }
 

@@ -62,7 +62,7 @@ pub fn scenarios() -> Vec<Scenario> {
         "recv-post-fail-retry",
         "a recv whose prefill fails, then a recv with the same key, its transfer and waits",
         setup_for(4 * MIB + 1),
-        sc_recv_post_fail_retry,
+        crate::steps!(sc_recv_post_fail_retry),
         &["recv_post_fail"],
     ));
     v.push(Scenario::flow(

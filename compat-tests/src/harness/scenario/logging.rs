@@ -10,7 +10,7 @@ pub fn scenarios() -> Vec<Scenario> {
         "log-levels",
         "log callback registration: NULL rejected, threshold INFO hides DEBUG, threshold 3 hides all",
         Setup::default(),
-        sc_log_levels,
+        crate::steps!(sc_log_levels),
         &[],
     ),
     ]

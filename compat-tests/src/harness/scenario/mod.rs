@@ -18,8 +18,11 @@ mod lifecycle;
 mod logging;
 mod ordering;
 
+pub mod file;
+
 pub use model::{
-    apply_knobs, chunks, flow_features, one, run_flow, setup_for, Body, Flow, Scenario, Xfer, MIB,
+    apply_knobs, chunks, flow_features, one, run_flow, setup_for, Body, Cancel, CancelAt,
+    DestroyAt, Expect, Expected, Flow, Scenario, Steps, Xfer, MIB,
 };
 
 /// The scenario catalogue: every group's scenarios, in this order (the order of the reports).

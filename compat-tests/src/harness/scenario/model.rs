@@ -36,6 +36,45 @@ pub struct Xfer {
     pub early: bool,
     /// The notify callback returns 1 for this chunk id.
     pub cb_fail: Option<u8>,
+    /// Cancel the recv (`cancel_tasks` with the client key) at this point, instead of only
+    /// waiting on it.
+    pub cancel_recv: Option<Cancel>,
+    /// Cancel the send request (`cancel_tasks` with the server key) at this point.
+    pub cancel_send: Option<Cancel>,
+}
+
+/// When a [`Cancel`] of a [`Flow`] is made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelAt {
+    /// Right after the recv registered, before its send starts (recv only).
+    Registered,
+    /// Once every transfer's CRs arrived, before the held receive-side CRs are handed over
+    /// (held delivery only: polled CRs are handed over as they come).
+    Before,
+    /// After the receive-side CRs were handed over, before the waits.
+    After,
+}
+
+/// A cancel of one side of a transfer: `os_transport_cancel_tasks(h, &sync or NULL, id)`.
+/// When the library takes the sync over (`*sync` NULL afterwards) it is not waited on; a sync
+/// it keeps, or one cancelled by id only, is waited on (timed, [`Flow::wait_ms`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cancel {
+    pub at: CancelAt,
+    /// Pass the sync (true) or NULL (by id only).
+    pub with_sync: bool,
+}
+
+/// When a [`Flow`]'s instance is destroyed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DestroyAt {
+    /// After the waits and data checks, when the run ends (every scenario's default).
+    #[default]
+    End,
+    /// At [`CancelAt::Before`]'s point: every CR arrived, held receive-side CRs not handed
+    /// over, no wait made; the pollers stop first (held CRs are recorded as undelivered) and
+    /// no wait follows (the syncs died with the instance).
+    Inflight,
 }
 
 impl Xfer {
@@ -49,6 +88,8 @@ impl Xfer {
             off: 0,
             early: false,
             cb_fail: None,
+            cancel_recv: None,
+            cancel_send: None,
         }
     }
 }
@@ -69,6 +110,8 @@ pub struct Flow {
     pub via: SendVia,
     /// Deliver the n-th held receive-side CR (after ordering) twice.
     pub dup_held: Option<usize>,
+    /// When the instance is destroyed.
+    pub destroy: DestroyAt,
 }
 
 impl Default for Flow {
@@ -83,6 +126,7 @@ impl Default for Flow {
             untimed: false,
             via: SendVia::Jfs,
             dup_held: None,
+            destroy: DestroyAt::End,
         }
     }
 }
@@ -91,7 +135,50 @@ impl Default for Flow {
 #[derive(Clone)]
 pub enum Body {
     Flow(Flow),
-    Custom(fn(&mut ScenarioRun)),
+    Custom(Steps),
+}
+
+/// The Rust steps of a custom scenario, with the function's name and file (made by
+/// [`steps!`](crate::steps)), so that `compat --print-scenario` can say where they are.
+#[derive(Clone, Copy)]
+pub struct Steps {
+    pub run: fn(&mut ScenarioRun),
+    pub name: &'static str,
+    pub file: &'static str,
+}
+
+/// `steps!(f)`: the [`Steps`] of function `f`, named with its name and file.
+#[macro_export]
+macro_rules! steps {
+    ($f:ident) => {
+        $crate::harness::scenario::Steps {
+            run: $f,
+            name: stringify!($f),
+            file: file!(),
+        }
+    };
+}
+
+/// The verdict a scenario pins (`expect` of a scenario file): a verdict, and/or per aspect
+/// `same`, the ledger entries explaining its difference, or `FAIL`. When the run's verdict or
+/// an aspect's differs, the scenario FAILs, saying what was expected and what came.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Expect {
+    /// `PASS`, `DIVERGES-AS-DOCUMENTED` with its entries (sorted), or `FAIL`.
+    pub verdict: Option<Expected>,
+    /// Per aspect, in the order written.
+    pub aspects: Vec<(Aspect, Expected)>,
+}
+
+/// One expected verdict (of a scenario or of an aspect).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Expected {
+    /// `PASS` (scenario) or `same` (aspect).
+    Same,
+    /// Different, explained by exactly these ledger entries (sorted).
+    Documented(Vec<String>),
+    /// `FAIL`.
+    Fail,
 }
 
 /// A scenario.
@@ -106,6 +193,8 @@ pub struct Scenario {
     pub budget: Duration,
     /// Seed of a random scenario.
     pub seed: Option<u64>,
+    /// The verdict the scenario pins, if any (scenario files).
+    pub expect: Option<Expect>,
 }
 
 impl Scenario {
@@ -120,18 +209,13 @@ impl Scenario {
             features,
             budget: Duration::from_secs(30),
             seed: None,
+            expect: None,
         }
     }
 
     /// A scenario run by its own steps `f`, with the features it names (for the ledger's
     /// random predicates).
-    pub fn custom(
-        id: &str,
-        desc: &str,
-        setup: Setup,
-        f: fn(&mut ScenarioRun),
-        features: &[&str],
-    ) -> Scenario {
+    pub fn custom(id: &str, desc: &str, setup: Setup, f: Steps, features: &[&str]) -> Scenario {
         Scenario {
             id: id.into(),
             desc: desc.into(),
@@ -140,6 +224,7 @@ impl Scenario {
             features: features.iter().map(|s| s.to_string()).collect(),
             budget: Duration::from_secs(30),
             seed: None,
+            expect: None,
         }
     }
 
@@ -147,7 +232,7 @@ impl Scenario {
     pub fn run(&self, ctx: &mut ScenarioRun) {
         match &self.body {
             Body::Flow(f) => run_flow(ctx, f),
-            Body::Custom(f) => f(ctx),
+            Body::Custom(f) => (f.run)(ctx),
         }
     }
 }
@@ -171,6 +256,12 @@ pub fn flow_features(setup: &Setup, f: &Flow) -> BTreeSet<String> {
         if x.recv_len != x.len {
             add("recv_len_mismatch");
         }
+        if x.cancel_recv.is_some() || x.cancel_send.is_some() {
+            add("cancel");
+        }
+    }
+    if f.destroy == DestroyAt::Inflight {
+        add("destroy_inflight");
     }
     if setup.recv_kind == RecvKind::Jfr {
         add("jfr_only");
@@ -246,8 +337,7 @@ pub fn run_flow(ctx: &mut ScenarioRun, f: &Flow) {
     if !f.knobs.is_empty() {
         apply_knobs(ctx, &f.knobs);
     }
-    let mut recv_syncs: Vec<(usize, Option<String>)> = Vec::new();
-    let mut send_syncs: Vec<(usize, Option<String>)> = Vec::new();
+    let mut syncs = Syncs::default();
     let mut started = vec![false; f.xfers.len()];
     for (i, x) in f.xfers.iter().enumerate() {
         if let Some(k) = x.cb_fail {
@@ -255,7 +345,8 @@ pub fn run_flow(ctx: &mut ScenarioRun, f: &Flow) {
         }
         if !x.early {
             let (_, s) = ctx.recv(x.recv_len, x.ck, x.off);
-            recv_syncs.push((i, s));
+            syncs.recv.push((i, s));
+            syncs.cancel(ctx, f, CancelAt::Registered, Some(i));
         }
     }
     // A duplicated WRITE completion (dup_cr = 3k+1 of a single request) makes legacy run the
@@ -277,7 +368,7 @@ pub fn run_flow(ctx: &mut ScenarioRun, f: &Flow) {
             started[i] = true;
             expected += chunks(x.len) as u64;
         }
-        send_syncs.push((i, s));
+        syncs.send.push((i, s));
     }
     if lockstep {
         send_lockstep(ctx);
@@ -287,6 +378,14 @@ pub fn run_flow(ctx: &mut ScenarioRun, f: &Flow) {
         Duration::from_millis(150),
         Duration::from_secs(20),
     );
+    syncs.cancel(ctx, f, CancelAt::Before, None);
+    if f.destroy == DestroyAt::Inflight {
+        // The syncs die with the instance: no wait follows.
+        ctx.stop_pollers();
+        ctx.destroy(Side::Send);
+        check_all_data(ctx, f, &started);
+        return;
+    }
     if let Delivery::Held(order) = f.delivery {
         let mut v = ctx.take_held();
         order.apply(&mut v);
@@ -300,12 +399,14 @@ pub fn run_flow(ctx: &mut ScenarioRun, f: &Flow) {
     for (i, x) in f.xfers.iter().enumerate() {
         if x.early {
             let (_, s) = ctx.recv(x.recv_len, x.ck, x.off);
-            recv_syncs.push((i, s));
+            syncs.recv.push((i, s));
+            syncs.cancel(ctx, f, CancelAt::Registered, Some(i));
         }
     }
-    for (i, s) in &send_syncs {
-        if let Some(s) = s {
-            let t = if f.untimed && started[*i] {
+    syncs.cancel(ctx, f, CancelAt::After, None);
+    for (i, s) in &syncs.send {
+        if let Some(s) = syncs.waitable(ctx, s) {
+            let t = if f.untimed && started[*i] && !syncs.cancelled.contains(s) {
                 None
             } else {
                 Some(f.wait_ms)
@@ -313,12 +414,12 @@ pub fn run_flow(ctx: &mut ScenarioRun, f: &Flow) {
             ctx.wait(Side::Send, s, t);
         }
     }
-    recv_syncs.sort_by_key(|(i, _)| *i);
-    for (i, s) in &recv_syncs {
-        if let Some(s) = s {
+    syncs.recv.sort_by_key(|(i, _)| *i);
+    for (i, s) in &syncs.recv {
+        if let Some(s) = syncs.waitable(ctx, s) {
             let t = if !started[*i] {
                 Some(50)
-            } else if f.untimed {
+            } else if f.untimed && !syncs.cancelled.contains(s) {
                 None
             } else {
                 Some(f.wait_ms)
@@ -326,10 +427,58 @@ pub fn run_flow(ctx: &mut ScenarioRun, f: &Flow) {
             ctx.wait(Side::Recv, s, t);
         }
     }
+    check_all_data(ctx, f, &started);
+}
+
+/// The data check of every transfer that started.
+fn check_all_data(ctx: &mut ScenarioRun, f: &Flow, started: &[bool]) {
     for (i, x) in f.xfers.iter().enumerate() {
         if started[i] {
             ctx.check_data(&format!("data ck=0x{:x}", x.ck), x.off, x.len as usize);
         }
+    }
+}
+
+/// The syncs a flow was handed (per transfer index) and the ones it cancelled.
+#[derive(Default)]
+struct Syncs {
+    recv: Vec<(usize, Option<String>)>,
+    send: Vec<(usize, Option<String>)>,
+    cancelled: BTreeSet<String>,
+}
+
+impl Syncs {
+    /// Makes the cancels of `at` (of transfer `only`, else of every transfer), recv before
+    /// send, in transfer order.
+    fn cancel(&mut self, ctx: &mut ScenarioRun, f: &Flow, at: CancelAt, only: Option<usize>) {
+        for (i, x) in f.xfers.iter().enumerate() {
+            if only.is_some_and(|o| o != i) {
+                continue;
+            }
+            for (side, c, list, rid) in [
+                (Side::Recv, x.cancel_recv, &self.recv, x.ck),
+                (Side::Send, x.cancel_send, &self.send, x.sk),
+            ] {
+                let Some(c) = c.filter(|c| c.at == at) else {
+                    continue;
+                };
+                // A transfer whose call handed out no sync is cancelled by id only.
+                let sync = list
+                    .iter()
+                    .find(|(j, _)| *j == i)
+                    .and_then(|(_, s)| s.clone());
+                let passed = sync.as_deref().filter(|_| c.with_sync);
+                ctx.cancel(side, passed, rid);
+                if let Some(s) = sync {
+                    self.cancelled.insert(s);
+                }
+            }
+        }
+    }
+
+    /// `s` if it is still to be waited on: not taken over by a cancel.
+    fn waitable<'a>(&self, ctx: &ScenarioRun, s: &'a Option<String>) -> Option<&'a String> {
+        s.as_ref().filter(|s| !ctx.sync_ptr(s).is_null())
     }
 }
 

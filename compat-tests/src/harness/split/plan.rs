@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::fixture::RecvKind;
 use crate::harness::ctx::{Delivery, SendVia, Setup};
 use crate::harness::interop;
-use crate::harness::scenario::{self, Body, Flow, Xfer, MIB};
+use crate::harness::scenario::{self, Body, DestroyAt, Flow, Xfer, MIB};
 use crate::lib_under_test::DEFAULT_CHUNK_SIZE;
 
 /// Longest time the sender's wait may take to fail after the receiver was killed: the
@@ -59,6 +59,7 @@ pub fn splittable(sc: &scenario::Scenario) -> Option<Flow> {
         && f.knobs.is_empty()
         && f.via == SendVia::Jfs
         && f.dup_held.is_none()
+        && f.destroy == DestroyAt::End
         && f.capacity >= 1
         && sc.setup.recv_kind == RecvKind::Jetty
         && !sc.setup.nocopy
@@ -66,6 +67,8 @@ pub fn splittable(sc: &scenario::Scenario) -> Option<Flow> {
         && f.xfers.iter().all(|x| {
             !x.early
                 && x.cb_fail.is_none()
+                && x.cancel_recv.is_none()
+                && x.cancel_send.is_none()
                 && x.recv_len == x.len
                 && x.len >= 1
                 && x.len <= 7 * DEFAULT_CHUNK_SIZE

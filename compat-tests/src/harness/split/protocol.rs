@@ -49,15 +49,7 @@ pub(super) fn print_end(events: &[Value], problems: &[String]) {
 }
 
 /// CLOCK_MONOTONIC in ns (the same clock in every process of the host).
-pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid out-pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+pub use ranked_lock::clock::now_ns as monotonic_ns;
 
 /// One line on this child's stdout, flushed at once.
 pub(super) fn out(line: &str) {
