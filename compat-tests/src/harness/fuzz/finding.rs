@@ -16,7 +16,7 @@ use crate::harness::aspect::AspectVerdict;
 use crate::harness::ctx::{Delivery, Order, SendVia};
 use crate::harness::outcome::{Outcome, Verdict};
 use crate::harness::present::sidebyside;
-use crate::harness::scenario::{chunks, flow_features, Body, Flow, Scenario, MIB};
+use crate::harness::scenario::{chunks, file, flow_features, Body, DestroyAt, Flow, Scenario, MIB};
 
 /// A finding of one run: its signature and the reason in words.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,6 +70,14 @@ pub fn of(o: &Outcome, leaked: [Vec<String>; 2]) -> Option<Finding> {
     None
 }
 
+fn sync_or_id(with_sync: bool) -> &'static str {
+    if with_sync {
+        "sync"
+    } else {
+        "id"
+    }
+}
+
 /// A one-line description of a flow scenario (as the random generator writes it).
 pub fn describe(sc: &Scenario) -> String {
     let Body::Flow(f) = &sc.body else {
@@ -89,11 +97,25 @@ pub fn describe(sc: &Scenario) -> String {
             if let Some(k) = x.cb_fail {
                 s.push_str(&format!(" notify-fails@{k}"));
             }
+            if let Some(c) = x.cancel_recv {
+                s.push_str(&format!(
+                    " cancel-recv={:?}/{}",
+                    c.at,
+                    sync_or_id(c.with_sync)
+                ));
+            }
+            if let Some(c) = x.cancel_send {
+                s.push_str(&format!(
+                    " cancel-send={:?}/{}",
+                    c.at,
+                    sync_or_id(c.with_sync)
+                ));
+            }
             s
         })
         .collect();
     format!(
-        "workers={} cap={} {}{}{}{} via={:?} delivery={}{} knobs=[{}] wait={}{} xfers=[{}]",
+        "workers={} cap={} {}{}{}{} via={:?} delivery={}{} knobs=[{}] wait={}{}{} xfers=[{}]",
         f.workers,
         f.capacity,
         if sc.setup.event_mode { "event" } else { "poll" },
@@ -116,6 +138,11 @@ pub fn describe(sc: &Scenario) -> String {
         f.wait_ms,
         if sc.setup.buf_len > 24 << 20 {
             " big-buffers"
+        } else {
+            ""
+        },
+        if f.destroy == DestroyAt::Inflight {
+            " destroy-inflight"
         } else {
             ""
         },
@@ -218,6 +245,24 @@ pub fn simpler(sc: &Scenario) -> Vec<Scenario> {
             push(g);
         }
     }
+    for (i, x) in f.xfers.iter().enumerate() {
+        if x.cancel_recv.is_some() {
+            let mut g = f.clone();
+            g.xfers[i].cancel_recv = None;
+            push(g);
+        }
+        if x.cancel_send.is_some() {
+            let mut g = f.clone();
+            g.xfers[i].cancel_send = None;
+            push(g);
+        }
+    }
+    if f.destroy == DestroyAt::Inflight {
+        push(Flow {
+            destroy: DestroyAt::End,
+            ..f.clone()
+        });
+    }
     let knobs: Vec<&str> = f.knobs.split(',').filter(|k| !k.is_empty()).collect();
     for i in 0..knobs.len() {
         let mut g = f.clone();
@@ -240,6 +285,10 @@ pub fn simpler(sc: &Scenario) -> Vec<Scenario> {
         Delivery::Held(Order::Fifo) => {
             let faulted = !f.knobs.is_empty()
                 || f.dup_held.is_some()
+                || f.destroy == DestroyAt::Inflight
+                || f.xfers
+                    .iter()
+                    .any(|x| x.cancel_recv.is_some() || x.cancel_send.is_some())
                 || f.xfers
                     .iter()
                     .any(|x| x.cb_fail.is_some() || x.early || x.recv_len != x.len);
@@ -374,15 +423,6 @@ pub fn hash(data: &[u8]) -> u64 {
     })
 }
 
-/// The scenario as text (temporary writer until scenario files exist: the scenario's setup and
-/// flow as Rust debug output).
-pub fn scenario_text(sc: &Scenario) -> String {
-    match &sc.body {
-        Body::Flow(f) => format!("# {}\nsetup: {:#?}\nflow: {:#?}\n", sc.desc, sc.setup, f),
-        Body::Custom(_) => format!("# {} (custom body)\n", sc.id),
-    }
-}
-
 /// What is written for one finding.
 pub struct Written<'a> {
     pub finding: &'a Finding,
@@ -397,26 +437,30 @@ pub struct Written<'a> {
 }
 
 /// Writes a finding into `<dir>/<signature>-<hash>/`: `input.bin` (the fuzz input, replayed
-/// by `fuzz-compat --replay`), `scenario.txt` (the minimized scenario), `sidebyside.txt` (its
-/// two traces) and `finding.txt` (signature, reason, reproduction count). Returns the directory.
+/// by `fuzz-compat --replay`), `scenario.scn` (the minimized scenario as a scenario file,
+/// [`file::to_text`]), `sidebyside.txt` (its two traces) and `finding.txt` (signature, reason,
+/// reproduction count). Returns the directory.
 pub fn write(dir: &Path, w: &Written) -> std::io::Result<PathBuf> {
     let d = dir.join(format!("{}-{:016x}", w.finding.signature, hash(w.input)));
     std::fs::create_dir_all(&d)?;
     std::fs::write(d.join("input.bin"), w.input)?;
-    std::fs::write(d.join("scenario.txt"), scenario_text(w.minimized))?;
+    let mut sc = w.minimized.clone();
+    sc.id = format!("fuzz-{}", w.finding.signature);
+    std::fs::write(d.join("scenario.scn"), file::to_text(&sc))?;
     if let Some(o) = w.outcome {
         std::fs::write(d.join("sidebyside.txt"), side_by_side(o))?;
     }
     let (k, n) = w.reproduced;
     let text = format!(
-        "signature: {}\nreason: {}\nreproduced: {k} of {n} runs ({})\noriginal: {}\nminimized ({} runs): {}\nreplay: fuzz-compat --replay {}\n",
+        "signature: {}\nreason: {}\nreproduced: {k} of {n} runs ({})\noriginal: {}\nminimized ({} runs): {}\nreplay: fuzz-compat --replay {} (the original input); compat --scenario-file {} (the minimized scenario)\n",
         w.finding.signature,
         w.finding.reason,
         if k == n { "deterministic" } else { "flaky" },
         describe(w.original),
         w.minimize_runs,
         describe(w.minimized),
-        d.join("input.bin").display()
+        d.join("input.bin").display(),
+        d.join("scenario.scn").display()
     );
     std::fs::write(d.join("finding.txt"), text)?;
     Ok(d)
