@@ -195,3 +195,17 @@ fn hardware_mode_attributes_a_provider_made_error_cr_to_d3() {
         );
     }
 }
+
+/// A cancel of a send legacy refused (1 B .. 2 MiB, D1) is made by id (legacy handed out no
+/// sync) where Rust's is made with the sync: the cancel aspect differs by D1 (a fuzz-compat
+/// finding, `fail-cancel`, minimized to one 1-byte transfer whose send is cancelled after
+/// delivery).
+#[test]
+fn a_cancel_of_a_short_send_differs_by_d1() {
+    let l = ledger::Ledger::load(&ledger::default_path()).expect("ledger.json");
+    let features: BTreeSet<String> = ["send_len_le_2mib", "cancel"]
+        .into_iter()
+        .map(String::from)
+        .collect();
+    assert_eq!(l.attribute("fuzz", Some(&features), "cancel"), vec!["D1"]);
+}

@@ -222,7 +222,8 @@ const SANCOV: &str = "-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-lev
 /// checked-in seeds and `FUZZ_COMPAT_RUNS` (default 12) mutations with seed 1, failing on any
 /// finding or when either library's counters never move (part of `test`); otherwise
 /// `FUZZ_TIME` seconds (default 600) into a kept corpus, `FUZZ_COMPAT_BASELINE=1` first
-/// measures what `make compat` reaches.
+/// measures what `make compat` reaches. Every edge reached goes to `edges.txt` (the baseline's to
+/// `baseline-edges.txt`) beside the corpus.
 pub(super) fn fuzz_compat(ctx: &mut Ctx, goal: &str, smoke: bool) {
     let built = build(ctx, goal);
     let dir = ctx.target.join("fuzz-compat");
@@ -271,6 +272,8 @@ pub(super) fn fuzz_compat(ctx: &mut Ctx, goal: &str, smoke: bool) {
         let mut b = Command::new(fz.executable("fuzz-compat"));
         b.envs(cmd.get_envs().filter_map(|(k, v)| Some((k, v?))))
             .args(cmd.get_args())
+            .arg("--edges")
+            .arg(out.join("baseline-edges.txt"))
             .arg("--baseline");
         run(&mut b);
     }
@@ -279,7 +282,9 @@ pub(super) fn fuzz_compat(ctx: &mut Ctx, goal: &str, smoke: bool) {
         .arg("--corpus")
         .arg(out.join("corpus"))
         .arg("--findings")
-        .arg(out.join("findings"));
+        .arg(out.join("findings"))
+        .arg("--edges")
+        .arg(out.join("edges.txt"));
     if smoke {
         cmd.args(["--smoke", "--seed", "1", "--runs"])
             .arg(env_or("FUZZ_COMPAT_RUNS", "12"));
