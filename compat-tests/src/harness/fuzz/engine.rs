@@ -398,15 +398,27 @@ fn libs_options(opts: &Options) -> crate::harness::outcome::Options {
     }
 }
 
+/// The findings written in `dir` (their directory names).
+fn finding_dirs(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir).map_or(Vec::new(), |d| {
+        d.flatten()
+            .filter(|e| e.path().is_dir())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect()
+    })
+}
+
 /// The parent: runs the loop in child processes (`exe --child <args>`) until the budget is
-/// spent, recording a crash finding for each child that died. Exit status: the last child's,
-/// or 1 after a crash.
+/// spent, recording a crash finding for each child that died. Exit status: the last child's
+/// when it was not 0, else 1 when a finding was written meanwhile (a crash, or the hang of a
+/// replaced child), else 0.
 pub fn supervise(exe: &Path, args: &[String], opts: &Options) -> i32 {
     if let Err(e) = std::fs::create_dir_all(&opts.findings) {
         eprintln!("fuzz-compat: {}: {e}", opts.findings.display());
         return 2;
     }
     let _ = std::fs::remove_file(opts.findings.join(".runs"));
+    let before = finding_dirs(&opts.findings);
     let start = Instant::now();
     let mut crashed = false;
     let mut restarts = 0;
@@ -428,7 +440,7 @@ pub fn supervise(exe: &Path, args: &[String], opts: &Options) -> i32 {
             }
         };
         match status.code() {
-            Some(0) => return i32::from(crashed),
+            Some(0) => break,
             Some(1) | Some(2) => return 1.max(status.code().unwrap_or(1)),
             Some(EXIT_RESTART) => {}
             _ => {
@@ -471,7 +483,15 @@ pub fn supervise(exe: &Path, args: &[String], opts: &Options) -> i32 {
             break;
         }
     }
-    i32::from(crashed)
+    // A child replaced after a hang wrote its finding and could not report it.
+    let new: Vec<String> = finding_dirs(&opts.findings)
+        .into_iter()
+        .filter(|d| !before.contains(d))
+        .collect();
+    for d in &new {
+        println!("fuzz-compat: new finding {d}");
+    }
+    i32::from(crashed || !new.is_empty())
 }
 
 /// Distils the seeds and the corpus directory into `out` (`--distil OUT`): runs each input once,

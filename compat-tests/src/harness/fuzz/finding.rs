@@ -451,11 +451,15 @@ pub fn write(dir: &Path, w: &Written) -> std::io::Result<PathBuf> {
         std::fs::write(d.join("sidebyside.txt"), side_by_side(o))?;
     }
     let (k, n) = w.reproduced;
+    let reproduced = match (k, n) {
+        (_, 0 | 1) => "not re-run (a crash or a hang ends the process that found it)".to_string(),
+        (k, n) if k == n => format!("{k} of {n} runs (deterministic)"),
+        (k, n) => format!("{k} of {n} runs (flaky)"),
+    };
     let text = format!(
-        "signature: {}\nreason: {}\nreproduced: {k} of {n} runs ({})\noriginal: {}\nminimized ({} runs): {}\nreplay: fuzz-compat --replay {} (the original input); compat --scenario-file {} (the minimized scenario)\n",
+        "signature: {}\nreason: {}\nreproduced: {reproduced}\noriginal: {}\nminimized ({} runs): {}\nreplay: fuzz-compat --replay {} (the original input); compat --scenario-file {} (the minimized scenario)\n",
         w.finding.signature,
         w.finding.reason,
-        if k == n { "deterministic" } else { "flaky" },
         describe(w.original),
         w.minimize_runs,
         describe(w.minimized),
