@@ -8,6 +8,7 @@
 //! fuzz-compat --replay FILE      one input: its verdict, finding and traces side by side
 //! fuzz-compat --baseline [N]     what make compat runs (catalogue, N random, interop): edges
 //! fuzz-compat --distil OUT [--seeds DIR]... [--corpus DIR]   a small set covering the same edges
+//! fuzz-compat --encode-random SEED N OUT   the inputs of random scenarios rand-SEED.. (compat's)
 //! ```
 //! This binary defines and exports the two SanitizerCoverage hooks the instrumented modules call
 //! from their constructors (the exports are this binary's link arguments, compat-tests/build.rs).
@@ -16,7 +17,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use compat_tests::harness::fuzz::{coverage, engine};
+use compat_tests::harness::fuzz::{coverage, decode, engine};
 use compat_tests::harness::ledger;
 use compat_tests::lib_under_test::{legacy_lib_path, rust_lib_path, target_dir};
 
@@ -40,11 +41,28 @@ pub unsafe extern "C" fn __sanitizer_cov_pcs_init(start: *const usize, end: *con
     let _ = std::panic::catch_unwind(|| coverage::register_pcs(start as usize, end as usize));
 }
 
+/// `--encode-random SEED N OUT`: the inputs of the random scenarios `rand-SEED` ..
+/// `rand-<SEED+N-1>` into OUT (named `rand-<seed>`).
+fn encode_random(seed: u64, n: u64, out: &std::path::Path) -> i32 {
+    if let Err(e) = std::fs::create_dir_all(out) {
+        eprintln!("fuzz-compat: {}: {e}", out.display());
+        return 2;
+    }
+    for s in seed..seed.saturating_add(n) {
+        let p = out.join(format!("rand-{s}"));
+        if let Err(e) = std::fs::write(&p, decode::encode_random(s)) {
+            eprintln!("fuzz-compat: {}: {e}", p.display());
+            return 2;
+        }
+    }
+    0
+}
+
 fn usage() -> ! {
     eprintln!(
         "usage: fuzz-compat [--time SECONDS] [--runs N] [--seed S] [--corpus DIR] [--seeds DIR]... \
          [--findings DIR] [--smoke] [--edges FILE] [--rust-lib PATH] [--legacy-lib PATH] [--ledger PATH] \
-         | --replay FILE | --baseline [N] | --distil OUT"
+         | --replay FILE | --baseline [N] | --distil OUT | --encode-random SEED N OUT"
     );
     std::process::exit(2)
 }
@@ -72,6 +90,7 @@ fn main() {
     let mut replay: Option<PathBuf> = None;
     let mut baseline: Option<usize> = None;
     let mut distil: Option<PathBuf> = None;
+    let mut encode: Option<(u64, u64, PathBuf)> = None;
     let mut it = argv.iter().peekable();
     // The child gets the parent's arguments, with the time left as a last `--time`.
     while let Some(a) = it.next() {
@@ -101,6 +120,11 @@ fn main() {
             "--ledger" => opts.ledger = PathBuf::from(val("--ledger")),
             "--replay" => replay = Some(PathBuf::from(val("--replay"))),
             "--distil" => distil = Some(PathBuf::from(val("--distil"))),
+            "--encode-random" => {
+                let seed = num("--encode-random", val("--encode-random"));
+                let n = num("--encode-random", val("--encode-random"));
+                encode = Some((seed, n, PathBuf::from(val("--encode-random"))));
+            }
             "--baseline" => {
                 let n = it
                     .next_if(|v| v.parse::<usize>().is_ok())
@@ -110,7 +134,9 @@ fn main() {
             _ => usage(),
         }
     }
-    let code = if let Some(f) = replay {
+    let code = if let Some((seed, n, out)) = encode {
+        encode_random(seed, n, &out)
+    } else if let Some(f) = replay {
         engine::replay(&opts, &f)
     } else if let Some(out) = distil {
         engine::distil(&opts, &out)

@@ -47,17 +47,68 @@ impl Draw for Bytes<'_> {
         self.take(8)
     }
     fn below(&mut self, n: u64) -> u64 {
-        let k = match n {
-            0..=0x100 => 1,
-            0x101..=0x1_0000 => 2,
-            0x1_0001..=0x1_0000_0000 => 4,
-            _ => 8,
-        };
-        self.take(k) % n.max(1)
+        self.take(width(n)) % n.max(1)
     }
     fn chance(&mut self, pct: u64) -> bool {
         self.take(1) % 100 >= 100 - pct.min(100)
     }
+}
+
+/// A [`Draw`] that passes `inner`'s choices on and writes the bytes from which [`Bytes`] makes
+/// the same choices: the encoding of a seeded random scenario as a fuzz input ([`encode_random`]).
+struct Recorder<'a, D: Draw> {
+    inner: &'a mut D,
+    out: Vec<u8>,
+}
+
+impl<D: Draw> Recorder<'_, D> {
+    fn put(&mut self, v: u64, k: usize) {
+        self.out.extend_from_slice(&v.to_le_bytes()[..k]);
+    }
+}
+
+impl<D: Draw> Draw for Recorder<'_, D> {
+    fn next_u64(&mut self) -> u64 {
+        let v = self.inner.next_u64();
+        self.put(v, 8);
+        v
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        let v = self.inner.below(n);
+        self.put(v, width(n));
+        v
+    }
+    fn chance(&mut self, pct: u64) -> bool {
+        let c = self.inner.chance(pct);
+        self.put(if c { 99 } else { 0 }, 1);
+        c
+    }
+}
+
+/// Bytes a choice among `n` takes.
+fn width(n: u64) -> usize {
+    match n {
+        0..=0x100 => 1,
+        0x101..=0x1_0000 => 2,
+        0x1_0001..=0x1_0000_0000 => 4,
+        _ => 8,
+    }
+}
+
+/// The fuzz input that decodes to the random scenario of seed `seed` (`compat --random`'s
+/// `rand-<seed>`): its choices, then zeros, so that none of the fuzzer's own choices is made
+/// (each begins with a `chance` byte). `make compat`'s random scenarios become seeds this way
+/// (`fuzz-compat --encode-random`).
+pub fn encode_random(seed: u64) -> Vec<u8> {
+    let mut rng = Rng::new(seed);
+    let mut rec = Recorder {
+        inner: &mut rng,
+        out: Vec::new(),
+    };
+    generate(&mut rec, None);
+    let mut v = rec.out;
+    v.resize(v.len() + 64, 0);
+    v
 }
 
 /// A first byte from this value on selects one of [`customs`] (by the second byte) instead of a
@@ -265,6 +316,7 @@ pub const MAX_LEN: u32 = 14 * MIB;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::harness::random;
 
     fn flow(sc: &Scenario) -> &Flow {
         match &sc.body {
@@ -329,6 +381,23 @@ mod tests {
             let back = crate::harness::scenario::file::parse(&text, "fuzz.scn")
                 .unwrap_or_else(|e| panic!("{e}\n{text}"));
             assert_eq!(crate::harness::scenario::file::to_text(&back), text);
+        }
+    }
+
+    #[test]
+    fn a_random_scenario_encodes_to_an_input_that_decodes_to_it() {
+        for seed in 20250413..20250413 + 200 {
+            let input = encode_random(seed);
+            assert!(input.first().is_some_and(|b| *b < CUSTOM_FROM));
+            let (a, b) = (random::scenario(seed), decode(&input));
+            let text = |s: &Scenario| {
+                let mut s = s.clone();
+                s.id = "x".into();
+                s.seed = None;
+                crate::harness::scenario::file::to_text(&s)
+            };
+            assert_eq!(text(&a), text(&b), "rand-{seed}");
+            assert_eq!(a.features, b.features, "rand-{seed}");
         }
     }
 
