@@ -209,3 +209,28 @@ fn a_cancel_of_a_short_send_differs_by_d1() {
         .collect();
     assert_eq!(l.attribute("fuzz", Some(&features), "cancel"), vec!["D1"]);
 }
+
+/// A flow's cancel by id with a NULL sync (a fuzz-compat finding, `fail-completion`, minimized to
+/// one 2 MiB + 1 transfer whose recv is cancelled by id when registered): legacy's later wait
+/// times out (1), Rust's returns ERR, D11.
+#[test]
+fn a_flows_cancel_by_id_differs_by_d11() {
+    use compat_tests::harness::ctx::{Delivery, Order, Setup};
+    use compat_tests::harness::scenario::{flow_features, one, Cancel, CancelAt, Flow, MIB};
+    let l = ledger::Ledger::load(&ledger::default_path()).expect("ledger.json");
+    let mut f = Flow {
+        xfers: one(2 * MIB + 1, 0x706b31ad38, 0x937f60108),
+        delivery: Delivery::Held(Order::Fifo),
+        wait_ms: 150,
+        ..Default::default()
+    };
+    f.xfers[0].cancel_recv = Some(Cancel {
+        at: CancelAt::Registered,
+        with_sync: false,
+    });
+    let features = flow_features(&Setup::default(), &f);
+    assert_eq!(
+        l.attribute("fuzz", Some(&features), "completion"),
+        vec!["D11"]
+    );
+}
