@@ -256,8 +256,11 @@ pub fn flow_features(setup: &Setup, f: &Flow) -> BTreeSet<String> {
         if x.recv_len != x.len {
             add("recv_len_mismatch");
         }
-        if x.cancel_recv.is_some() || x.cancel_send.is_some() {
+        for c in [x.cancel_recv, x.cancel_send].into_iter().flatten() {
             add("cancel");
+            if !c.with_sync {
+                add("cancel_by_id");
+            }
         }
     }
     if f.destroy == DestroyAt::Inflight {
