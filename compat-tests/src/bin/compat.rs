@@ -5,6 +5,7 @@
 //!        [--scenario ID]... [--list] [--no-c-runner] [--c-runner-exe PATH] [--no-interop]
 //!        [--ledger PATH] [--interpose] [--device NAME [--eid EID]] [--verbose]
 //!        [--split [--serve HOST:PORT | --peer HOST:PORT]] [--inject]
+//!        [--scenario-file F]... [--repeat N] [--print-scenario ID]
 //! ```
 //! Defaults: the Rust library `<target>/<profile>/libos_transport.so`, the reference C library
 //! `$LEGACY_LIB` or the library legacy-c's build script built, `--out <target>/compat`,
