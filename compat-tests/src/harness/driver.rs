@@ -219,9 +219,10 @@ impl Repeated {
     }
 }
 
-/// Runs `s` `opts.repeat` times (at least once; see [`one_run`]). With more than one run the
-/// first run's outcome is kept, FAILed when a later run's verdict was another, and what was
-/// seen is returned for the report.
+/// Runs `s` `opts.repeat` times (at least once; see [`one_run`]). With more than one run and a
+/// verdict that was not the same every time, the scenario FAILs with the verdicts seen and the
+/// outcome kept is the first run that differed from the first (or the first, if that one
+/// FAILed): its traces, diff and reason are what the reports show.
 fn one(
     s: &Scenario,
     kind: &'static str,
@@ -231,16 +232,21 @@ fn one(
     repeat: usize,
 ) -> (Outcome, Option<Repeated>) {
     let t = Instant::now();
-    let mut first = one_run(s, kind, libs, ledger, features);
+    let first = one_run(s, kind, libs, ledger, features);
     if repeat <= 1 || matches!(first.verdict, Verdict::Skipped(_)) {
         return (first, None);
     }
     let mut seen: Vec<(String, usize)> = vec![(first.verdict.word(), 1)];
-    for _ in 1..repeat {
-        let w = one_run(s, kind, libs, ledger, features).verdict.word();
+    let mut odd: Option<(usize, Outcome)> = None;
+    for k in 1..repeat {
+        let o = one_run(s, kind, libs, ledger, features);
+        let w = o.verdict.word();
         match seen.iter_mut().find(|(v, _)| *v == w) {
             Some((_, n)) => *n += 1,
             None => seen.push((w, 1)),
+        }
+        if odd.is_none() && o.verdict != first.verdict {
+            odd = Some((k + 1, o));
         }
     }
     let rep = Repeated {
@@ -248,13 +254,26 @@ fn one(
         verdicts: seen,
         per_second: repeat as f64 / t.elapsed().as_secs_f64().max(1e-9),
     };
-    if !rep.stable() && !matches!(first.verdict, Verdict::Fail(_)) {
-        first.verdict = Verdict::Fail(format!(
-            "the verdict was not the same in {repeat} runs: {}",
-            rep.line()
-        ));
-    }
-    (first, Some(rep))
+    let Some((k, odd)) = odd.filter(|_| !rep.stable()) else {
+        return (first, Some(rep));
+    };
+    let why = |o: &Outcome| match &o.verdict {
+        Verdict::Fail(r) | Verdict::Skipped(r) => format!("{} ({r})", o.verdict.word()),
+        v => v.word(),
+    };
+    let msg = format!(
+        "the verdict was not the same in {repeat} runs: {}; run 1: {}; run {k}: {}",
+        rep.line(),
+        why(&first),
+        why(&odd)
+    );
+    let mut kept = if matches!(first.verdict, Verdict::Fail(_)) {
+        first
+    } else {
+        odd
+    };
+    kept.verdict = Verdict::Fail(msg);
+    (kept, Some(rep))
 }
 
 /// Runs `s` on both libraries (or reports it skipped by the backend), judges it and holds the

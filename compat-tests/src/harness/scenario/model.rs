@@ -11,7 +11,7 @@ use std::time::Duration;
 use crate::fixture::RecvKind;
 use crate::harness::aspect::{note_line, Aspect};
 use crate::harness::backend;
-use crate::harness::ctx::{Delivery, ScenarioRun, SendVia, Setup, Side};
+use crate::harness::ctx::{wait_workers_idle, Delivery, ScenarioRun, SendVia, Setup, Side};
 use crate::lib_under_test::DEFAULT_CHUNK_SIZE;
 
 /// `MiB`.
@@ -324,6 +324,9 @@ pub fn apply_knobs(ctx: &ScenarioRun, spec: &str) {
     }
 }
 
+/// Longest wait for idle workers before a flow's cancel or destroy in flight.
+const SETTLE_WORKERS: Duration = Duration::from_millis(500);
+
 /// Runs a [`Flow`] on `ctx`.
 pub fn run_flow(ctx: &mut ScenarioRun, f: &Flow) {
     if ctx.init(Side::Send, f.workers, f.capacity) != 0 || ctx.hs.is_null() {
@@ -376,8 +379,12 @@ pub fn run_flow(ctx: &mut ScenarioRun, f: &Flow) {
     );
     syncs.cancel(ctx, f, CancelAt::Before, None);
     if f.destroy == DestroyAt::Inflight {
-        // The syncs die with the instance: no wait follows.
+        // The syncs die with the instance: no wait follows. The CRs handed over so far (all of
+        // them when polled, and the pollers' final drain) are the workers' to finish first: a
+        // destroy while a worker still ran a chunk's task found its notify done on one library
+        // and dropped on the other, depending on scheduling (1 run in 60).
         ctx.stop_pollers();
+        wait_workers_idle(SETTLE_WORKERS);
         ctx.destroy(Side::Send);
         check_all_data(ctx, f, &started);
         return;
@@ -445,8 +452,20 @@ struct Syncs {
 
 impl Syncs {
     /// Makes the cancels of `at` (of transfer `only`, else of every transfer), recv before
-    /// send, in transfer order.
+    /// send, in transfer order, once the workers finished what was handed to them (a cancel
+    /// racing a running task removes more or fewer tasks by chance).
     fn cancel(&mut self, ctx: &mut ScenarioRun, f: &Flow, at: CancelAt, only: Option<usize>) {
+        let due = |x: &Xfer| {
+            [x.cancel_recv, x.cancel_send]
+                .into_iter()
+                .flatten()
+                .any(|c| c.at == at)
+        };
+        let mine = |(i, x): &(usize, &Xfer)| only.is_none_or(|o| o == *i) && due(x);
+        if !f.xfers.iter().enumerate().any(|e| mine(&e)) {
+            return;
+        }
+        wait_workers_idle(SETTLE_WORKERS);
         for (i, x) in f.xfers.iter().enumerate() {
             if only.is_some_and(|o| o != i) {
                 continue;
