@@ -816,6 +816,33 @@ expect wire = same
         }
     }
 
+    /// The examples of docs/compat.md, "Scenario files": each parses; the printed random
+    /// scenario is what `to_text` prints, the checked-in file is the file.
+    #[test]
+    fn the_documented_examples_are_real() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let doc = std::fs::read_to_string(root.join("../docs/compat.md")).expect("docs/compat.md");
+        let section = doc
+            .split("\n## Scenario files\n")
+            .nth(1)
+            .and_then(|s| s.split("\n## ").next())
+            .expect("the section Scenario files");
+        let blocks: Vec<&str> = section
+            .split("```\n")
+            .skip(1)
+            .step_by(2)
+            .filter(|b| b.contains("xfer "))
+            .collect();
+        assert_eq!(blocks.len(), 2, "{blocks:?}");
+        for b in &blocks {
+            parse(b, "docs/compat.md").unwrap_or_else(|e| panic!("{e}\n{b}"));
+        }
+        let checked_in = std::fs::read_to_string(root.join("scenarios/cancel-both-before.scn"))
+            .expect("scenarios/cancel-both-before.scn");
+        assert_eq!(blocks[0], checked_in);
+        assert_eq!(blocks[1], to_text(&random::scenario(20250415)));
+    }
+
     #[test]
     fn custom_cases_print_their_function() {
         let c = catalogue();
