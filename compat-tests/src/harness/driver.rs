@@ -314,36 +314,19 @@ fn one_run(
 
 /// Why outcome `o` is not what `e` pins (None when it is).
 fn unexpected(e: &Expect, o: &Outcome) -> Option<String> {
-    fn got_of(v: &Verdict) -> Expected {
-        match v {
-            Verdict::Pass => Expected::Same,
-            Verdict::Diverges(ids) => Expected::Documented(sorted(ids)),
-            Verdict::Fail(_) | Verdict::Skipped(_) => Expected::Fail,
-        }
-    }
-    fn sorted(ids: &[String]) -> Vec<String> {
-        let mut v = ids.to_vec();
-        v.sort_by_key(|id| id[1..].parse::<u64>().unwrap_or(u64::MAX));
-        v.dedup();
-        v
-    }
-    fn word(e: &Expected) -> String {
-        match e {
-            Expected::Same => "same".into(),
-            Expected::Documented(ids) => ids.join(" "),
-            Expected::Fail => "FAIL".into(),
-        }
-    }
     let mut why = Vec::new();
     if let Some(want) = &e.verdict {
-        let got = got_of(&o.verdict);
+        let got = match &o.verdict {
+            Verdict::Pass => Expected::Same,
+            Verdict::Diverges(ids) => Expected::documented(ids),
+            Verdict::Fail(_) | Verdict::Skipped(_) => Expected::Fail,
+        };
         if &got != want {
-            let w = |x: &Expected| match x {
-                Expected::Same => "PASS".to_string(),
-                Expected::Documented(ids) => format!("DIVERGES-AS-DOCUMENTED {}", ids.join(" ")),
-                Expected::Fail => "FAIL".into(),
-            };
-            why.push(format!("expected {}, got {}", w(want), w(&got)));
+            why.push(format!(
+                "expected {}, got {}",
+                want.text(false),
+                got.text(false)
+            ));
         }
     }
     for (a, want) in &e.aspects {
@@ -353,16 +336,15 @@ fn unexpected(e: &Expect, o: &Outcome) -> Option<String> {
             .find(|(x, _)| x == a)
             .map(|(_, v)| match v {
                 AspectVerdict::Same => Expected::Same,
-                AspectVerdict::Differs(ids) => Expected::Documented(sorted(ids)),
+                AspectVerdict::Differs(ids) => Expected::documented(ids),
                 AspectVerdict::Fail => Expected::Fail,
             });
         if got.as_ref() != Some(want) {
             why.push(format!(
                 "expected {} {}, got {}",
                 a.key(),
-                word(want),
-                got.as_ref()
-                    .map(word)
+                want.text(true),
+                got.map(|g| g.text(true))
                     .unwrap_or_else(|| "not compared".into())
             ));
         }

@@ -122,16 +122,6 @@ fn cancel_text(c: Cancel) -> String {
     format!("{at}:{}", if c.with_sync { "sync" } else { "id" })
 }
 
-fn expected_text(e: &Expected, aspect: bool) -> String {
-    match e {
-        Expected::Same if aspect => "same".into(),
-        Expected::Same => "PASS".into(),
-        Expected::Documented(ids) if aspect => ids.join(" "),
-        Expected::Documented(ids) => format!("DIVERGES-AS-DOCUMENTED {}", ids.join(" ")),
-        Expected::Fail => "FAIL".into(),
-    }
-}
-
 /// The scenario as a file.
 pub fn to_text(s: &Scenario) -> String {
     let mut t = String::new();
@@ -235,10 +225,10 @@ pub fn to_text(s: &Scenario) -> String {
     }
     if let Some(e) = &s.expect {
         if let Some(v) = &e.verdict {
-            let _ = writeln!(t, "expect = {}", expected_text(v, false));
+            let _ = writeln!(t, "expect = {}", v.text(false));
         }
         for (a, v) in &e.aspects {
-            let _ = writeln!(t, "expect {} = {}", a.key(), expected_text(v, true));
+            let _ = writeln!(t, "expect {} = {}", a.key(), v.text(true));
         }
     }
     t
@@ -427,9 +417,7 @@ fn read_expected(v: &str, aspect: bool) -> Result<Expected, String> {
         if ids.is_empty() {
             return Err("expect: DIVERGES-AS-DOCUMENTED needs the ledger entries".into());
         }
-        ids.sort_by_key(|id| id[1..].parse::<u64>().unwrap_or(u64::MAX));
-        ids.dedup();
-        Ok(Expected::Documented(ids))
+        Ok(Expected::documented(&ids))
     };
     match (aspect, w.as_slice()) {
         (false, ["PASS"]) | (true, ["same"]) => Ok(Expected::Same),

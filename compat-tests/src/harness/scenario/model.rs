@@ -181,6 +181,28 @@ pub enum Expected {
     Fail,
 }
 
+impl Expected {
+    /// [`Expected::Documented`] with `ids` in the ledger's order (D2 before D13), once each.
+    pub fn documented(ids: &[String]) -> Expected {
+        let mut v = ids.to_vec();
+        v.sort_by_key(|id| id.get(1..).and_then(|n| n.parse::<u64>().ok()));
+        v.dedup();
+        Expected::Documented(v)
+    }
+
+    /// As a scenario file writes it: of the scenario (`PASS`, `DIVERGES-AS-DOCUMENTED D1 D13`,
+    /// `FAIL`) or of an aspect (`same`, `D1 D13`, `FAIL`).
+    pub fn text(&self, aspect: bool) -> String {
+        match self {
+            Expected::Same if aspect => "same".into(),
+            Expected::Same => "PASS".into(),
+            Expected::Documented(ids) if aspect => ids.join(" "),
+            Expected::Documented(ids) => format!("DIVERGES-AS-DOCUMENTED {}", ids.join(" ")),
+            Expected::Fail => "FAIL".into(),
+        }
+    }
+}
+
 /// A scenario.
 #[derive(Clone)]
 pub struct Scenario {
