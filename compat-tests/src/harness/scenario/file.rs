@@ -212,6 +212,9 @@ pub fn to_text(s: &Scenario) -> String {
         if x.early {
             let _ = write!(t, " early");
         }
+        if x.no_send {
+            let _ = write!(t, " nosend");
+        }
         if let Some(k) = x.cb_fail {
             let _ = write!(t, " cb_fail={k}");
         }
@@ -362,6 +365,7 @@ fn read_xfer(v: &str) -> Result<Xfer, String> {
                 false
             }
             "early" if val.is_empty() => std::mem::replace(&mut x.early, true),
+            "nosend" if val.is_empty() => std::mem::replace(&mut x.no_send, true),
             "cb_fail" => {
                 let n = bounded(val, u8::MAX as u64, "xfer cb_fail (a chunk id)")?;
                 x.cb_fail.replace(n as u8).is_some()
@@ -377,7 +381,7 @@ fn read_xfer(v: &str) -> Result<Xfer, String> {
             _ => {
                 return Err(format!(
                     "xfer: `{item}` is not one of len=SIZE, recv_len=SIZE, sk=KEY, ck=KEY, \
-                     off=SIZE, early, cb_fail=K, cancel_recv=AT[:sync|:id], \
+                     off=SIZE, early, nosend, cb_fail=K, cancel_recv=AT[:sync|:id], \
                      cancel_send=AT[:sync|:id]"
                 ))
             }
@@ -393,6 +397,9 @@ fn read_xfer(v: &str) -> Result<Xfer, String> {
     x.sk = sk;
     x.ck = ck;
     x.recv_len = recv_len.unwrap_or(len);
+    if x.no_send && (x.early || x.cancel_send.is_some()) {
+        return Err("xfer: nosend (no send at all) excludes early and cancel_send".into());
+    }
     if x.cancel_send.is_some_and(|c| c.at == CancelAt::Registered) {
         return Err("xfer cancel_send: before or after (registered is a recv's point)".into());
     }
@@ -686,6 +693,7 @@ wait = untimed 300ms
 destroy = end
 xfer len=4MiB+1 sk=0x10 ck=0x11 cancel_recv=before:id cancel_send=after:sync
 xfer len=1 sk=2 ck=3 off=8MiB recv_len=2 early cb_fail=0 cancel_recv=registered
+xfer len=1 sk=4 ck=5 nosend
 buffer = 9MiB
 expect = DIVERGES-AS-DOCUMENTED D13 D2 D13
 expect log = D13
@@ -705,6 +713,7 @@ expect wire = same
         );
         assert_eq!(f.xfers[1].recv_len, 2);
         assert_eq!(f.xfers[1].off, 8 * MIB as usize);
+        assert!(f.xfers[2].no_send && !f.xfers[1].no_send);
         let e = s.expect.as_ref().unwrap();
         assert_eq!(
             e.verdict,

@@ -53,12 +53,24 @@ pub fn scenarios() -> Vec<Scenario> {
                 ..Default::default()
             },
         ),
-        Scenario::custom(
+        Scenario::flow(
             "cancel-by-id-only",
             "cancel a queued recv by id with a NULL sync, then wait on its sync (30 ms)",
             Setup::default(),
-            crate::steps!(sc_cancel_by_id),
-            &[],
+            Flow {
+                capacity: 4,
+                delivery: Delivery::Held(Order::Fifo),
+                xfers: vec![Xfer {
+                    no_send: true,
+                    cancel_recv: Some(Cancel {
+                        at: CancelAt::Registered,
+                        with_sync: false,
+                    }),
+                    ..Xfer::new(4 * MIB, 0, 0xE1)
+                }],
+                wait_ms: 30,
+                ..Default::default()
+            },
         ),
         Scenario::custom(
             "destroy-inflight",
@@ -130,18 +142,6 @@ fn sc_cancel_before(ctx: &mut ScenarioRun) {
     }
     // Cancel with an unknown id and a NULL sync.
     ctx.cancel(Side::Send, None, 0xDEAD);
-}
-
-fn sc_cancel_by_id(ctx: &mut ScenarioRun) {
-    if ctx.init(Side::Send, 2, 4) != 0 {
-        return;
-    }
-    ctx.start_pollers(Delivery::Held(Order::Fifo));
-    let (_, r) = ctx.recv(4 * MIB, 0xE1, 0);
-    ctx.cancel(Side::Recv, None, 0xE1);
-    if let Some(r) = r {
-        ctx.wait(Side::Recv, &r, Some(30));
-    }
 }
 
 fn sc_destroy_inflight(ctx: &mut ScenarioRun) {

@@ -36,6 +36,8 @@ pub struct Xfer {
     pub early: bool,
     /// The notify callback returns 1 for this chunk id.
     pub cb_fail: Option<u8>,
+    /// Only the recv: no send is made for it (its recv is waited on with the flow's timeout).
+    pub no_send: bool,
     /// Cancel the recv (`cancel_tasks` with the client key) at this point, instead of only
     /// waiting on it.
     pub cancel_recv: Option<Cancel>,
@@ -88,6 +90,7 @@ impl Xfer {
             off: 0,
             early: false,
             cb_fail: None,
+            no_send: false,
             cancel_recv: None,
             cancel_send: None,
         }
@@ -383,7 +386,7 @@ pub fn run_flow(ctx: &mut ScenarioRun, f: &Flow) {
         ctx.set_send_hold(true);
     }
     let mut expected = 0u64;
-    for (i, x) in f.xfers.iter().enumerate() {
+    for (i, x) in f.xfers.iter().enumerate().filter(|(_, x)| !x.no_send) {
         let (r, s) = ctx.send_ex(x.len, x.sk, x.ck, x.off, f.via);
         if r == 0 {
             started[i] = true;
@@ -442,9 +445,9 @@ pub fn run_flow(ctx: &mut ScenarioRun, f: &Flow) {
     syncs.recv.sort_by_key(|(i, _)| *i);
     for (i, s) in &syncs.recv {
         if let Some(s) = syncs.waitable(ctx, s) {
-            let t = if !started[*i] {
+            let t = if !started[*i] && !f.xfers[*i].no_send {
                 Some(50)
-            } else if f.untimed && !syncs.cancelled.contains(s) {
+            } else if f.untimed && started[*i] && !syncs.cancelled.contains(s) {
                 None
             } else {
                 Some(f.wait_ms)
