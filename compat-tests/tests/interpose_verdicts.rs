@@ -61,18 +61,12 @@ fn interpose_verdicts_equal_builtin() {
     let builtin = run(&base.join("builtin"), false);
     let layered = run(&base.join("interpose"), true);
     // The scenario files beside the ledger run by default (docs/compat.md, "Scenario files").
-    let files = std::fs::read_dir(
-        compat_tests::harness::ledger::default_path()
-            .parent()
-            .expect("the ledger's directory")
-            .join("scenarios"),
-    )
-    .map(|d| {
-        d.filter_map(|e| e.ok())
-            .filter(|e| e.path().extension().is_some_and(|x| x == "scn"))
-            .count()
-    })
-    .unwrap_or(0);
+    let files =
+        compat_tests::harness::driver::load_files(&compat_tests::harness::driver::default_files(
+            &compat_tests::harness::ledger::default_path(),
+        ))
+        .expect("the scenario files")
+        .len();
     assert_eq!(
         builtin.len(),
         54 + 20 + files,

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use compat_tests::harness::driver::verdicts_of;
+use compat_tests::harness::driver::{load_files, verdicts_of};
 use compat_tests::harness::scenario::{catalogue, file};
 use compat_tests::harness::{ledger, random};
 use compat_tests::lib_under_test::target_dir;
@@ -68,10 +68,10 @@ fn checked_in_files_are_stable_under_repeat() {
         .expect("run compat");
     let all = text(&o);
     assert!(o.status.success(), "compat --repeat failed:\n{all}");
-    let mut stems: Vec<String> = std::fs::read_dir(scenarios_dir())
-        .expect("compat-tests/scenarios")
-        .filter_map(|e| e.ok()?.path().file_name()?.to_str().map(str::to_string))
-        .filter_map(|n| n.strip_suffix(".scn").map(|s| format!("file:{s}")))
+    let mut stems: Vec<String> = load_files(&[scenarios_dir()])
+        .expect("the scenario files")
+        .into_iter()
+        .map(|s| s.id)
         .collect();
     stems.sort();
     assert!(stems.len() >= 5, "{stems:?}");

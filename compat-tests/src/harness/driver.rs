@@ -2,7 +2,9 @@
 //! each pair of runs compared and judged against the ledger ([`super::outcome::judge`]), runs
 //! the C runner and the interop matrix, shows its progress (and every FAIL) while it runs, and
 //! writes `report.json`, `report.md`, `report.html` and `report.xml` ([`super::present`]) and
-//! prints the migration summary.
+//! prints the migration summary. Scenario files ([`load_files`]) run after the random scenarios;
+//! a pinned expectation is held against the verdict; `--repeat` runs each scenario N times and
+//! FAILs one whose verdict was not the same every time.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
