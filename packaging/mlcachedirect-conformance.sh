@@ -32,7 +32,9 @@
 #                      package version (checked at the start). COMPAT_PEER_WAIT=SECONDS bounds
 #                      how long either end waits for the other to come (default 120)
 # Any other option is passed to the harness unchanged (--scenario ID, --random N, --seed S, --list,
-# --no-interop; see `@PRIVDIR@/compat --help`). Exit status: the harness's: 0 when nothing FAILs,
+# --no-interop, --scenario-file F, --repeat N, --print-scenario ID; see `@PRIVDIR@/compat --help`).
+# The scenario files shipped in @PRIVDIR@/scenarios run by default; --scenario-file F (a file or a
+# directory of *.scn) runs F instead, alone. Exit status: the harness's: 0 when nothing FAILs,
 # 1 otherwise, 2 on usage or set-up errors, 3 (--split) when the provider reaches no other process.
 #
 # The loopback liburma.so.0, the interposition layer and the reference library are private to

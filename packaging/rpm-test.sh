@@ -447,7 +447,9 @@ if [ -e "$root/usr/bin/$name-conformance" ]; then
     summary=$(grep -E '^compat: [0-9]+ scenarios' "$work/log/conformance.log" | tail -n 1)
     c_runner=$(sed -E -n 's/.*, ([0-9]+) C runner,.*/\1/p' <<<"$summary")
     [ "${c_runner:-0}" -gt 0 ] || fail "$name-conformance ran no C runner scenario: $summary"
-    step "$name-conformance on the installed library ($c_runner C runner scenarios)"
+    files=$(sed -E -n 's/.*, ([0-9]+) from files\).*/\1/p' <<<"$summary")
+    [ "${files:-0}" -gt 0 ] || fail "$name-conformance ran none of its shipped scenario files: $summary"
+    step "$name-conformance on the installed library ($c_runner C runner scenarios, $files scenario files)"
     # Hardware mode: the shipped layer in front of the system liburma.so.0. The root has no UMDK
     # library (its stand-in ships no file), so the shipped loopback plays an unknown provider.
     conformance_device "$work/$name-conformance" "$root$privdir/liburma.so.0" "$work/conformance-device" \
