@@ -136,6 +136,7 @@ pub(super) fn stage(args: &[String]) {
         std::fs::copy(from, to)
             .unwrap_or_else(|e| fail(format!("copy {} to {}: {e}", from.display(), to.display())));
     };
+    std::fs::create_dir_all(&dest).unwrap_or_else(|e| fail(format!("{}: {e}", dest.display())));
     copy(
         &built.loopback_dir.join("liburma.so.0"),
         &dest.join("liburma.so.0"),
