@@ -52,6 +52,7 @@ privdir=@PRIVDIR@
 layerdir=@LAYERDIR@
 rust_lib=
 legacy_lib=
+inject=
 out=./mlcachedirect-conformance-report
 
 while [ $# -gt 0 ]; do
@@ -62,13 +63,15 @@ while [ $# -gt 0 ]; do
         --rust-lib=*) rust_lib=${1#--rust-lib=}; shift ;;
         --legacy-lib) legacy_lib=${2:?--legacy-lib needs a path}; shift 2 ;;
         --legacy-lib=*) legacy_lib=${1#--legacy-lib=}; shift ;;
+        --inject) inject=1; shift ;;
         -h|--help) sed -n -e '/^set -eu/q' -e '2,$p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) break ;;
     esac
 done
+# --inject is handed on to the harness (it may also come after other harness options).
+[ -z "$inject" ] || set -- --inject "$@"
 device=
 device_name=
-inject=
 prev=
 for a in "$@"; do
     [ "$a" = --device ] && device=1
