@@ -5,10 +5,17 @@
 #
 # Usage: mlcachedirect-conformance [--out DIR] [--rust-lib PATH] [--legacy-lib PATH] [compat options...]
 #        mlcachedirect-conformance --device NAME [--eid EID] [options...]
+#        mlcachedirect-conformance --inject [options...]
 #   --out DIR          where the reports go: report.html (open it in a browser), report.md,
 #                      report.json, report.xml (JUnit) (default: ./mlcachedirect-conformance-report)
 #   --rust-lib PATH    library under test (default: the installed @LIBDIR@/libos_transport.so.1)
 #   --legacy-lib PATH  reference C library 1.0 (default: the copy shipped in @PRIVDIR@/legacy/)
+#   --inject           faults at the libraries' own inject points (docs/inject.md): the inject
+#                      scenarios on the inject flavours of both libraries over the loopback, the
+#                      points armed in the host's registry /os_transport_inject (default libraries:
+#                      @INJECTDIR@/libos_transport.so.1 of mlcachedirect-inject, which must be
+#                      installed, and the C reference's inject flavour shipped in
+#                      @PRIVDIR@/legacy-inject/); report report-inject.html/.md/.json/.xml
 #   --device NAME      hardware mode: URMA device NAME of the system's liburma.so.0 (UMDK's
 #                      umdk-urma-lib; URMA_INTERPOSE_REAL=PATH names another), with the URMA
 #                      interposition layer @LAYERDIR@/liburma.so.0 in front for the trace and the
@@ -32,7 +39,9 @@
 #                      package version (checked at the start). COMPAT_PEER_WAIT=SECONDS bounds
 #                      how long either end waits for the other to come (default 120)
 # Any other option is passed to the harness unchanged (--scenario ID, --random N, --seed S, --list,
-# --no-interop; see `@PRIVDIR@/compat --help`). Exit status: the harness's: 0 when nothing FAILs,
+# --no-interop, --scenario-file F, --repeat N, --print-scenario ID; see `@PRIVDIR@/compat --help`).
+# The scenario files shipped in @PRIVDIR@/scenarios run by default; --scenario-file F (a file or a
+# directory of *.scn) runs F instead, alone. Exit status: the harness's: 0 when nothing FAILs,
 # 1 otherwise, 2 on usage or set-up errors, 3 (--split) when the provider reaches no other process.
 #
 # The loopback liburma.so.0, the interposition layer and the reference library are private to
@@ -43,8 +52,9 @@
 set -eu
 privdir=@PRIVDIR@
 layerdir=@LAYERDIR@
-rust_lib=@LIBDIR@/libos_transport.so.1
-legacy_lib=$privdir/legacy/libos_transport.so.1
+rust_lib=
+legacy_lib=
+inject=
 out=./mlcachedirect-conformance-report
 
 while [ $# -gt 0 ]; do
@@ -55,18 +65,36 @@ while [ $# -gt 0 ]; do
         --rust-lib=*) rust_lib=${1#--rust-lib=}; shift ;;
         --legacy-lib) legacy_lib=${2:?--legacy-lib needs a path}; shift 2 ;;
         --legacy-lib=*) legacy_lib=${1#--legacy-lib=}; shift ;;
+        --inject) inject=1; shift ;;
         -h|--help) sed -n -e '/^set -eu/q' -e '2,$p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) break ;;
     esac
 done
+# --inject is handed on to the harness (it may also come after other harness options).
+[ -z "$inject" ] || set -- --inject "$@"
 device=
 device_name=
 prev=
 for a in "$@"; do
     [ "$a" = --device ] && device=1
+    [ "$a" = --inject ] && inject=1
     [ "$prev" = --device ] && device_name=$a
     prev=$a
 done
+if [ -n "$inject" ]; then
+    # The inject flavours: the Rust one comes with mlcachedirect-inject, off the loader's path.
+    if [ -z "$rust_lib" ]; then
+        rust_lib=@INJECTDIR@/libos_transport.so.1
+        [ -e "$rust_lib" ] || {
+            echo "mlcachedirect-conformance: --inject needs the Rust library's inject flavour $rust_lib:" \
+                "install mlcachedirect-inject (or name a library with --rust-lib)" >&2
+            exit 2
+        }
+    fi
+    legacy_lib=${legacy_lib:-$privdir/legacy-inject/libos_transport.so.1}
+fi
+rust_lib=${rust_lib:-@LIBDIR@/libos_transport.so.1}
+legacy_lib=${legacy_lib:-$privdir/legacy/libos_transport.so.1}
 
 for f in "$rust_lib" "$legacy_lib" "$privdir/compat" "$privdir/ledger.json"; do
     [ -e "$f" ] || { echo "mlcachedirect-conformance: missing $f" >&2; exit 2; }

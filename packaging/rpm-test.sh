@@ -19,7 +19,8 @@
 #  5c. the same probe through Bazel (WORKSPACE mode, local_repository of the root's
 #      /usr/share/mlcachedirect/bazel), static and shared, where `bazel` is installed
 #   6. mlcachedirect-conformance from the root: the full comparison, C runner included; then a
-#      few scenarios in hardware mode (--device) with the shipped interposition layer in front
+#      few scenarios in hardware mode (--device) with the shipped interposition layer in front;
+#      --inject without mlcachedirect-inject: an error naming the package
 #   7. runtime-only migration: a root with only the original os-transport 1.0.0-1 (stand-in),
 #      `dnf upgrade` to mlcachedirect, dlopen("libos_transport.so") and dlopen("libos_transport.so.1")
 #      before and after, then back to os-transport (docs/migration.md)
@@ -34,7 +35,10 @@
 #      with CI set: a failure
 #  10. mlcachedirect-inject: a root with mlcachedirect alone, then with -inject added: the default
 #      library and the loader's cache unchanged, the inject flavour (20 exports) off the loader's
-#      path, the tool under both names (list, usage exit code)
+#      path, the tool under both names (list, usage exit code); then -devel and -conformance
+#      added: tests/static/inject.c linked by CMake with os-transport::os_transport_inject_static
+#      (the flavour's archive) arms a point and sees it on transfers over the loopback, and
+#      mlcachedirect-conformance --inject compares both inject flavours: 0 FAIL
 #  11. rpmlint of every RPM and the spec: 0 errors
 # Prints one line per step with its time; exits non-zero on the first failure.
 set -euo pipefail
@@ -162,20 +166,35 @@ for f in "$libdir/libos_transport.a" /usr/share/mlcachedirect/bazel/BUILD.bazel 
     has_fixed "$static_files" "$f" || fail "$name-static does not ship $f"
 done
 (cd "$work/files" && rpm2cpio "$static_rpm" | cpio -id --quiet ".$libdir/libos_transport.a")
-static_globals=$(readelf -sW "$work/files$libdir/libos_transport.a" |
-    awk '($5 == "GLOBAL" || $5 == "WEAK") && $7 != "UND" { print $8 }' | sort | tr '\n' ' ')
 api="os_transport_cancel_tasks os_transport_destroy os_transport_init os_transport_log_reg os_transport_recv"
 api="$api os_transport_reg_jfc os_transport_send os_transport_wake_up_task wait_and_free_sync wait_and_free_sync_timeout "
-[ "$static_globals" = "$api" ] || fail "$libdir/libos_transport.a: global symbols '$static_globals'"
+# archive_globals FILE: the global symbols FILE defines, sorted, on one line.
+archive_globals() {
+    readelf -sW "$1" | awk '($5 == "GLOBAL" || $5 == "WEAK") && $7 != "UND" { print $8 }' | sort | tr '\n' ' '
+}
+[ "$(archive_globals "$work/files$libdir/libos_transport.a")" = "$api" ] ||
+    fail "$libdir/libos_transport.a: global symbols '$(archive_globals "$work/files$libdir/libos_transport.a")'"
 echo "   $name-static: $libdir/libos_transport.a ($(stat -c %s "$work/files$libdir/libos_transport.a") bytes), globals: the 10 API functions"
 # mlcachedirect-inject offers no library to the system (its libos_transport.so.1 is loaded by path).
 inject_provides=$(rpm -qp --provides "$inject_rpm")
 inject_files=$(rpm -qlp "$inject_rpm")
 grep -q 'libos_transport' <<<"$inject_provides" && fail "$name-inject offers $(grep libos_transport <<<"$inject_provides")"
-for f in "$injectdir/libos_transport.so.1.0.0" /usr/bin/mlcachedirect-inject /usr/bin/mlcd_inject_cli; do
+for f in "$injectdir/libos_transport.so.1.0.0" "$injectdir/libos_transport.a" /usr/bin/mlcachedirect-inject /usr/bin/mlcd_inject_cli; do
     has_fixed "$inject_files" "$f" || fail "$name-inject does not ship $f"
 done
 grep -q "^$libdir/libos_transport" <<<"$inject_files" && fail "$name-inject ships a library on the loader's path"
+# Its archive: the ten API functions and the ten os_transport_inject_* functions global, no other.
+(cd "$work/files" && rpm2cpio "$inject_rpm" | cpio -id --quiet ".$injectdir/libos_transport.a")
+inject_api="os_transport_inject_clear os_transport_inject_clear_all os_transport_inject_cleanup os_transport_inject_execute"
+inject_api="$inject_api os_transport_inject_get_count os_transport_inject_init os_transport_inject_set_frequency"
+inject_api="$inject_api os_transport_inject_set_print os_transport_inject_set_return_error os_transport_inject_set_sleep"
+want=$(tr ' ' '\n' <<<"$api $inject_api" | grep . | sort | tr '\n' ' ')
+[ "$(archive_globals "$work/files$injectdir/libos_transport.a")" = "$want" ] ||
+    fail "$injectdir/libos_transport.a: global symbols '$(archive_globals "$work/files$injectdir/libos_transport.a")'"
+echo "   $name-inject: $injectdir/libos_transport.a ($(stat -c %s "$work/files$injectdir/libos_transport.a") bytes), globals: the 10 API and the 10 os_transport_inject_* functions"
+# mlcachedirect-conformance ships the C reference's inject flavour for --inject.
+has_fixed "$conf_files" "$privdir/legacy-inject/libos_transport.so.1" ||
+    fail "$name-conformance does not ship $privdir/legacy-inject/libos_transport.so.1"
 # Built without the test-control API: of the loopback's own functions only the helper's two queries.
 plugin_exports=$(nm -D --defined-only "$work/files$plugin" | awk '$2 == "T" && $3 ~ /^urma_/ { print $3 }' | sort | tr '
 ' ' ')
@@ -301,6 +320,50 @@ grep -E -- '-o cmake-consumer|cmake-consumer ' "$work/log/cmake.log" | tail -n 1
 run_consumer "$work/cmake-build/cmake-consumer" "$work/log/cmake-consumer.log"
 step "CMake consumer (find_package(os-transport), send + recv over the loopback)"
 
+# consumer_probe ROOT LINKAGE: the consumer-shaped probe built from ROOT with
+# MLCACHEDIRECT_LINKAGE=LINKAGE (static, shared, inject) and the genuine UMDK headers $uinc; its
+# programs move 2 MiB + 1 byte over the loopback; a static link (static, inject) needs no
+# libos_transport.so.1 and its libdatasystem.so exports the archive's public names (inject: the
+# os_transport_inject_* too) and no Rust symbol.
+consumer_probe() {
+    local r=$1 linkage=$2 b plog ds needed exports exe out from f rust
+    b=$work/probe-$linkage
+    plog=$work/log/probe-$linkage.log
+    cmake -S "$src/packaging/tests/consumer-shaped" -B "$b" -DCMAKE_PREFIX_PATH="$r/usr" \
+        -DCMAKE_PROJECT_INCLUDE="$work/lib64-paths.cmake" -DMLCACHEDIRECT_SYSTEM=ON \
+        -DMLCACHEDIRECT_LINKAGE=$linkage -DURMA_INCLUDE_DIR="$uinc" \
+        -DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath-link,$r$privdir" > "$plog" 2>&1 &&
+        cmake --build "$b" --verbose >> "$plog" 2>&1 || { cat "$plog"; fail "consumer-shaped probe build ($linkage)"; }
+    grep -q -- "-I$uinc" "$plog" || fail "the probe was not compiled with the genuine UMDK headers $uinc"
+    ds=$b/src/client/libdatasystem.so
+    needed=$(readelf -d "$ds" | sed -n -E 's/.*\(NEEDED\).*\[(.*)\]/\1/p' | tr '\n' ' ')
+    exports=$(readelf --dyn-syms -W "$ds" | awk '$7 != "UND" && $5 != "LOCAL" && NF >= 8 { print $8 }')
+    for exe in datasystem_worker pipeline_direct; do
+        out=$(LD_LIBRARY_PATH=$r$libdir:$r$privdir timeout 120 "$b/src/client/$exe" 2>&1) ||
+            { echo "$out"; fail "$exe ($linkage) failed"; }
+        grep -qx "consumer: OK" <<<"$out" && grep -qx "$exe: OK" <<<"$out" || { echo "$out"; fail "$exe ($linkage)"; }
+        from=$(sed -n 's/^consumer: os_transport.h [0-9]*, libos_transport from \(.*\), liburma from .*/\1/p' <<<"$out")
+        echo "   $linkage: $exe: 2 MiB + 1 byte sent and received; os_transport from $from"
+        if [ $linkage = shared ]; then
+            [ "$from" = "$r$libdir/libos_transport.so.1" ] || fail "$exe ($linkage) ran $from"
+        else
+            case $from in *libos_transport*) fail "$exe ($linkage) ran $from" ;; esac
+        fi
+    done
+    if [ $linkage = shared ]; then
+        grep -qw 'libos_transport\.so\.1' <<<"$needed" || fail "libdatasystem.so ($linkage) needs $needed"
+    else
+        grep -q libos_transport <<<"$needed" && fail "libdatasystem.so ($linkage) needs $needed"
+        # Rust's names: v0 (_R...), legacy (_ZN...17h<hash>E) and the runtime's (rust_*).
+        rust=$(grep -E '^_R|17h[0-9a-f]{16}E$|rust' <<<"$exports" || true)
+        [ -z "$rust" ] || fail "libdatasystem.so ($linkage) exports Rust symbols: $(head -n 5 <<<"$rust" | tr '\n' ' ')"
+        for f in $api; do grep -qx "$f" <<<"$exports" || fail "libdatasystem.so ($linkage) does not export $f"; done
+    fi
+    if [ $linkage = inject ]; then
+        for f in $inject_api; do grep -qx "$f" <<<"$exports" || fail "libdatasystem.so ($linkage) does not export $f"; done
+    fi
+    echo "   $linkage: libdatasystem.so (no version script): NEEDED $needed; $(wc -l <<<"$exports") exports, no Rust symbol"
+}
 # --- 5b. the consumer-shaped probe -----------------------------------------------------------------
 # packaging/tests/consumer-shaped: the known consumer's build re-stated (its target and variable
 # names, the include "os-transport/os_transport.h", URMA_OVER_UB, a static library linked into a
@@ -326,41 +389,7 @@ else
     block=$src/packaging/tests/consumer-shaped/cmake/external_libs/mlcachedirect.cmake
     diff <(grep -v '^#' "$block") <(sed -n '/^```cmake$/,/^```$/p' "$src/docs/migration.md" | sed '1d;$d') ||
         fail "docs/migration.md's CMake block differs from $block"
-    for linkage in static shared; do
-        b=$work/probe-$linkage
-        plog=$work/log/probe-$linkage.log
-        cmake -S "$src/packaging/tests/consumer-shaped" -B "$b" -DCMAKE_PREFIX_PATH="$root/usr" \
-            -DCMAKE_PROJECT_INCLUDE="$work/lib64-paths.cmake" -DMLCACHEDIRECT_SYSTEM=ON \
-            -DMLCACHEDIRECT_LINKAGE=$linkage -DURMA_INCLUDE_DIR="$uinc" \
-            -DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath-link,$root$privdir" > "$plog" 2>&1 &&
-            cmake --build "$b" --verbose >> "$plog" 2>&1 || { cat "$plog"; fail "consumer-shaped probe build ($linkage)"; }
-        grep -q -- "-I$uinc" "$plog" || fail "the probe was not compiled with the genuine UMDK headers $uinc"
-        ds=$b/src/client/libdatasystem.so
-        needed=$(readelf -d "$ds" | sed -n -E 's/.*\(NEEDED\).*\[(.*)\]/\1/p' | tr '\n' ' ')
-        exports=$(readelf --dyn-syms -W "$ds" | awk '$7 != "UND" && $5 != "LOCAL" && NF >= 8 { print $8 }')
-        for exe in datasystem_worker pipeline_direct; do
-            out=$(LD_LIBRARY_PATH=$root$libdir:$root$privdir timeout 120 "$b/src/client/$exe" 2>&1) ||
-                { echo "$out"; fail "$exe ($linkage) failed"; }
-            grep -qx "consumer: OK" <<<"$out" && grep -qx "$exe: OK" <<<"$out" || { echo "$out"; fail "$exe ($linkage)"; }
-            from=$(sed -n 's/^consumer: os_transport.h [0-9]*, libos_transport from \(.*\), liburma from .*/\1/p' <<<"$out")
-            echo "   $linkage: $exe: 2 MiB + 1 byte sent and received; os_transport from $from"
-            if [ $linkage = shared ]; then
-                [ "$from" = "$root$libdir/libos_transport.so.1" ] || fail "$exe ($linkage) ran $from"
-            else
-                case $from in *libos_transport*) fail "$exe ($linkage) ran $from" ;; esac
-            fi
-        done
-        if [ $linkage = shared ]; then
-            grep -qw 'libos_transport\.so\.1' <<<"$needed" || fail "libdatasystem.so ($linkage) needs $needed"
-        else
-            grep -q libos_transport <<<"$needed" && fail "libdatasystem.so ($linkage) needs $needed"
-            # Rust's names: v0 (_R...), legacy (_ZN...17h<hash>E) and the runtime's (rust_*).
-            rust=$(grep -E '^_R|17h[0-9a-f]{16}E$|rust' <<<"$exports" || true)
-            [ -z "$rust" ] || fail "libdatasystem.so ($linkage) exports Rust symbols: $(head -n 5 <<<"$rust" | tr '\n' ' ')"
-            for f in $api; do grep -qx "$f" <<<"$exports" || fail "libdatasystem.so ($linkage) does not export $f"; done
-        fi
-        echo "   $linkage: libdatasystem.so (no version script): NEEDED $needed; $(wc -l <<<"$exports") exports, no Rust symbol"
-    done
+    for linkage in static shared; do consumer_probe "$root" $linkage; done
     step "consumer-shaped probe (CMake, static and shared, genuine UMDK headers, send + recv over the loopback)"
 
     # --- 5c. the same probe through Bazel (Debian's bazel-bootstrap, where it is installed) --------
@@ -447,12 +476,22 @@ if [ -e "$root/usr/bin/$name-conformance" ]; then
     summary=$(grep -E '^compat: [0-9]+ scenarios' "$work/log/conformance.log" | tail -n 1)
     c_runner=$(sed -E -n 's/.*, ([0-9]+) C runner,.*/\1/p' <<<"$summary")
     [ "${c_runner:-0}" -gt 0 ] || fail "$name-conformance ran no C runner scenario: $summary"
-    step "$name-conformance on the installed library ($c_runner C runner scenarios)"
+    files=$(sed -E -n 's/.*, ([0-9]+) from files\).*/\1/p' <<<"$summary")
+    [ "${files:-0}" -gt 0 ] || fail "$name-conformance ran none of its shipped scenario files: $summary"
+    step "$name-conformance on the installed library ($c_runner C runner scenarios, $files scenario files)"
     # Hardware mode: the shipped layer in front of the system liburma.so.0. The root has no UMDK
     # library (its stand-in ships no file), so the shipped loopback plays an unknown provider.
     conformance_device "$work/$name-conformance" "$root$privdir/liburma.so.0" "$work/conformance-device" \
         "$work/log/conformance-device.log"
     step "$name-conformance --device loopback0 (hardware mode, layer from $libdir/mlcachedirect/interpose)"
+    # --inject without mlcachedirect-inject: no crash, an error that names the package (step 10
+    # runs it with the package).
+    rc=0
+    "$work/$name-conformance" --inject --out "$work/conformance-inject-absent" > "$work/log/conformance-inject-absent.log" 2>&1 || rc=$?
+    [ $rc = 2 ] && grep -q 'install mlcachedirect-inject' "$work/log/conformance-inject-absent.log" ||
+        { cat "$work/log/conformance-inject-absent.log"; fail "$name-conformance --inject without $name-inject: exit $rc"; }
+    sed 's/^/   /' "$work/log/conformance-inject-absent.log"
+    step "$name-conformance --inject without $name-inject: exit 2, names the package"
 else
     echo "== rpm-test: $name-conformance: not in this build (harness not built), skipped"
 fi
@@ -680,6 +719,51 @@ for tool in mlcachedirect-inject mlcd_inject_cli; do
 done
 echo "   default library: 10 exports, unchanged; $injectdir: 20 exports (10 os_transport_inject_*); loader cache unchanged"
 step "$name-inject beside $name: the default library stays the default, the tool under both names"
+# The inject flavour's archive, through -devel's CMake package: packaging/tests/cmake-consumer
+# builds cmake-inject (tests/static/inject.c with consumer.c's install test) with
+# os-transport::os_transport_inject_static alone; it arms os_transport.send.begin with the
+# archive's own functions (a sleep delays a transfer over the loopback, an error fails it, the
+# cleared point lets it through). The registry is one per host: the run holds the test lock that
+# the project's tests and the harness take.
+dnf_root "$iroot" install $name-devel $name-conformance >> "$work/log/inject-install.log" 2>&1 ||
+    { cat "$work/log/inject-install.log"; fail "dnf install $name-devel $name-conformance (inject root)"; }
+rpm_root "$iroot" -V $name $name-inject $name-devel $name-conformance || fail "rpm -V in the inject root"
+registry_lock=${TMPDIR:-/tmp}/os_transport_inject.test-lock
+ilog=$work/log/cmake-inject.log
+cmake -S "$src/packaging/tests/cmake-consumer" -B "$work/cmake-inject-build" -DCMAKE_PREFIX_PATH="$iroot/usr" \
+    -DCMAKE_PROJECT_INCLUDE="$work/lib64-paths.cmake" \
+    -DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath-link,$iroot$privdir" > "$ilog" 2>&1 &&
+    cmake --build "$work/cmake-inject-build" --verbose >> "$ilog" 2>&1 || { cat "$ilog"; fail "CMake build of cmake-inject"; }
+iexe=$work/cmake-inject-build/cmake-inject
+[ -x "$iexe" ] || fail "no cmake-inject: os-transport::os_transport_inject_static is not defined with $name-inject installed"
+grep -qF -- "$iroot$injectdir/libos_transport.a" "$ilog" || fail "cmake-inject was not linked with $injectdir/libos_transport.a"
+readelf -d "$iexe" | grep -q libos_transport && fail "cmake-inject needs libos_transport.so"
+out=$(LD_LIBRARY_PATH=$iroot$privdir flock "$registry_lock" timeout 120 "$iexe" 2>&1) || { echo "$out"; fail "cmake-inject"; }
+grep -qx 'inject: OK' <<<"$out" || { echo "$out"; fail "cmake-inject did not finish"; }
+grep '^inject: ' <<<"$out" | sed 's/^/   /'
+step "the inject archive linked by CMake (os-transport::os_transport_inject_static): a point armed through it acts on transfers over the loopback"
+# The consumer's CMake option block with MLCACHEDIRECT_LINKAGE=inject (the probe of step 5b).
+if [ -n "$uinc" ]; then
+    consumer_probe "$iroot" inject
+    step "consumer-shaped probe with MLCACHEDIRECT_LINKAGE=inject (the inject flavour's archive)"
+fi
+# mlcachedirect-conformance --inject on the installed flavours: the Rust one of -inject, the C
+# reference's of -conformance.
+root_wrapper "$iroot" "$work/inject-$name-conformance"
+clog=$work/log/conformance-inject.log
+"$work/inject-$name-conformance" --inject --out "$work/conformance-inject" > "$clog" 2>&1 ||
+    { tail -n 30 "$clog"; fail "$name-conformance --inject"; }
+grep -qF "Rust library (inject flavour):        $iroot$injectdir/libos_transport.so.1" "$clog" ||
+    fail "$name-conformance --inject did not run the installed Rust inject flavour"
+grep -qF "reference C library (inject flavour): $iroot$privdir/legacy-inject/libos_transport.so.1" "$clog" ||
+    fail "$name-conformance --inject did not run the shipped C inject flavour"
+summary=$(grep -E '^compat --inject: [0-9]+ scenarios' "$clog" | tail -n 1)
+grep -qE ', 0 FAIL,' <<<"$summary" || { tail -n 30 "$clog"; fail "$name-conformance --inject: $summary"; }
+for f in report-inject.html report-inject.md report-inject.json report-inject.xml; do
+    [ -s "$work/conformance-inject/$f" ] || fail "$name-conformance --inject wrote no $f"
+done
+echo "   $summary"
+step "$name-conformance --inject on the installed inject flavours"
 
 # --- 11. rpmlint ------------------------------------------------------------------------------------
 set +e

@@ -11,7 +11,12 @@
 //!   rustup; stable when the test runs on 1.82), in both orders on the link line, a panic raised in that library is caught there
 //!   and the transfer still works (`tests/static/two_rust.c`);
 //! * a shared library linked from it without a version script exports the API and no Rust
-//!   symbol: what a consumer's `.so` re-exports.
+//!   symbol: what a consumer's `.so` re-exports;
+//! * the inject flavour's archive (`mlcachedirect-inject`, the same recipe with the cargo feature
+//!   `inject`) has exactly the twenty public names global, and a C program linked with it arms
+//!   `os_transport.send.begin` through the archive's own `os_transport_inject_*` functions and
+//!   sees the sleep delay a transfer over the loopback, the error fail it, and the cleared point
+//!   let it through (`tests/static/inject.c`).
 mod common;
 
 use common::{repo, run, scratch, PUBLIC};
@@ -19,7 +24,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
-use testkit::archive::{self, Archive};
+use testkit::archive::{self, Archive, Flavour as ArchiveFlavour};
 use testkit::cprog::{Build, Compiler, Flavour, Lib};
 
 const TARGET: &str = env!("OST_BUILD_TARGET");
@@ -28,24 +33,43 @@ const TARGET: &str = env!("OST_BUILD_TARGET");
 /// directory of its own there: this test's cargo may still hold the lock of the running build).
 fn built() -> &'static Archive {
     static ARCHIVE: OnceLock<Archive> = OnceLock::new();
-    ARCHIVE.get_or_init(|| {
-        let dir = testkit::paths::profile_dir().join("static-archive");
-        let mut cargo = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
-        cargo.current_dir(repo());
-        let target_dir = dir.join("cargo");
-        archive::build(
-            cargo,
-            &["--target-dir".as_ref(), target_dir.as_os_str()],
-            Some(TARGET),
-            &dir,
-        )
-    })
+    ARCHIVE.get_or_init(|| build(ArchiveFlavour::Default, "static-archive"))
+}
+
+/// The inject flavour's archive, built once per test process into
+/// `<profile>/static-archive/inject`, in the same cargo target directory.
+fn built_inject() -> &'static Archive {
+    static ARCHIVE: OnceLock<Archive> = OnceLock::new();
+    ARCHIVE.get_or_init(|| build(ArchiveFlavour::Inject, "static-archive/inject"))
+}
+
+/// `archive::build` of `flavour` into `<profile>/<dir>`. One at a time: both flavours' cargo
+/// leaves its raw archive under the same name in the shared target directory.
+fn build(flavour: ArchiveFlavour, dir: &str) -> Archive {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let profile = testkit::paths::profile_dir();
+    let mut cargo = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    cargo.current_dir(repo());
+    let target_dir = profile.join("static-archive").join("cargo");
+    archive::build(
+        cargo,
+        &["--target-dir".as_ref(), target_dir.as_os_str()],
+        Some(TARGET),
+        flavour,
+        &profile.join(dir),
+    )
 }
 
 /// The libraries rustc named for the archive, except liburma (the test links the loopback's
 /// `liburma.so.0` by name: [`Lib::Urma`]).
 fn archive_lib(path: &Path) -> Lib {
-    let needs = built()
+    archive_lib_of(built(), path)
+}
+
+/// [`archive_lib`] with the libraries rustc named for `archive`.
+fn archive_lib_of(archive: &Archive, path: &Path) -> Lib {
+    let needs = archive
         .native_libs
         .iter()
         .filter(|l| *l != "-lurma")
@@ -122,9 +146,9 @@ fn assert_no_shared_library(exe: &Path) {
     assert!(!dynamic.contains("libos_transport"), "{dynamic}");
 }
 
-#[test]
-fn only_the_ten_functions_are_global() {
-    let a = built();
+/// The global symbols of `a` are exactly the public names of `flavour`, each a default-visible
+/// function, and no bitcode section or section group is left.
+fn assert_only_public_names_global(a: &Archive, flavour: ArchiveFlavour) {
     let symbols = run(Command::new("readelf").arg("-sW").arg(&a.path));
     let globals: BTreeSet<&str> = symbols
         .lines()
@@ -133,12 +157,12 @@ fn only_the_ten_functions_are_global() {
             (f.len() >= 8 && (f[4] == "GLOBAL" || f[4] == "WEAK") && f[6] != "UND").then(|| f[7])
         })
         .collect();
-    let want: BTreeSet<&str> = PUBLIC.into_iter().collect();
+    let want = flavour.globals();
     assert_eq!(globals, want, "readelf -sW {}", a.path.display());
     for l in symbols.lines().filter(|l| {
         l.split_whitespace()
             .last()
-            .is_some_and(|s| PUBLIC.contains(&s))
+            .is_some_and(|s| want.contains(s))
     }) {
         assert!(l.contains(" FUNC ") && l.contains(" DEFAULT "), "{l}");
     }
@@ -151,6 +175,56 @@ fn only_the_ten_functions_are_global() {
         "rustc's native libraries name liburma: {:?}",
         a.native_libs
     );
+}
+
+#[test]
+fn only_the_ten_functions_are_global() {
+    assert_eq!(ArchiveFlavour::Default.globals().len(), 10);
+    assert_eq!(
+        ArchiveFlavour::Default.globals(),
+        PUBLIC.into_iter().collect()
+    );
+    assert_only_public_names_global(built(), ArchiveFlavour::Default);
+}
+
+#[test]
+fn the_inject_archive_has_the_twenty_public_names_global() {
+    let names = ArchiveFlavour::Inject.globals();
+    assert_eq!(names.len(), 20);
+    assert_eq!(
+        names
+            .iter()
+            .filter(|n| n.starts_with("os_transport_inject_"))
+            .count(),
+        10
+    );
+    assert_only_public_names_global(built_inject(), ArchiveFlavour::Inject);
+}
+
+#[test]
+fn a_c_program_linked_with_the_inject_archive_arms_a_point_and_sees_its_effect() {
+    let _registry = os_transport_inject::testing::exclusive();
+    let dir = scratch("static-inject");
+    let a = built_inject();
+    // The header declares the functions only in an inject build (stand-ins otherwise).
+    let mut b = fixture_build("tests/static/inject.c", dir.join("inject"))
+        .define("OS_TRANSPORT_WITH_INJECT", "1");
+    b.sources.truncate(1);
+    b.sources.extend(consumer_objects(&dir));
+    let exe = b
+        .lib(archive_lib_of(a, &a.path))
+        .lib(Lib::Urma(loopback_dir()))
+        .run();
+    assert_no_shared_library(&exe);
+    let out = run_over_loopback(&exe, &[], "inject: OK");
+    // The three runs of consumer.c's install test: delayed, failed at the send, unaffected.
+    assert_eq!(out.matches("consumer: OK").count(), 2, "{out}");
+    assert!(
+        out.contains("(os_transport.send.begin), ret=77")
+            && out.contains(": os_transport_send (urma status"),
+        "{out}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -5,16 +5,18 @@
 //! some 1,800 global symbols, among them `rust_eh_personality`, which a second Rust archive of
 //! another Rust version also defines (the link fails), and LLVM bitcode sections that the
 //! linker plugin of an older LLVM cannot read (`ranlib` then drops most of the index). [`build`]
-//! makes it into one relocatable object whose only global symbols are the ten API functions
-//! ([`API`]):
+//! makes it into one relocatable object whose only global symbols are the public names of its
+//! [`Flavour`]: the ten API functions ([`API`]), and in the inject flavour also the ten
+//! `os_transport_inject_*` functions ([`INJECT_API`]):
 //!
 //! 1. `cargo rustc -p os-transport --lib --crate-type staticlib` (not in the crate's
-//!    `crate-type`, so ordinary builds do not pay for it), with `--print native-static-libs`:
-//!    the system libraries the archive needs, written to [`NATIVE_LIBS_FILE`];
-//! 2. `ld -r --force-group-allocation -u <each API name>`: the members the API reaches, as one
-//!    object without section groups (a kept `DW.ref.rust_eh_personality` group would win the
+//!    `crate-type`, so ordinary builds do not pay for it; `--features inject` for the inject
+//!    flavour), with `--print native-static-libs`: the system libraries the archive needs,
+//!    written to [`NATIVE_LIBS_FILE`];
+//! 2. `ld -r --force-group-allocation -u <each public name>`: the members the names reach, as
+//!    one object without section groups (a kept `DW.ref.rust_eh_personality` group would win the
 //!    linker's de-duplication against another Rust archive's and leave it unresolved);
-//! 3. `objcopy --remove-section=.llvmbc --remove-section=.llvmcmd --keep-global-symbols=<API>`:
+//! 3. `objcopy --remove-section=.llvmbc --remove-section=.llvmcmd --keep-global-symbols=<names>`:
 //!    no bitcode, every other symbol local;
 //! 4. `ar rcsD`: the archive of that one object.
 //!
@@ -42,6 +44,49 @@ pub const API: [&str; 10] = [
     "wait_and_free_sync_timeout",
 ];
 
+/// The ten functions of `os_transport_inject.h` that the inject flavour adds (docs/inject.md).
+pub const INJECT_API: [&str; 10] = [
+    "os_transport_inject_clear",
+    "os_transport_inject_clear_all",
+    "os_transport_inject_cleanup",
+    "os_transport_inject_execute",
+    "os_transport_inject_get_count",
+    "os_transport_inject_init",
+    "os_transport_inject_set_frequency",
+    "os_transport_inject_set_print",
+    "os_transport_inject_set_return_error",
+    "os_transport_inject_set_sleep",
+];
+
+/// Which library the archive holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flavour {
+    /// The default library (`mlcachedirect-static`): [`API`] global.
+    Default,
+    /// The inject flavour, cargo feature `inject` (`mlcachedirect-inject`): [`API`] and
+    /// [`INJECT_API`] global.
+    Inject,
+}
+
+impl Flavour {
+    /// The cargo features of the library in this flavour.
+    pub fn features(self) -> Option<&'static str> {
+        match self {
+            Flavour::Default => None,
+            Flavour::Inject => Some("inject"),
+        }
+    }
+
+    /// The archive's global symbols: the public names of this flavour.
+    pub fn globals(self) -> BTreeSet<&'static str> {
+        let extra: &[&str] = match self {
+            Flavour::Default => &[],
+            Flavour::Inject => &INJECT_API,
+        };
+        API.iter().chain(extra).copied().collect()
+    }
+}
+
 /// The archive's file name.
 pub const ARCHIVE: &str = "libos_transport.a";
 /// Beside the archive: rustc's `native-static-libs` line (`-lurma -lgcc_s ...`), what a link of
@@ -57,15 +102,17 @@ pub struct Archive {
     pub native_libs: Vec<String>,
 }
 
-/// Builds `<dest>/libos_transport.a` and `<dest>/native-static-libs`: `cargo` (the command, with
-/// whatever comes before the subcommand, such as a toolchain) runs `rustc` with `cargo_args`
-/// (`--release`, `--offline`, `--target-dir ...`) and `--target <target>` when given; then the
-/// steps of the module documentation with the target's binutils. Panics with the tool's output
-/// when a step fails or the result has other global symbols than [`API`].
+/// Builds `<dest>/libos_transport.a` of `flavour` and `<dest>/native-static-libs`: `cargo` (the
+/// command, with whatever comes before the subcommand, such as a toolchain) runs `rustc` with
+/// `cargo_args` (`--release`, `--offline`, `--target-dir ...`), the flavour's features and
+/// `--target <target>` when given; then the steps of the module documentation with the target's
+/// binutils. Panics with the tool's output when a step fails or the result has other global
+/// symbols than [`Flavour::globals`].
 pub fn build(
     mut cargo: Command,
     cargo_args: &[impl AsRef<OsStr>],
     target: Option<&str>,
+    flavour: Flavour,
     dest: &Path,
 ) -> Archive {
     cargo.args([
@@ -78,6 +125,9 @@ pub fn build(
     ]);
     cargo.args(["--message-format", "json-render-diagnostics"]);
     cargo.args(cargo_args);
+    if let Some(f) = flavour.features() {
+        cargo.args(["--features", f]);
+    }
     if let Some(t) = target {
         cargo.args(["--target", t]);
     }
@@ -96,24 +146,25 @@ pub fn build(
         )
     });
     std::fs::create_dir_all(dest).unwrap_or_else(|e| panic!("create {}: {e}", dest.display()));
-    let path = localise(&raw, target, dest);
+    let path = localise(&raw, target, flavour, dest);
     std::fs::write(dest.join(NATIVE_LIBS_FILE), native_libs.join(" ") + "\n")
         .unwrap_or_else(|e| panic!("write {}: {e}", dest.join(NATIVE_LIBS_FILE).display()));
     Archive { path, native_libs }
 }
 
-/// Steps 2 to 4 on the raw staticlib `raw`: `<dest>/libos_transport.a`, checked with
-/// [`defined_globals`].
-pub fn localise(raw: &Path, target: Option<&str>, dest: &Path) -> PathBuf {
+/// Steps 2 to 4 on the raw staticlib `raw` of `flavour`: `<dest>/libos_transport.a`, checked
+/// with [`defined_globals`].
+pub fn localise(raw: &Path, target: Option<&str>, flavour: Flavour, dest: &Path) -> PathBuf {
+    let names = flavour.globals();
     let keep = dest.join("api-symbols.txt");
-    std::fs::write(&keep, API.join("\n") + "\n")
-        .unwrap_or_else(|e| panic!("write {}: {e}", keep.display()));
+    let list: String = names.iter().map(|n| format!("{n}\n")).collect();
+    std::fs::write(&keep, list).unwrap_or_else(|e| panic!("write {}: {e}", keep.display()));
     let joined = dest.join("os_transport-joined.o");
     let object = dest.join("os_transport.o");
     let archive = dest.join(ARCHIVE);
     let mut ld = Command::new(tool(target, "ld"));
     ld.args(["-r", "--force-group-allocation"]);
-    for name in API {
+    for name in &names {
         ld.args(["-u", name]);
     }
     checked(ld.arg("-o").arg(&joined).arg(raw));
@@ -135,11 +186,11 @@ pub fn localise(raw: &Path, target: Option<&str>, dest: &Path) -> PathBuf {
         let _ = std::fs::remove_file(f);
     }
     let globals = defined_globals(&archive);
-    let want: BTreeSet<String> = API.iter().map(|s| s.to_string()).collect();
+    let want: BTreeSet<String> = names.iter().map(|s| s.to_string()).collect();
     assert_eq!(
         globals,
         want,
-        "{}: the global symbols are not the API",
+        "{}: the global symbols are not the public names of the {flavour:?} flavour",
         archive.display()
     );
     archive
@@ -223,5 +274,18 @@ mod tests {
             native_libs(stderr),
             Some(vec!["-lurma".into(), "-lgcc_s".into(), "-lc".into()])
         );
+    }
+
+    #[test]
+    fn the_inject_flavour_keeps_the_api_and_its_ten_functions_global() {
+        assert_eq!(Flavour::Default.globals(), API.into_iter().collect());
+        let inject = Flavour::Inject.globals();
+        assert_eq!(inject.len(), 20);
+        assert!(API.iter().all(|n| inject.contains(n)));
+        assert!(INJECT_API
+            .iter()
+            .all(|n| n.starts_with("os_transport_inject_") && inject.contains(n)));
+        assert_eq!(Flavour::Default.features(), None);
+        assert_eq!(Flavour::Inject.features(), Some("inject"));
     }
 }

@@ -1,6 +1,6 @@
 //! `compat --interpose` judges every scenario as the built-in run does.
 //!
-//! The catalogue and 20 random scenarios run twice, one run after the other: with the loopback's own trace and knobs, and
+//! The catalogue, 20 random scenarios and the scenario files run twice, one run after the other: with the loopback's own trace and knobs, and
 //! with the interposition layer (`urma-interpose`) in front of the loopback recording the trace
 //! and injecting the faults. The verdicts (PASS, or DIVERGES-AS-DOCUMENTED with the same ledger
 //! entries) must be the same, scenario by scenario. Needs the layer built
@@ -60,7 +60,18 @@ fn interpose_verdicts_equal_builtin() {
     // harness processes at once were seen to FAIL a scenario (dup-send-cr) once in ~15 runs.
     let builtin = run(&base.join("builtin"), false);
     let layered = run(&base.join("interpose"), true);
-    assert_eq!(builtin.len(), 54 + 20, "catalogue + random scenarios");
+    // The scenario files beside the ledger run by default (docs/compat.md, "Scenario files").
+    let files =
+        compat_tests::harness::driver::load_files(&compat_tests::harness::driver::default_files(
+            &compat_tests::harness::ledger::default_path(),
+        ))
+        .expect("the scenario files")
+        .len();
+    assert_eq!(
+        builtin.len(),
+        54 + 20 + files,
+        "catalogue + random scenarios + scenario files"
+    );
     assert_eq!(
         builtin.keys().collect::<Vec<_>>(),
         layered.keys().collect::<Vec<_>>()

@@ -5,6 +5,7 @@
 //!        [--scenario ID]... [--list] [--no-c-runner] [--c-runner-exe PATH] [--no-interop]
 //!        [--ledger PATH] [--interpose] [--device NAME [--eid EID]] [--verbose]
 //!        [--split [--serve HOST:PORT | --peer HOST:PORT]] [--inject]
+//!        [--scenario-file F]... [--repeat N] [--print-scenario ID]
 //! ```
 //! Defaults: the Rust library `<target>/<profile>/libos_transport.so`, the reference C library
 //! `$LEGACY_LIB` or the library legacy-c's build script built, `--out <target>/compat`,
@@ -16,7 +17,7 @@
 
 use std::path::{Path, PathBuf};
 
-use compat_tests::harness::{backend, driver, inject, ledger, outcome, split};
+use compat_tests::harness::{backend, driver, inject, ledger, outcome, random, scenario, split};
 use compat_tests::interpose_ctl;
 use compat_tests::lib_under_test::{legacy_lib_path, rust_lib_path, target_dir};
 
@@ -25,7 +26,8 @@ fn usage() -> ! {
         "usage: compat [--rust-lib PATH] [--legacy-lib PATH] [--out DIR] [--random N] [--seed S] \
          [--scenario ID]... [--list] [--no-c-runner] [--c-runner-exe PATH] [--no-interop] \
          [--ledger PATH] [--interpose] [--device NAME [--eid EID]] [--verbose] \
-         [--split [--serve HOST:PORT | --peer HOST:PORT]] [--inject]"
+         [--split [--serve HOST:PORT | --peer HOST:PORT]] [--inject] [--scenario-file F]... \
+         [--repeat N] [--print-scenario ID]"
     );
     std::process::exit(2)
 }
@@ -50,7 +52,10 @@ fn main() {
         interop: true,
         c_runner_skip: None,
         verbose: false,
+        files: Vec::new(),
+        repeat: 1,
     };
+    let mut print: Option<String> = None;
     let mut interpose = false;
     let mut inject_mode = false;
     let mut libs_given = (false, false);
@@ -88,6 +93,15 @@ fn main() {
                 let v = val("--scenario");
                 opts.only.push(v);
             }
+            "--scenario-file" => opts.files.push(PathBuf::from(val("--scenario-file"))),
+            "--print-scenario" => print = Some(val("--print-scenario")),
+            "--repeat" => {
+                opts.repeat = val("--repeat")
+                    .parse()
+                    .ok()
+                    .filter(|n| *n >= 1)
+                    .unwrap_or_else(|| usage());
+            }
             "--list" => opts.list = true,
             "--render-ledger" => render_ledger = true,
             "--no-c-runner" => opts.c_runner = false,
@@ -107,6 +121,22 @@ fn main() {
             _ => {
                 eprintln!("compat: unknown argument {a}");
                 usage()
+            }
+        }
+    }
+    if let Some(id) = print {
+        std::process::exit(print_scenario(&id));
+    }
+    if opts.files.is_empty() {
+        opts.files = driver::default_files(&opts.ledger);
+    } else if !opts.list {
+        // Files named on the command line select, as --scenario does: the run is them (and the
+        // --scenario ids), not the catalogue, the C runner, the random scenarios and the matrix.
+        match driver::load_files(&opts.files) {
+            Ok(v) => opts.only.extend(v.into_iter().map(|s| s.id)),
+            Err(e) => {
+                eprintln!("compat: {e}");
+                std::process::exit(2);
             }
         }
     }
@@ -186,6 +216,32 @@ fn main() {
         std::process::exit(split::driver::run(&opts, mode, peer.as_deref()));
     }
     std::process::exit(driver::run(&opts));
+}
+
+/// `--print-scenario ID`: the scenario as a scenario file on stdout (a catalogue id or
+/// `rand-<seed>`). Exit 0; 2 for an unknown id, and for a custom scenario, whose steps are Rust:
+/// what the format can say is printed, and stderr names the function.
+fn print_scenario(id: &str) -> i32 {
+    let s = match id.strip_prefix("rand-").map(str::parse::<u64>) {
+        Some(Ok(seed)) => Some(random::scenario(seed)),
+        _ => scenario::catalogue().into_iter().find(|s| s.id == id),
+    };
+    let Some(s) = s else {
+        eprintln!("compat: --print-scenario: no scenario {id} (a catalogue id, see --list, or rand-<seed>)");
+        return 2;
+    };
+    print!("{}", scenario::file::to_text(&s));
+    match &s.body {
+        scenario::Body::Flow(_) => 0,
+        scenario::Body::Custom(st) => {
+            eprintln!(
+                "compat: {id} is not a flow: its steps are Rust, fn {} in {}; only its id, \
+                 description and setup are printed",
+                st.name, st.file
+            );
+            2
+        }
+    }
 }
 
 /// Marks the process re-executed with the layer in front (so it is never re-executed twice).

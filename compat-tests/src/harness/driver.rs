@@ -2,23 +2,26 @@
 //! each pair of runs compared and judged against the ledger ([`super::outcome::judge`]), runs
 //! the C runner and the interop matrix, shows its progress (and every FAIL) while it runs, and
 //! writes `report.json`, `report.md`, `report.html` and `report.xml` ([`super::present`]) and
-//! prints the migration summary.
+//! prints the migration summary. Scenario files ([`load_files`]) run after the random scenarios;
+//! a pinned expectation is held against the verdict; `--repeat` runs each scenario N times and
+//! FAILs one whose verdict was not the same every time.
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use super::aspect::AspectVerdict;
 use super::ctx::{Lib, ScenarioRun};
 use super::ledger::Ledger;
 use super::outcome::{judge, Options, Outcome, RunResult, Verdict};
 use super::present::progress::Progress;
 use super::present::summary::{self, Summary};
 use super::present::{self, meta, Check, Doc, Status, Table};
-use super::scenario::Scenario;
+use super::scenario::{Expect, Expected, Scenario};
 use super::{backend, crunner, interop, random, scenario};
 
 static POISONED: [AtomicBool; 2] = [AtomicBool::new(false), AtomicBool::new(false)];
@@ -128,6 +131,51 @@ pub fn ledger_of(opts: &Options) -> Option<Ledger> {
         .ok()
 }
 
+/// The default scenario files: the directory `scenarios` beside the ledger
+/// (`compat-tests/scenarios/`; the installed harness's private directory), if there is one.
+pub fn default_files(ledger: &Path) -> Vec<PathBuf> {
+    ledger
+        .parent()
+        .map(|d| d.join("scenarios"))
+        .filter(|d| d.is_dir())
+        .into_iter()
+        .collect()
+}
+
+/// The scenarios of `paths` (files, and directories whose `*.scn` files are taken in name
+/// order), each with the id `file:<stem>` and kind `file`.
+pub fn load_files(paths: &[PathBuf]) -> Result<Vec<Scenario>, String> {
+    let mut files = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let mut v: Vec<PathBuf> = std::fs::read_dir(p)
+                .map_err(|e| format!("{}: {e}", p.display()))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|f| f.extension().is_some_and(|x| x == "scn"))
+                .collect();
+            v.sort();
+            files.extend(v);
+        } else {
+            files.push(p.clone());
+        }
+    }
+    let mut v: Vec<Scenario> = Vec::new();
+    for f in files {
+        let origin = f.display().to_string();
+        let text = std::fs::read_to_string(&f).map_err(|e| format!("{origin}: {e}"))?;
+        let mut s = scenario::file::parse(&text, &origin)?;
+        s.id = scenario::file::file_id(&origin);
+        if v.iter().any(|o| o.id == s.id) {
+            return Err(format!(
+                "{origin}: a second scenario file with the id {}",
+                s.id
+            ));
+        }
+        v.push(s);
+    }
+    Ok(v)
+}
+
 /// The scenarios of a run, in the order they run: the catalogue, the C runner, the random ones.
 fn planned(opts: &Options, cat: &[Scenario], rnd: &[Scenario]) -> usize {
     let c = if opts.c_runner {
@@ -141,8 +189,98 @@ fn planned(opts: &Options, cat: &[Scenario], rnd: &[Scenario]) -> usize {
     cat.len() + c + rnd.len()
 }
 
-/// Runs `s` on both libraries (or reports it skipped by the backend) and judges it.
-pub fn one(
+/// What `--repeat` saw of one scenario: its id, the verdicts in the order first seen with how
+/// often, the runs per second.
+pub struct Repeated {
+    pub id: String,
+    pub verdicts: Vec<(String, usize)>,
+    pub per_second: f64,
+}
+
+impl Repeated {
+    /// True when every run gave the same verdict.
+    pub fn stable(&self) -> bool {
+        self.verdicts.len() == 1
+    }
+
+    /// `id  N runs: PASS x20  (3.1 scenarios/s)`.
+    pub fn line(&self) -> String {
+        let seen: Vec<String> = self
+            .verdicts
+            .iter()
+            .map(|(v, n)| format!("{v} x{n}"))
+            .collect();
+        let runs: usize = self.verdicts.iter().map(|(_, n)| n).sum();
+        format!(
+            "{:<28} {runs} runs: {}{}  ({:.2} scenarios/s)",
+            self.id,
+            seen.join(", "),
+            if self.stable() { "" } else { "  FLIPS" },
+            self.per_second
+        )
+    }
+}
+
+/// Runs `s` `opts.repeat` times (at least once; see [`one_run`]). With more than one run and a
+/// verdict that was not the same every time, the scenario FAILs with the verdicts seen and the
+/// outcome kept is the first run that differed from the first (or the first, if that one
+/// FAILed): its traces, diff and reason are what the reports show.
+fn one(
+    s: &Scenario,
+    kind: &'static str,
+    libs: &Loaded,
+    ledger: &Ledger,
+    features: Option<&BTreeSet<String>>,
+    repeat: usize,
+) -> (Outcome, Option<Repeated>) {
+    let t = Instant::now();
+    let first = one_run(s, kind, libs, ledger, features);
+    if repeat <= 1 || matches!(first.verdict, Verdict::Skipped(_)) {
+        return (first, None);
+    }
+    let mut seen: Vec<(String, usize)> = vec![(first.verdict.word(), 1)];
+    let mut odd: Option<(usize, Outcome)> = None;
+    for k in 1..repeat {
+        let o = one_run(s, kind, libs, ledger, features);
+        let w = o.verdict.word();
+        match seen.iter_mut().find(|(v, _)| *v == w) {
+            Some((_, n)) => *n += 1,
+            None => seen.push((w, 1)),
+        }
+        if odd.is_none() && o.verdict != first.verdict {
+            odd = Some((k + 1, o));
+        }
+    }
+    let rep = Repeated {
+        id: s.id.clone(),
+        verdicts: seen,
+        per_second: repeat as f64 / t.elapsed().as_secs_f64().max(1e-9),
+    };
+    let Some((k, odd)) = odd.filter(|_| !rep.stable()) else {
+        return (first, Some(rep));
+    };
+    let why = |o: &Outcome| match &o.verdict {
+        Verdict::Fail(r) | Verdict::Skipped(r) => format!("{} ({r})", o.verdict.word()),
+        v => v.word(),
+    };
+    let msg = format!(
+        "the verdict was not the same in {repeat} runs: {}; run 1: {}; run {k}: {}",
+        rep.line(),
+        why(&first),
+        why(&odd)
+    );
+    let mut kept = if matches!(first.verdict, Verdict::Fail(_)) {
+        first
+    } else {
+        odd
+    };
+    kept.verdict = Verdict::Fail(msg);
+    (kept, Some(rep))
+}
+
+/// Runs `s` on both libraries (or reports it skipped by the backend), judges it and holds the
+/// verdict against the scenario's pinned expectation, if any.
+pub fn one_run(
     s: &Scenario,
     kind: &'static str,
     libs: &Loaded,
@@ -156,7 +294,7 @@ pub fn one(
     let t = Instant::now();
     let l = run_on(libs.legacy, s);
     let r = run_on(libs.rust, s);
-    judge(
+    let mut o = judge(
         &s.id,
         kind,
         &s.desc,
@@ -167,7 +305,59 @@ pub fn one(
         features,
         s.seed,
         t.elapsed().as_millis(),
-    )
+    );
+    if let Some(e) = &s.expect {
+        if let Some(why) = unexpected(e, &o) {
+            o.verdict = Verdict::Fail(why);
+        }
+    }
+    o
+}
+
+/// Why outcome `o` is not what `e` pins (None when it is).
+fn unexpected(e: &Expect, o: &Outcome) -> Option<String> {
+    let mut why = Vec::new();
+    if let Some(want) = &e.verdict {
+        let got = match &o.verdict {
+            Verdict::Pass => Expected::Same,
+            Verdict::Diverges(ids) => Expected::documented(ids),
+            Verdict::Fail(_) | Verdict::Skipped(_) => Expected::Fail,
+        };
+        if &got != want {
+            why.push(format!(
+                "expected {}, got {}",
+                want.text(false),
+                got.text(false)
+            ));
+        }
+    }
+    for (a, want) in &e.aspects {
+        let got = o
+            .aspects
+            .iter()
+            .find(|(x, _)| x == a)
+            .map(|(_, v)| match v {
+                AspectVerdict::Same => Expected::Same,
+                AspectVerdict::Differs(ids) => Expected::documented(ids),
+                AspectVerdict::Fail => Expected::Fail,
+            });
+        if got.as_ref() != Some(want) {
+            why.push(format!(
+                "expected {} {}, got {}",
+                a.key(),
+                want.text(true),
+                got.map(|g| g.text(true))
+                    .unwrap_or_else(|| "not compared".into())
+            ));
+        }
+    }
+    if why.is_empty() {
+        return None;
+    }
+    if let Verdict::Fail(f) = &o.verdict {
+        why.push(format!("(the run: {f})"));
+    }
+    Some(why.join("; "))
 }
 
 /// Runs the whole harness; returns the process exit code.
@@ -178,9 +368,25 @@ pub fn run(opts: &Options) -> i32 {
     };
     let mut cat = scenario::catalogue();
     let mut rnd = random::scenarios(opts.seed, opts.random);
+    let mut files = match load_files(&opts.files) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("compat: {e}");
+            return 2;
+        }
+    };
     if !opts.only.is_empty() {
         cat.retain(|s| opts.only.iter().any(|o| o == &s.id));
         rnd.retain(|s| opts.only.iter().any(|o| o == &s.id));
+        files.retain(|s| opts.only.iter().any(|o| o == &s.id));
+        // Every rand-<seed> named is generated from its seed, whatever --seed and --random say.
+        for o in &opts.only {
+            if let Some(seed) = o.strip_prefix("rand-").and_then(|s| s.parse::<u64>().ok()) {
+                if !rnd.iter().any(|s| s.seed == Some(seed)) {
+                    rnd.push(random::scenario(seed));
+                }
+            }
+        }
     }
     if opts.list {
         for s in scenario::catalogue() {
@@ -190,6 +396,9 @@ pub fn run(opts: &Options) -> i32 {
             println!("{id:<22} [C runner] {d}");
         }
         println!("rand-<seed>            random scenario (--random N --seed S)");
+        for s in load_files(&opts.files).unwrap_or_default() {
+            println!("{:<22} [file] {}", s.id, s.desc);
+        }
         return 0;
     }
     let Some(libs) = load_or_say(opts) else {
@@ -198,13 +407,19 @@ pub fn run(opts: &Options) -> i32 {
     println!("compat: reference C library: {}", opts.legacy_lib.display());
     println!("compat: Rust library:        {}", opts.rust_lib.display());
     println!(
-        "compat: {} catalogue scenarios, {} random (seed {}), ledger {}",
+        "compat: {} catalogue scenarios, {} random (seed {}), {} from scenario files, ledger {}",
         cat.len(),
         rnd.len(),
         opts.seed,
+        files.len(),
         opts.ledger.display()
     );
-    let mut progress = Progress::new("compat", planned(opts, &cat, &rnd), opts.verbose);
+    let mut progress = Progress::new(
+        "compat",
+        planned(opts, &cat, &rnd) + files.len(),
+        opts.verbose,
+    );
+    let mut repeated: Vec<Repeated> = Vec::new();
     let mut outcomes: Vec<Outcome> = Vec::new();
     let mut diverging_ids: BTreeSet<String> = BTreeSet::new();
     let mut record = |o: Outcome, progress: &mut Progress, outcomes: &mut Vec<Outcome>| {
@@ -218,9 +433,19 @@ pub fn run(opts: &Options) -> i32 {
         }
         outcomes.push(o);
     };
-    for s in &cat {
+    let repeat = opts.repeat;
+    let mut run_one = |s: &Scenario,
+                       kind: &'static str,
+                       features: Option<&BTreeSet<String>>,
+                       progress: &mut Progress|
+     -> Outcome {
         progress.start(&s.id);
-        let o = one(s, "catalogue", &libs, &ledger, None);
+        let (o, rep) = one(s, kind, &libs, &ledger, features, repeat);
+        repeated.extend(rep);
+        o
+    };
+    for s in &cat {
+        let o = run_one(s, "catalogue", None, &mut progress);
         record(o, &mut progress, &mut outcomes);
     }
     let mut c_outcomes = Vec::new();
@@ -257,11 +482,17 @@ pub fn run(opts: &Options) -> i32 {
         }
     }
     for s in &rnd {
-        progress.start(&s.id);
-        let o = one(s, "random", &libs, &ledger, Some(&s.features));
+        let o = run_one(s, "random", Some(&s.features), &mut progress);
+        record(o, &mut progress, &mut outcomes);
+    }
+    for s in &files {
+        let o = run_one(s, "file", Some(&s.features), &mut progress);
         record(o, &mut progress, &mut outcomes);
     }
     progress.finish();
+    if !repeated.is_empty() {
+        print_repeats(&repeated, opts.repeat);
+    }
     outcomes.extend(c_outcomes);
     let skipped_ids: BTreeSet<String> = outcomes
         .iter()
@@ -303,11 +534,12 @@ pub fn run(opts: &Options) -> i32 {
     let doc = document(opts, &ledger, &outcomes, &ledger_problems, &cells, secs);
     let sum = Summary::of(&doc);
     println!(
-        "\ncompat: {} scenarios ({} catalogue, {} C runner, {} random): {} PASS, {} DIVERGES-AS-DOCUMENTED, {} FAIL, {} SKIPPED; interop {}/{} cells OK; {:.1} s",
+        "\ncompat: {} scenarios ({} catalogue, {} C runner, {} random, {} from files): {} PASS, {} DIVERGES-AS-DOCUMENTED, {} FAIL, {} SKIPPED; interop {}/{} cells OK; {:.1} s",
         outcomes.len(),
         outcomes.iter().filter(|o| o.kind == "catalogue").count(),
         outcomes.iter().filter(|o| o.kind == "c-runner").count(),
         outcomes.iter().filter(|o| o.kind == "random").count(),
+        outcomes.iter().filter(|o| o.kind == "file").count(),
         sum.pass,
         sum.diverges,
         sum.fail + sum.run_failures,
@@ -326,6 +558,23 @@ pub fn run(opts: &Options) -> i32 {
     } else {
         0
     }
+}
+
+/// The `--repeat` table: per scenario the verdicts seen and scenarios per second, then the
+/// totals (scenarios whose verdict flipped, runs per second over all).
+fn print_repeats(v: &[Repeated], n: usize) {
+    println!("\nRepeat: each scenario {n} times (a run = both libraries):");
+    for r in v {
+        println!("  {}", r.line());
+    }
+    let flips = v.iter().filter(|r| !r.stable()).count();
+    let secs: f64 = v.iter().map(|r| n as f64 / r.per_second).sum();
+    println!(
+        "compat: --repeat {n}: {} scenarios, {} runs, {flips} with a verdict that flipped; {:.2} scenarios/s",
+        v.len(),
+        v.len() * n,
+        (v.len() * n) as f64 / secs.max(1e-9)
+    );
 }
 
 /// Ledger consistency of a full run: every observable entry must show in at least one of its

@@ -37,6 +37,12 @@ pub struct Options {
     pub c_runner_skip: Option<&'static str>,
     /// Print every scenario's line (`--verbose`), not only the FAILs and the progress.
     pub verbose: bool,
+    /// Scenario files, and directories whose `*.scn` files run in name order
+    /// (`--scenario-file`; default [`super::driver::default_files`]).
+    pub files: Vec<PathBuf>,
+    /// Runs of each in-process scenario (`--repeat`); a scenario whose verdict was not the
+    /// same every time FAILs.
+    pub repeat: usize,
 }
 
 /// The verdict of one comparison.

@@ -72,6 +72,9 @@ pub(super) const AARCH64_QUICK_TESTS: &[(&str, &[&str])] = &[
     ("behaviour", &["wake_up_task_return_table"]),
     // The inject registry's bytes in /dev/shm at the spec's offsets (docs/inject.md).
     ("registry", &[]),
+    // The consumer-shaped fault suite on both inject flavours, built for aarch64 (the Rust one
+    // by the test, into <target>/aarch64-unknown-linux-gnu/inject): about 22 s under qemu.
+    ("fault_suite", &[]),
 ];
 
 /// What differs on aarch64 (part of `test`): [`AARCH64_QUICK_TESTS`] and the library's unit

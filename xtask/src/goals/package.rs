@@ -104,11 +104,12 @@ pub(super) fn rpm_test(ctx: &Ctx) {
 }
 
 /// `stage --dest DIR [cargo build args]`: `cargo build` with those arguments (the default
-/// members), then `DIR/liburma.so.0` (the loopback) and `DIR/legacy/` (legacy-c's library of
-/// that profile, with its SONAME links) as copies, and `DIR/libos_transport.a` with
-/// `DIR/native-static-libs` (the static archive, built with the same arguments:
-/// `ost_build_support::archive`). The packaging takes them from there: build scripts keep their
-/// outputs in their OUT_DIR.
+/// members), then `DIR/liburma.so.0` (the loopback), `DIR/legacy/` and `DIR/legacy-inject/`
+/// (legacy-c's library of that profile and its inject flavour, each with its SONAME links) as
+/// copies, `DIR/libos_transport.a` with `DIR/native-static-libs` (the static archive, built with
+/// the same arguments: `ost_build_support::archive`) and the same two of the inject flavour in
+/// `DIR/inject/`. The packaging takes them from there: build scripts keep their outputs in their
+/// OUT_DIR.
 pub(super) fn stage(args: &[String]) {
     let pos = args
         .iter()
@@ -135,24 +136,39 @@ pub(super) fn stage(args: &[String]) {
         std::fs::copy(from, to)
             .unwrap_or_else(|e| fail(format!("copy {} to {}: {e}", from.display(), to.display())));
     };
-    let dest_legacy = dest.join("legacy");
-    std::fs::create_dir_all(&dest_legacy)
-        .unwrap_or_else(|e| fail(format!("{}: {e}", dest_legacy.display())));
+    std::fs::create_dir_all(&dest).unwrap_or_else(|e| fail(format!("{}: {e}", dest.display())));
     copy(
         &built.loopback_dir.join("liburma.so.0"),
         &dest.join("liburma.so.0"),
     );
-    copy(
-        &legacy_dir.join(legacy::REAL_NAME),
-        &dest_legacy.join(legacy::REAL_NAME),
+    // legacy-c's build script builds each flavour into a directory of its own beside `legacy/`.
+    for flavour in [legacy::Flavour::Profile, legacy::Flavour::Inject] {
+        let from = legacy_dir.with_file_name(flavour.dir_name());
+        let to = dest.join(flavour.dir_name());
+        std::fs::create_dir_all(&to).unwrap_or_else(|e| fail(format!("{}: {e}", to.display())));
+        copy(&from.join(legacy::REAL_NAME), &to.join(legacy::REAL_NAME));
+        legacy::symlink_replace(legacy::REAL_NAME, &to.join(legacy::SONAME));
+        legacy::symlink_replace(legacy::SONAME, &to.join(legacy::DEV_NAME));
+    }
+    let archive = archive::build(
+        cargo_cmd(),
+        &cargo_args,
+        None,
+        archive::Flavour::Default,
+        &dest,
     );
-    legacy::symlink_replace(legacy::REAL_NAME, &dest_legacy.join(legacy::SONAME));
-    legacy::symlink_replace(legacy::SONAME, &dest_legacy.join(legacy::DEV_NAME));
-    let archive = archive::build(cargo_cmd(), &cargo_args, None, &dest);
-    println!(
-        "stage: {} ({}, needs {})",
-        dest.display(),
-        archive.path.display(),
-        archive.native_libs.join(" ")
+    let inject = archive::build(
+        cargo_cmd(),
+        &cargo_args,
+        None,
+        archive::Flavour::Inject,
+        &dest.join("inject"),
     );
+    for a in [&archive, &inject] {
+        println!(
+            "stage: {} (needs {})",
+            a.path.display(),
+            a.native_libs.join(" ")
+        );
+    }
 }

@@ -395,6 +395,8 @@ fn libs_options(opts: &Options) -> crate::harness::outcome::Options {
         interop: false,
         c_runner_skip: None,
         verbose: false,
+        files: Vec::new(),
+        repeat: 1,
     }
 }
 
@@ -595,10 +597,10 @@ pub fn baseline(opts: &Options, random_n: usize) -> i32 {
     let cat = scenario::catalogue();
     let rnd = random::scenarios(driver::default_seed(), random_n);
     for s in &cat {
-        driver::one(s, "catalogue", &libs, &ledger, None);
+        driver::one_run(s, "catalogue", &libs, &ledger, None);
     }
     for s in &rnd {
-        driver::one(s, "random", &libs, &ledger, Some(&s.features));
+        driver::one_run(s, "random", &libs, &ledger, Some(&s.features));
     }
     interop::run(libs.legacy, libs.rust);
     cov.refresh();

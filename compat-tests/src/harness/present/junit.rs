@@ -1,5 +1,5 @@
 //! `<stem>.xml`: the run in JUnit XML, the format Jenkins and GitLab read. One `testsuite` per
-//! scenario kind (`compat.catalogue`, `compat.c-runner`, `compat.random`, `compat.split`) and
+//! scenario kind (`compat.catalogue`, `compat.c-runner`, `compat.random`, `compat.file`, `compat.split`) and
 //! per suite of other checks (`compat.interop`, `compat.peer-death`, ...); one `testcase` per
 //! scenario and per check: `failure` for a FAIL (with the trace diff), `skipped` with the reason
 //! for SKIPPED, `error` for NOT RUN; the verdict, each aspect's verdict and the ledger entries

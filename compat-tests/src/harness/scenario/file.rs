@@ -122,16 +122,6 @@ fn cancel_text(c: Cancel) -> String {
     format!("{at}:{}", if c.with_sync { "sync" } else { "id" })
 }
 
-fn expected_text(e: &Expected, aspect: bool) -> String {
-    match e {
-        Expected::Same if aspect => "same".into(),
-        Expected::Same => "PASS".into(),
-        Expected::Documented(ids) if aspect => ids.join(" "),
-        Expected::Documented(ids) => format!("DIVERGES-AS-DOCUMENTED {}", ids.join(" ")),
-        Expected::Fail => "FAIL".into(),
-    }
-}
-
 /// The scenario as a file.
 pub fn to_text(s: &Scenario) -> String {
     let mut t = String::new();
@@ -222,6 +212,9 @@ pub fn to_text(s: &Scenario) -> String {
         if x.early {
             let _ = write!(t, " early");
         }
+        if x.no_send {
+            let _ = write!(t, " nosend");
+        }
         if let Some(k) = x.cb_fail {
             let _ = write!(t, " cb_fail={k}");
         }
@@ -235,10 +228,10 @@ pub fn to_text(s: &Scenario) -> String {
     }
     if let Some(e) = &s.expect {
         if let Some(v) = &e.verdict {
-            let _ = writeln!(t, "expect = {}", expected_text(v, false));
+            let _ = writeln!(t, "expect = {}", v.text(false));
         }
         for (a, v) in &e.aspects {
-            let _ = writeln!(t, "expect {} = {}", a.key(), expected_text(v, true));
+            let _ = writeln!(t, "expect {} = {}", a.key(), v.text(true));
         }
     }
     t
@@ -372,6 +365,7 @@ fn read_xfer(v: &str) -> Result<Xfer, String> {
                 false
             }
             "early" if val.is_empty() => std::mem::replace(&mut x.early, true),
+            "nosend" if val.is_empty() => std::mem::replace(&mut x.no_send, true),
             "cb_fail" => {
                 let n = bounded(val, u8::MAX as u64, "xfer cb_fail (a chunk id)")?;
                 x.cb_fail.replace(n as u8).is_some()
@@ -387,7 +381,7 @@ fn read_xfer(v: &str) -> Result<Xfer, String> {
             _ => {
                 return Err(format!(
                     "xfer: `{item}` is not one of len=SIZE, recv_len=SIZE, sk=KEY, ck=KEY, \
-                     off=SIZE, early, cb_fail=K, cancel_recv=AT[:sync|:id], \
+                     off=SIZE, early, nosend, cb_fail=K, cancel_recv=AT[:sync|:id], \
                      cancel_send=AT[:sync|:id]"
                 ))
             }
@@ -403,6 +397,9 @@ fn read_xfer(v: &str) -> Result<Xfer, String> {
     x.sk = sk;
     x.ck = ck;
     x.recv_len = recv_len.unwrap_or(len);
+    if x.no_send && (x.early || x.cancel_send.is_some()) {
+        return Err("xfer: nosend (no send at all) excludes early and cancel_send".into());
+    }
     if x.cancel_send.is_some_and(|c| c.at == CancelAt::Registered) {
         return Err("xfer cancel_send: before or after (registered is a recv's point)".into());
     }
@@ -427,9 +424,7 @@ fn read_expected(v: &str, aspect: bool) -> Result<Expected, String> {
         if ids.is_empty() {
             return Err("expect: DIVERGES-AS-DOCUMENTED needs the ledger entries".into());
         }
-        ids.sort_by_key(|id| id[1..].parse::<u64>().unwrap_or(u64::MAX));
-        ids.dedup();
-        Ok(Expected::Documented(ids))
+        Ok(Expected::documented(&ids))
     };
     match (aspect, w.as_slice()) {
         (false, ["PASS"]) | (true, ["same"]) => Ok(Expected::Same),
@@ -698,6 +693,7 @@ wait = untimed 300ms
 destroy = end
 xfer len=4MiB+1 sk=0x10 ck=0x11 cancel_recv=before:id cancel_send=after:sync
 xfer len=1 sk=2 ck=3 off=8MiB recv_len=2 early cb_fail=0 cancel_recv=registered
+xfer len=1 sk=4 ck=5 nosend
 buffer = 9MiB
 expect = DIVERGES-AS-DOCUMENTED D13 D2 D13
 expect log = D13
@@ -717,6 +713,7 @@ expect wire = same
         );
         assert_eq!(f.xfers[1].recv_len, 2);
         assert_eq!(f.xfers[1].off, 8 * MIB as usize);
+        assert!(f.xfers[2].no_send && !f.xfers[1].no_send);
         let e = s.expect.as_ref().unwrap();
         assert_eq!(
             e.verdict,
@@ -814,6 +811,33 @@ expect wire = same
             b.splice(at..at, bytes.iter().copied().take(8));
             let _ = parse(&String::from_utf8_lossy(&b), "splice.scn");
         }
+    }
+
+    /// The examples of docs/compat.md, "Scenario files": each parses; the printed random
+    /// scenario is what `to_text` prints, the checked-in file is the file.
+    #[test]
+    fn the_documented_examples_are_real() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let doc = std::fs::read_to_string(root.join("../docs/compat.md")).expect("docs/compat.md");
+        let section = doc
+            .split("\n## Scenario files\n")
+            .nth(1)
+            .and_then(|s| s.split("\n## ").next())
+            .expect("the section Scenario files");
+        let blocks: Vec<&str> = section
+            .split("```\n")
+            .skip(1)
+            .step_by(2)
+            .filter(|b| b.contains("xfer "))
+            .collect();
+        assert_eq!(blocks.len(), 2, "{blocks:?}");
+        for b in &blocks {
+            parse(b, "docs/compat.md").unwrap_or_else(|e| panic!("{e}\n{b}"));
+        }
+        let checked_in = std::fs::read_to_string(root.join("scenarios/cancel-both-before.scn"))
+            .expect("scenarios/cancel-both-before.scn");
+        assert_eq!(blocks[0], checked_in);
+        assert_eq!(blocks[1], to_text(&random::scenario(20250415)));
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::time::Duration;
 use crate::harness::aspect::{note_line, Aspect};
 use crate::harness::backend;
 use crate::harness::ctx::{Delivery, Order, ScenarioRun, Setup, Side};
-use crate::harness::scenario::{Scenario, MIB};
+use crate::harness::scenario::{Cancel, CancelAt, Flow, Scenario, Xfer, MIB};
 use crate::loopback_ctl::ReleaseOrder;
 
 /// The scenarios of timed waits, cancel and destroy with requests in flight, in catalogue order.
@@ -32,19 +32,45 @@ pub fn scenarios() -> Vec<Scenario> {
             crate::steps!(sc_cancel_before),
             &[],
         ),
-        Scenario::custom(
+        Scenario::flow(
             "cancel-after",
             "cancel a completed recv with its sync, and a completed send by id only",
             Setup::default(),
-            crate::steps!(sc_cancel_after),
-            &[],
+            Flow {
+                capacity: 4,
+                delivery: Delivery::Held(Order::Fifo),
+                xfers: vec![Xfer {
+                    cancel_recv: Some(Cancel {
+                        at: CancelAt::After,
+                        with_sync: true,
+                    }),
+                    cancel_send: Some(Cancel {
+                        at: CancelAt::After,
+                        with_sync: false,
+                    }),
+                    ..Xfer::new(4 * MIB, 0xD2, 0xD1)
+                }],
+                ..Default::default()
+            },
         ),
-        Scenario::custom(
+        Scenario::flow(
             "cancel-by-id-only",
             "cancel a queued recv by id with a NULL sync, then wait on its sync (30 ms)",
             Setup::default(),
-            crate::steps!(sc_cancel_by_id),
-            &[],
+            Flow {
+                capacity: 4,
+                delivery: Delivery::Held(Order::Fifo),
+                xfers: vec![Xfer {
+                    no_send: true,
+                    cancel_recv: Some(Cancel {
+                        at: CancelAt::Registered,
+                        with_sync: false,
+                    }),
+                    ..Xfer::new(4 * MIB, 0, 0xE1)
+                }],
+                wait_ms: 30,
+                ..Default::default()
+            },
         ),
         Scenario::custom(
             "destroy-inflight",
@@ -116,38 +142,6 @@ fn sc_cancel_before(ctx: &mut ScenarioRun) {
     }
     // Cancel with an unknown id and a NULL sync.
     ctx.cancel(Side::Send, None, 0xDEAD);
-}
-
-fn sc_cancel_after(ctx: &mut ScenarioRun) {
-    if ctx.init(Side::Send, 2, 4) != 0 {
-        return;
-    }
-    ctx.start_pollers(Delivery::Held(Order::Fifo));
-    let (_, r) = ctx.recv(4 * MIB, 0xD1, 0);
-    let (_, s) = ctx.send(4 * MIB, 0xD2, 0xD1, 0);
-    ctx.settle_recv(2, Duration::from_millis(150), Duration::from_secs(5));
-    ctx.deliver_held(Order::Fifo);
-    std::thread::sleep(Duration::from_millis(20));
-    if let Some(r) = r {
-        ctx.cancel(Side::Recv, Some(&r), 0xD1);
-    }
-    if let Some(s) = s {
-        ctx.cancel(Side::Send, None, 0xD2);
-        ctx.wait(Side::Send, &s, Some(5000));
-    }
-    ctx.check_data("data ck=0xd1", 0, 4 * MIB as usize);
-}
-
-fn sc_cancel_by_id(ctx: &mut ScenarioRun) {
-    if ctx.init(Side::Send, 2, 4) != 0 {
-        return;
-    }
-    ctx.start_pollers(Delivery::Held(Order::Fifo));
-    let (_, r) = ctx.recv(4 * MIB, 0xE1, 0);
-    ctx.cancel(Side::Recv, None, 0xE1);
-    if let Some(r) = r {
-        ctx.wait(Side::Recv, &r, Some(30));
-    }
 }
 
 fn sc_destroy_inflight(ctx: &mut ScenarioRun) {

@@ -66,6 +66,7 @@ pub fn splittable(sc: &scenario::Scenario) -> Option<Flow> {
         && !f.xfers.is_empty()
         && f.xfers.iter().all(|x| {
             !x.early
+                && !x.no_send
                 && x.cb_fail.is_none()
                 && x.cancel_recv.is_none()
                 && x.cancel_send.is_none()

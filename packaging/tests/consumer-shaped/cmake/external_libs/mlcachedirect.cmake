@@ -4,12 +4,14 @@
 # the file defines from the downloaded C sources; the rest of the file is the way back.
 option(MLCACHEDIRECT_SYSTEM "link the installed mlcachedirect (mlcachedirect-devel) instead of building the C sources" OFF)
 set(MLCACHEDIRECT_LINKAGE "static" CACHE STRING
-    "static: libos_transport.a (mlcachedirect-static); shared: libos_transport.so.1 (mlcachedirect)")
+    "static: libos_transport.a (mlcachedirect-static); shared: libos_transport.so.1 (mlcachedirect); inject: the inject flavour's libos_transport.a (mlcachedirect-inject)")
 if(MLCACHEDIRECT_SYSTEM)
   find_package(os-transport 1.0 REQUIRED)
   add_library(mlcachedirect_os_transport_static INTERFACE)
   if(MLCACHEDIRECT_LINKAGE STREQUAL "shared")
     target_link_libraries(mlcachedirect_os_transport_static INTERFACE os-transport::os_transport Threads::Threads)
+  elseif(MLCACHEDIRECT_LINKAGE STREQUAL "inject")
+    target_link_libraries(mlcachedirect_os_transport_static INTERFACE os-transport::os_transport_inject_static)
   else()
     target_link_libraries(mlcachedirect_os_transport_static INTERFACE os-transport::os_transport_static)
   endif()
