@@ -587,7 +587,8 @@ pub fn replay(opts: &Options, file: &Path) -> i32 {
 }
 
 /// What `make compat` runs in this process (the catalogue, the random scenarios of the default
-/// seed, the interop matrix), measured by the same counters: edges per module.
+/// seed, the scenario files of `compat-tests/scenarios`, the interop matrix), measured by the
+/// same counters: edges per module.
 pub fn baseline(opts: &Options, random_n: usize) -> i32 {
     let Some((ledger, libs)) = load(opts) else {
         return 2;
@@ -602,14 +603,22 @@ pub fn baseline(opts: &Options, random_n: usize) -> i32 {
     for s in &rnd {
         driver::one_run(s, "random", &libs, &ledger, Some(&s.features));
     }
+    let files = driver::load_files(&driver::default_files(&opts.ledger)).unwrap_or_else(|e| {
+        eprintln!("fuzz-compat baseline: the scenario files: {e}");
+        Vec::new()
+    });
+    for s in &files {
+        driver::one_run(s, "file", &libs, &ledger, Some(&s.features));
+    }
     interop::run(libs.legacy, libs.rust);
     cov.refresh();
     cov.collect();
-    let n = cat.len() + rnd.len();
+    let n = cat.len() + rnd.len() + files.len();
     println!(
-        "fuzz-compat baseline: {n} scenarios ({} catalogue, {} random) and the interop matrix in {:.0} s ({:.2} scenarios/s)",
+        "fuzz-compat baseline: {n} scenarios ({} catalogue, {} random, {} from files) and the interop matrix in {:.0} s ({:.2} scenarios/s)",
         cat.len(),
         rnd.len(),
+        files.len(),
         t.elapsed().as_secs_f64(),
         n as f64 / t.elapsed().as_secs_f64()
     );
