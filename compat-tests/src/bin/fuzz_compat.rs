@@ -5,7 +5,8 @@
 //! fuzz-compat [--time SECONDS] [--runs N] [--seed S] [--corpus DIR] [--seeds DIR]...
 //!             [--findings DIR] [--smoke] [--edges FILE] [--rust-lib PATH] [--legacy-lib PATH]
 //!             [--ledger PATH]
-//! fuzz-compat --replay FILE      one input: its verdict, finding and traces side by side
+//! fuzz-compat --replay FILE      one input (or a scenario file, *.scn): its verdict, finding and
+//!                                traces side by side
 //! fuzz-compat --baseline [N]     what make compat runs (catalogue, N random, interop): edges
 //! fuzz-compat --distil OUT [--seeds DIR]... [--corpus DIR]   a small set covering the same edges
 //! fuzz-compat --encode-random SEED N OUT   the inputs of random scenarios rand-SEED.. (compat's)

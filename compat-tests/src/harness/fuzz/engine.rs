@@ -2,15 +2,21 @@
 //! replay of one input and the baseline (what `make compat` runs, measured the same way).
 //!
 //! The loop runs in a child process (`fuzz-compat --child ...`): before each run it writes the
-//! input to `<findings>/.current` and its run count to `<findings>/.runs`; when the child dies
-//! (a signal, or an exit other than 0, 1 and [`EXIT_RESTART`]) the parent records a `crash`
-//! finding with that input and starts a new child for what is left of the budget. After a hang
-//! the library is not used again in that process ([`crate::harness::driver::run_on`]), so the
-//! child writes the finding and exits with [`EXIT_RESTART`].
+//! input to `<findings>/.current` and its run count to `<findings>/.runs`. When the child dies
+//! (a signal, or an exit other than 0, 1 and [`EXIT_RESTART`]) the input is a `crash` finding.
+//! After a hang the library is not used again in that process
+//! ([`crate::harness::driver::run_on`]), so the child writes the hang's signature and reason to
+//! `<findings>/.ended` and exits with [`EXIT_RESTART`]. Either way the parent re-runs the input
+//! and minimizes it in processes of their own (`fuzz-compat --replay`, each within the
+//! scenario's budget; a replay that dies of a signal is a crash), writes the finding, adds the
+//! input to `<findings>/.skip` (inputs a child does not run again) and starts a new child for
+//! what is left of the budget.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+use ost_supervise::Capture;
 
 use super::coverage::{Coverage, Module};
 use super::decode::decode;
@@ -20,11 +26,19 @@ use crate::harness::driver::{self, run_on, Loaded};
 use crate::harness::ledger::Ledger;
 use crate::harness::outcome::{judge, Outcome, Verdict};
 use crate::harness::random::{Draw, Rng};
-use crate::harness::scenario::Scenario;
+use crate::harness::scenario::{file, Body, Scenario};
 use crate::harness::{interop, random, scenario};
 
 /// Exit status of a child that found a hang and must be replaced.
 pub const EXIT_RESTART: i32 = 3;
+/// In `<findings>`: the signature and reason of the hang that ended a child, one per line.
+const ENDED: &str = ".ended";
+/// In `<findings>`: the inputs a child skips (each one that ended a child), one hash a line.
+const SKIP: &str = ".skip";
+/// `FUZZ_COMPAT_ABORT_ABOVE=N` (the self-test of the crash path, `tests/fuzz_compat.rs`): a
+/// scenario with a transfer longer than N bytes aborts the process before it runs, as a crash
+/// of a library would.
+const ABORT_ABOVE: &str = "FUZZ_COMPAT_ABORT_ABOVE";
 /// First argument of the fuzzing child.
 pub const CHILD_ARG: &str = "--child";
 
@@ -89,6 +103,7 @@ fn settle_threads(before: &BTreeMap<u64, String>) -> Vec<String> {
 
 /// Runs `sc` on both libraries, judges it, and tells the finding, if any.
 pub fn trial(libs: &Loaded, ledger: &Ledger, sc: &Scenario) -> (Outcome, Option<Finding>) {
+    abort_if_asked(sc);
     let t = Instant::now();
     let t0 = threads();
     let l = run_on(libs.legacy, sc);
@@ -111,6 +126,36 @@ pub fn trial(libs: &Loaded, ledger: &Ledger, sc: &Scenario) -> (Outcome, Option<
     );
     let f = finding::of(&o, [leak_l, leak_r]);
     (o, f)
+}
+
+/// The self-test of the crash path ([`ABORT_ABOVE`]).
+fn abort_if_asked(sc: &Scenario) {
+    static ABOVE: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    let above = *ABOVE.get_or_init(|| std::env::var(ABORT_ABOVE).ok()?.parse().ok());
+    let Some(n) = above else {
+        return;
+    };
+    if let Body::Flow(f) = &sc.body {
+        if f.xfers.iter().any(|x| x.len > n) {
+            let none = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            // SAFETY: setrlimit reads one rlimit from `none`, a live local of that type; no core
+            // file is left behind by the abort below.
+            unsafe { libc::setrlimit(libc::RLIMIT_CORE, &none) };
+            std::process::abort();
+        }
+    }
+}
+
+/// The hashes in `<findings>/.skip`.
+fn skipped(findings: &Path) -> BTreeSet<u64> {
+    std::fs::read_to_string(findings.join(SKIP)).map_or(BTreeSet::new(), |t| {
+        t.lines()
+            .filter_map(|l| u64::from_str_radix(l.trim(), 16).ok())
+            .collect()
+    })
 }
 
 fn read_inputs(dir: &Path) -> Vec<Vec<u8>> {
@@ -151,6 +196,8 @@ struct Fuzzer<'a> {
     mutated: u64,
     /// Signature -> how many inputs gave it.
     seen: BTreeMap<String, usize>,
+    /// Inputs that ended an earlier child ([`SKIP`]).
+    skip: BTreeSet<u64>,
     t0: Instant,
     last_print: Instant,
 }
@@ -173,12 +220,15 @@ impl Fuzzer<'_> {
     /// directory when it reached a new edge;
     /// handles a finding. Returns false when the process must be replaced (a hang).
     fn run(&mut self, input: &[u8]) -> bool {
+        if self.skip.contains(&finding::hash(input)) {
+            return true;
+        }
         let _ = std::fs::write(self.opts.findings.join(".current"), input);
         self.runs += 1;
         let _ = std::fs::write(self.opts.findings.join(".runs"), self.mutated.to_string());
         let sc = decode(input);
         self.cov.clear();
-        let (o, f) = trial(&self.libs, &self.ledger, &sc);
+        let (_, f) = trial(&self.libs, &self.ledger, &sc);
         self.cov.refresh();
         let new = self.cov.collect();
         if new.buckets {
@@ -195,8 +245,14 @@ impl Fuzzer<'_> {
         }
         let mut go_on = true;
         if let Some(f) = f {
-            go_on = !f.signature.starts_with("hang-");
-            self.found(input, &sc, &o, &f);
+            if f.signature.starts_with("hang-") {
+                // The parent re-runs and minimizes it in processes of their own.
+                let text = format!("{}\n{}\n", f.signature, f.reason);
+                let _ = std::fs::write(self.opts.findings.join(ENDED), text);
+                go_on = false;
+            } else {
+                self.found(input, &sc, &f);
+            }
         }
         if self.last_print.elapsed() > Duration::from_secs(10) {
             println!("{}", self.status());
@@ -206,7 +262,7 @@ impl Fuzzer<'_> {
     }
 
     /// Re-runs, minimizes and writes a finding (once per signature; later ones are counted).
-    fn found(&mut self, input: &[u8], sc: &Scenario, o: &Outcome, f: &Finding) {
+    fn found(&mut self, input: &[u8], sc: &Scenario, f: &Finding) {
         let n = self.seen.entry(f.signature.clone()).or_default();
         *n += 1;
         if *n > 1 {
@@ -216,27 +272,16 @@ impl Fuzzer<'_> {
             "fuzz-compat: FINDING {}: {}\n    scenario: {}",
             f.signature, f.reason, sc.desc
         );
-        let hang = f.signature.starts_with("hang-");
-        let (reproduced, minimized, m_out, m_runs) = if hang {
-            // The library is not used again in this process: no re-run.
-            ((1, 1), sc.clone(), o.clone(), 0)
-        } else {
-            let mut k = 1;
-            for _ in 0..2 {
-                if trial(&self.libs, &self.ledger, sc)
-                    .1
-                    .is_some_and(|g| g.signature == f.signature)
-                {
-                    k += 1;
-                }
-            }
-            let (libs, ledger) = (&self.libs, &self.ledger);
-            let mut run = |s: &Scenario| trial(libs, ledger, s);
-            let (m, runs) =
-                finding::minimize(sc, &f.signature, 60, Duration::from_secs(240), &mut run);
-            let (mo, _) = trial(libs, ledger, &m);
-            ((k, 3), m, mo, runs)
-        };
+        let (libs, ledger) = (&self.libs, &self.ledger);
+        let mut run = |s: &Scenario| trial(libs, ledger, s).1.map(|g| g.signature);
+        let k = 1
+            + (0..2)
+                .filter(|_| run(sc).is_some_and(|g| g == f.signature))
+                .count();
+        let (minimized, m_runs) =
+            finding::minimize(sc, &f.signature, 60, Duration::from_secs(240), &mut run);
+        let (m_out, _) = trial(libs, ledger, &minimized);
+        let reproduced = (k, 3);
         self.cov.collect();
         let w = Written {
             finding: f,
@@ -289,6 +334,7 @@ pub fn child(opts: &Options) -> i32 {
         runs: 0,
         mutated: done_before,
         seen: BTreeMap::new(),
+        skip: skipped(&opts.findings),
         t0: Instant::now(),
         last_print: Instant::now(),
     };
@@ -423,6 +469,8 @@ pub fn supervise(exe: &Path, args: &[String], opts: &Options) -> i32 {
     let before = finding_dirs(&opts.findings);
     let start = Instant::now();
     let mut crashed = false;
+    // The signatures of the crashes and hangs written.
+    let mut ended = BTreeSet::new();
     let mut restarts = 0;
     loop {
         let mut cmd = std::process::Command::new(exe);
@@ -441,35 +489,39 @@ pub fn supervise(exe: &Path, args: &[String], opts: &Options) -> i32 {
                 return 2;
             }
         };
-        match status.code() {
+        let f = match status.code() {
             Some(0) => break,
             Some(1) | Some(2) => return 1.max(status.code().unwrap_or(1)),
-            Some(EXIT_RESTART) => {}
-            _ => {
-                crashed = true;
-                let input = std::fs::read(opts.findings.join(".current")).unwrap_or_default();
-                let f = Finding {
-                    signature: "crash".into(),
-                    reason: format!("the fuzzing process ended: {status}"),
-                };
-                let sc = decode(&input);
-                let w = Written {
-                    finding: &f,
-                    input: &input,
-                    original: &sc,
-                    minimized: &sc,
-                    outcome: None,
-                    reproduced: (1, 1),
-                    minimize_runs: 0,
-                };
-                match finding::write(&opts.findings, &w) {
-                    Ok(d) => println!(
-                        "fuzz-compat: FINDING crash ({status}): written to {}",
-                        d.display()
-                    ),
-                    Err(e) => eprintln!("fuzz-compat: writing the crash: {e}"),
+            Some(EXIT_RESTART) => {
+                let text = std::fs::read_to_string(opts.findings.join(ENDED)).unwrap_or_default();
+                let _ = std::fs::remove_file(opts.findings.join(ENDED));
+                let mut lines = text.lines();
+                Finding {
+                    signature: lines.next().unwrap_or("hang").to_string(),
+                    reason: lines.next().unwrap_or("a run did not end").to_string(),
                 }
             }
+            _ => Finding {
+                signature: "crash".into(),
+                reason: format!("the fuzzing process ended: {status}"),
+            },
+        };
+        crashed = true;
+        let input = std::fs::read(opts.findings.join(".current")).unwrap_or_default();
+        let skip = format!("{:016x}\n", finding::hash(&input));
+        let appended = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(opts.findings.join(SKIP))
+            .and_then(|mut w| std::io::Write::write_all(&mut w, skip.as_bytes()));
+        if let Err(e) = appended {
+            eprintln!("fuzz-compat: {}: {e}", opts.findings.join(SKIP).display());
+            return 2;
+        }
+        if ended.insert(f.signature.clone()) {
+            ended_finding(exe, args, opts, &input, &f);
+        } else {
+            println!("fuzz-compat: {} again (written once)", f.signature);
         }
         restarts += 1;
         if restarts > 20 {
@@ -494,6 +546,62 @@ pub fn supervise(exe: &Path, args: &[String], opts: &Options) -> i32 {
         println!("fuzz-compat: new finding {d}");
     }
     i32::from(crashed || !new.is_empty())
+}
+
+/// A crash or a hang that ended a child: re-run twice and minimized, each run in a process of
+/// its own (`exe --replay FILE` with the fuzzer's arguments, within the scenario's budget and a
+/// minute), then written like any finding (without traces: the process that ran it is gone).
+fn ended_finding(exe: &Path, args: &[String], opts: &Options, input: &[u8], f: &Finding) {
+    println!("fuzz-compat: FINDING {}: {}", f.signature, f.reason);
+    let sc = decode(input);
+    let bin = opts.findings.join(".judge.bin");
+    let scn = opts.findings.join(".judge.scn");
+    // A replay's finding signature: `crash` when it died of a signal; None when it ended
+    // without a finding, could not start or outlived its deadline.
+    let judge = |file: &Path, budget: Duration| -> Option<String> {
+        let mut cmd = std::process::Command::new(exe);
+        cmd.args(args).arg("--replay").arg(file);
+        let run = ost_supervise::spawn("fuzz-compat --replay", &mut cmd, Capture::Pipes).ok()?;
+        let end = run.finish(budget + Duration::from_secs(60));
+        match end.status {
+            Some(s) if s.code().is_none() => Some("crash".to_string()),
+            Some(_) => end.stdout.lines().find_map(|l| {
+                let rest = l.strip_prefix("finding: ")?;
+                Some(rest.split(' ').next().unwrap_or(rest).to_string())
+            }),
+            None => None,
+        }
+    };
+    let k = if std::fs::write(&bin, input).is_ok() {
+        1 + (0..2)
+            .filter(|_| judge(&bin, sc.budget).is_some_and(|g| g == f.signature))
+            .count()
+    } else {
+        1
+    };
+    let mut run = |s: &Scenario| {
+        std::fs::write(&scn, file::to_text(s)).ok()?;
+        judge(&scn, s.budget)
+    };
+    let (minimized, m_runs) =
+        finding::minimize(&sc, &f.signature, 40, Duration::from_secs(240), &mut run);
+    let w = Written {
+        finding: f,
+        input,
+        original: &sc,
+        minimized: &minimized,
+        outcome: None,
+        reproduced: (k, 3),
+        minimize_runs: m_runs,
+    };
+    match finding::write(&opts.findings, &w) {
+        Ok(d) => println!(
+            "fuzz-compat: reproduced {k}/3; minimized in {m_runs} runs to: {}\n    written to {}",
+            finding::describe(&minimized),
+            d.display()
+        ),
+        Err(e) => eprintln!("fuzz-compat: writing the finding: {e}"),
+    }
 }
 
 /// Distils the seeds and the corpus directory into `out` (`--distil OUT`): runs each input once,
@@ -554,7 +662,8 @@ pub fn distil(opts: &Options, out: &Path) -> i32 {
     0
 }
 
-/// Runs one input (`--replay FILE`) and prints its verdict, finding and traces side by side.
+/// Runs one input (`--replay FILE`: a fuzz input, or a scenario file when it ends in `.scn`)
+/// and prints its verdict, finding and traces side by side.
 pub fn replay(opts: &Options, file: &Path) -> i32 {
     let input = match std::fs::read(file) {
         Ok(i) => i,
@@ -563,10 +672,23 @@ pub fn replay(opts: &Options, file: &Path) -> i32 {
             return 2;
         }
     };
+    let sc = if file.extension().is_some_and(|e| e == "scn") {
+        let parsed = std::str::from_utf8(&input)
+            .map_err(|e| format!("{}: {e}", file.display()))
+            .and_then(|t| file::parse(t, &file.display().to_string()));
+        match parsed {
+            Ok(sc) => sc,
+            Err(e) => {
+                eprintln!("fuzz-compat: {e}");
+                return 2;
+            }
+        }
+    } else {
+        decode(&input)
+    };
     let Some((ledger, libs)) = load(opts) else {
         return 2;
     };
-    let sc = decode(&input);
     let (o, f) = trial(&libs, &ledger, &sc);
     println!(
         "scenario: {}\nverdict: {}",

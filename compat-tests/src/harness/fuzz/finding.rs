@@ -364,13 +364,14 @@ pub fn simpler(sc: &Scenario) -> Vec<Scenario> {
 }
 
 /// Greedy structural minimization: takes the first simpler scenario that still gives
-/// `signature` (by `run`), until none does or `budget` runs or `limit` time are spent.
+/// `signature` (`run` gives a scenario's finding signature, if any), until none does or
+/// `budget` runs or `limit` time are spent.
 pub fn minimize(
     sc: &Scenario,
     signature: &str,
     budget: usize,
     limit: Duration,
-    run: &mut dyn FnMut(&Scenario) -> (Outcome, Option<Finding>),
+    run: &mut dyn FnMut(&Scenario) -> Option<String>,
 ) -> (Scenario, usize) {
     let t = Instant::now();
     let mut cur = sc.clone();
@@ -381,7 +382,7 @@ pub fn minimize(
                 break 'outer;
             }
             runs += 1;
-            if run(&cand).1.is_some_and(|f| f.signature == signature) {
+            if run(&cand).is_some_and(|f| f == signature) {
                 cur = cand;
                 continue 'outer;
             }
@@ -452,7 +453,7 @@ pub fn write(dir: &Path, w: &Written) -> std::io::Result<PathBuf> {
     }
     let (k, n) = w.reproduced;
     let reproduced = match (k, n) {
-        (_, 0 | 1) => "not re-run (a crash or a hang ends the process that found it)".to_string(),
+        (_, 0 | 1) => "not re-run".to_string(),
         (k, n) if k == n => format!("{k} of {n} runs (deterministic)"),
         (k, n) => format!("{k} of {n} runs (flaky)"),
     };
@@ -510,12 +511,7 @@ mod tests {
         // A stand-in judge: the "finding" is any flow with 2 or more workers.
         let mut run = |s: &Scenario| {
             let Body::Flow(f) = &s.body else { panic!() };
-            let o = Outcome::new("x", "random", "", Verdict::Pass);
-            let fd = (f.workers >= 2).then(|| Finding {
-                signature: "w".into(),
-                reason: String::new(),
-            });
-            (o, fd)
+            (f.workers >= 2).then(|| "w".to_string())
         };
         let Body::Flow(f0) = &sc.body else { panic!() };
         assert!(f0.workers >= 2, "{}", sc.desc);
@@ -523,6 +519,6 @@ mod tests {
         let Body::Flow(f) = &m.body else { panic!() };
         assert!(f.workers >= 2);
         assert!(runs > 0);
-        assert!(simpler(&m).iter().all(|s| run(s).1.is_none()));
+        assert!(simpler(&m).iter().all(|s| run(s).is_none()));
     }
 }
