@@ -100,6 +100,33 @@ fn read_size(s: &str) -> Result<u64, String> {
     u64::try_from(total).map_err(|_| bad())
 }
 
+/// The words of the enumerated settings, one table each, read by [`parse`] and written by
+/// [`to_text`].
+const RECV_KINDS: &[(&str, RecvKind)] = &[
+    ("jetty", RecvKind::Jetty),
+    ("jfr", RecvKind::Jfr),
+    ("jetty-shared-jfr", RecvKind::JettySharedJfr),
+];
+const SEND_VIAS: &[(&str, SendVia)] = &[
+    ("jfs", SendVia::Jfs),
+    ("jetty", SendVia::Jetty),
+    ("none", SendVia::None),
+];
+const DESTROYS: &[(&str, DestroyAt)] =
+    &[("end", DestroyAt::End), ("inflight", DestroyAt::Inflight)];
+const CANCEL_ATS: &[(&str, CancelAt)] = &[
+    ("registered", CancelAt::Registered),
+    ("before", CancelAt::Before),
+    ("after", CancelAt::After),
+];
+/// A cancel with the sync (`true`) or by id only.
+const CANCEL_WITH_SYNC: &[(&str, bool)] = &[("sync", true), ("id", false)];
+
+/// The word of `v` in `choices` (every value of the type has one).
+fn name_of<T: PartialEq>(choices: &[(&'static str, T)], v: &T) -> &'static str {
+    choices.iter().find(|(_, c)| c == v).map_or("?", |(n, _)| n)
+}
+
 /// A key as a file writes it.
 fn key(k: u64) -> String {
     format!("{k:#x}")
@@ -114,12 +141,11 @@ fn order_text(o: Order) -> String {
 }
 
 fn cancel_text(c: Cancel) -> String {
-    let at = match c.at {
-        CancelAt::Registered => "registered",
-        CancelAt::Before => "before",
-        CancelAt::After => "after",
-    };
-    format!("{at}:{}", if c.with_sync { "sync" } else { "id" })
+    format!(
+        "{}:{}",
+        name_of(CANCEL_ATS, &c.at),
+        name_of(CANCEL_WITH_SYNC, &c.with_sync)
+    )
 }
 
 /// The scenario as a file.
@@ -130,12 +156,7 @@ pub fn to_text(s: &Scenario) -> String {
     let _ = writeln!(t, "desc = {}", one_line(&s.desc));
     let d = Setup::default();
     if s.setup.recv_kind != d.recv_kind {
-        let k = match s.setup.recv_kind {
-            RecvKind::Jetty => "jetty",
-            RecvKind::Jfr => "jfr",
-            RecvKind::JettySharedJfr => "jetty-shared-jfr",
-        };
-        let _ = writeln!(t, "recv = {k}");
+        let _ = writeln!(t, "recv = {}", name_of(RECV_KINDS, &s.setup.recv_kind));
     }
     if s.setup.event_mode {
         let _ = writeln!(t, "mode = event");
@@ -188,17 +209,11 @@ pub fn to_text(s: &Scenario) -> String {
         }
         (false, true) => {}
     }
-    match f.via {
-        SendVia::Jfs => {}
-        SendVia::Jetty => {
-            let _ = writeln!(t, "send = jetty");
-        }
-        SendVia::None => {
-            let _ = writeln!(t, "send = none");
-        }
+    if f.via != fd.via {
+        let _ = writeln!(t, "send = {}", name_of(SEND_VIAS, &f.via));
     }
-    if f.destroy == DestroyAt::Inflight {
-        let _ = writeln!(t, "destroy = inflight");
+    if f.destroy != fd.destroy {
+        let _ = writeln!(t, "destroy = {}", name_of(DESTROYS, &f.destroy));
     }
     for x in &f.xfers {
         let _ = write!(t, "xfer len={}", size(x.len as u64));
@@ -320,16 +335,8 @@ fn read_wait(v: &str, f: &mut Flow) -> Result<(), String> {
 
 fn read_cancel(v: &str, what: &str) -> Result<Cancel, String> {
     let (at, how) = v.split_once(':').unwrap_or((v, "sync"));
-    let at = one_of(
-        at,
-        what,
-        &[
-            ("registered", CancelAt::Registered),
-            ("before", CancelAt::Before),
-            ("after", CancelAt::After),
-        ],
-    )?;
-    let with_sync = one_of(how, what, &[("sync", true), ("id", false)])?;
+    let at = one_of(at, what, CANCEL_ATS)?;
+    let with_sync = one_of(how, what, CANCEL_WITH_SYNC)?;
     Ok(Cancel { at, with_sync })
 }
 
@@ -488,18 +495,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Scenario, String> {
             "id" if v.is_empty() => return Err(at("id: a scenario id, not nothing".into())),
             "id" => id = Some(v.to_string()),
             "desc" => desc = Some(v.to_string()),
-            "recv" => {
-                setup.recv_kind = one_of(
-                    v,
-                    k,
-                    &[
-                        ("jetty", RecvKind::Jetty),
-                        ("jfr", RecvKind::Jfr),
-                        ("jetty-shared-jfr", RecvKind::JettySharedJfr),
-                    ],
-                )
-                .map_err(at)?
-            }
+            "recv" => setup.recv_kind = one_of(v, k, RECV_KINDS).map_err(at)?,
             "mode" => {
                 setup.event_mode = one_of(v, k, &[("poll", false), ("event", true)]).map_err(at)?
             }
@@ -531,26 +527,8 @@ pub fn parse(text: &str, origin: &str) -> Result<Scenario, String> {
                 f.knobs = v.to_string();
             }
             "wait" => read_wait(v, &mut f).map_err(at)?,
-            "send" => {
-                f.via = one_of(
-                    v,
-                    k,
-                    &[
-                        ("jfs", SendVia::Jfs),
-                        ("jetty", SendVia::Jetty),
-                        ("none", SendVia::None),
-                    ],
-                )
-                .map_err(at)?
-            }
-            "destroy" => {
-                f.destroy = one_of(
-                    v,
-                    k,
-                    &[("end", DestroyAt::End), ("inflight", DestroyAt::Inflight)],
-                )
-                .map_err(at)?
-            }
+            "send" => f.via = one_of(v, k, SEND_VIAS).map_err(at)?,
+            "destroy" => f.destroy = one_of(v, k, DESTROYS).map_err(at)?,
             "expect" => expect.verdict = Some(read_expected(v, false).map_err(at)?),
             _ => {
                 let aspect = k
